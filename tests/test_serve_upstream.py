@@ -23,7 +23,7 @@ import pytest
 from huggingface_hub import HfApi
 from serving import ROOT, files_of, make_model, own_registry_and_serve, point_hub_at, serve_as_process, serve_over
 from signing_keys import key_pair
-from support.faultproxy import FaultProxy, drop_response
+from support.faultproxy import FaultProxy, corrupt, delay, drop_response, server_error, throttle
 from support.registry import RegistryProcess
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
@@ -57,6 +57,28 @@ class Proxied:
 
     def asked(self, needle: str) -> list[str]:
         return [r.path for r in self.counted.requests if needle in r.path]
+
+    def landed(self, repository: str, *commits: str, timeout: float = 60) -> list[str]:
+        """The repository's tags once every commit's upstream tag is there: a commit lands in the
+        registry just after its last file streamed to the readers."""
+        wanted = {f"ocibridge-upstream-{c}" for c in commits}
+        until = time.monotonic() + timeout
+        while not wanted <= set(tags := self.tags(repository)):
+            assert time.monotonic() < until, f"{repository}: {wanted - set(tags)} never landed"
+            time.sleep(0.1)
+        return tags
+
+    def outcomes(self, repository: str) -> list[str]:
+        audit = [json.loads(line) for line in (self.root / "audit.jsonl").read_text().splitlines()]
+        return [e["outcome"] for e in audit if e["action"] == "upstream_ingest" and e["repository"] == repository]
+
+    def ended(self, repository: str, count: int, timeout: float = 60) -> list[str]:
+        """The repository's ingest outcomes once ``count`` fetches of it ended."""
+        until = time.monotonic() + timeout
+        while len(said := self.outcomes(repository)) < count:
+            assert time.monotonic() < until, f"{repository}: {said}"
+            time.sleep(0.1)
+        return said
 
 
 def publish(up: str, root: Path) -> tuple[str, str, Path]:
@@ -118,6 +140,7 @@ def test_a_model_the_registry_lacks_is_fetched_once_and_answered_as_the_upstream
     assert head.headers["x-repo-commit"] == proxied.dev
     assert api.model_info("acme/tiny", revision=proxied.dev).sha == proxied.dev
     assert api.model_info("acme/tiny", revision="v1").sha == proxied.main  # a name of a commit fetched already
+    proxied.landed("proxy/acme/tiny", proxied.main, proxied.dev)
     refs = api.list_repo_refs("acme/tiny")
     assert [b.target_commit for b in refs.branches if b.name == "main"] == [proxied.main]
     assert {t.name: t.target_commit for t in refs.tags}.get("v1") == proxied.main  # a fetched name: a plain tag
@@ -150,6 +173,7 @@ def test_a_second_load_sends_the_upstream_nothing(proxied: Proxied, tmp_path: Pa
 
 def test_the_registry_holds_the_artifact_push_hf_makes_of_the_same_commit(proxied: Proxied, tmp_path: Path):
     proxied.api().model_info("acme/tiny")  # fetched, if no test before did
+    proxied.landed("proxy/acme/tiny", proxied.main)
     hub = tmp_path / "hub"
     huggingface_hub.snapshot_download("acme/tiny", revision=proxied.main, endpoint=proxied.upstream,
                                       token=UP_TOKEN, cache_dir=hub)
@@ -194,6 +218,7 @@ def test_a_denied_repository_and_a_pickle_file_are_refused_naming_the_rule(proxi
 def test_with_the_upstream_down_what_was_fetched_is_served_after_a_restart_and_a_miss_is_503(proxied: Proxied,
                                                                                               tmp_path: Path):
     proxied.api().model_info("acme/tiny")  # fetched, if no test before did
+    proxied.landed("proxy/acme/tiny", proxied.main)
     down = FaultProxy(proxied.upstream)
     down.stop()  # nothing listens there now
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OCIBRIDGE_CACHE": str(tmp_path / "cache")}
@@ -249,23 +274,85 @@ def test_the_upstream_flags_are_checked_before_serve_starts(tmp_path: Path):
             create_app(source, options=options)
 
 
-def test_a_fetch_cut_mid_file_commits_nothing_and_the_next_request_completes_it(proxied: Proxied, tmp_path: Path):
+def test_a_fetch_cut_mid_file_cuts_its_reader_commits_nothing_and_the_next_request_resumes_the_file(
+        proxied: Proxied, tmp_path: Path):
     up = HfApi(endpoint=proxied.upstream, token=UP_TOKEN)
     up.create_repo("acme/cut")
-    weights = bytes(range(256)) * 800
+    weights = bytes(range(256)) * 8192  # 2 MiB: the engine reads 512 KiB at once
     sha = up.upload_file(path_or_fileobj=weights, path_in_repo="w.safetensors", repo_id="acme/cut").oid
-    rule = proxied.counted.add("GET", r"/acme/cut/resolve/.*/w\.safetensors", drop_response(after=50_000),
-                               times=None)
-    cut = httpx.get(f"{proxied.proxy}/api/models/acme/cut", headers={"Authorization": f"Bearer {CLIENT_TOKEN}"},
-                    timeout=120)
-    assert (cut.status_code, rule.applied > 0) == (503, True), cut.text
-    assert int(cut.headers["retry-after"]) > 0
+    file = r"/acme/cut/resolve/.*/w\.safetensors"
+    cut = proxied.counted.add("GET", file, drop_response(after=1_600_000))
+    down = proxied.counted.add("GET", file, server_error(503), times=None)  # the engine's own retry fails too
+    headers = {"Authorization": f"Bearer {CLIENT_TOKEN}"}
+    with pytest.raises(httpx.HTTPError):  # the body ends short of its length: the client knows
+        httpx.get(f"{proxied.proxy}/acme/cut/resolve/main/w.safetensors", headers=headers, timeout=120)
+    assert cut.applied == 1 and down.applied >= 1
+    assert proxied.ended("acme/cut", 1) == ["failed"]
     assert proxied.tags("proxy/acme/cut") == []  # nothing of the commit in the registry
-    rule.times = rule.applied  # the upstream whole again
-    assert proxied.api().model_info("acme/cut").sha == sha
+    down.times = down.applied  # the upstream whole again
     got = huggingface_hub.hf_hub_download("acme/cut", "w.safetensors", endpoint=proxied.proxy, token=CLIENT_TOKEN,
                                           cache_dir=tmp_path / "c")
     assert Path(got).read_bytes() == weights
+    resumed = proxied.counted.requests_matching("GET", file)[-1].headers.get("range", "")
+    assert re.fullmatch(r"bytes=([1-9][0-9]*)-", resumed), resumed  # from what the cut fetch had received
+    proxied.landed("proxy/acme/cut", sha)
+    assert proxied.ended("acme/cut", 2) == ["failed", "landed"]
+
+
+def test_a_file_that_fails_its_check_is_cut_for_its_reader_and_fetched_whole_again(proxied: Proxied,
+                                                                                    tmp_path: Path):
+    up = HfApi(endpoint=proxied.upstream, token=UP_TOKEN)
+    up.create_repo("acme/bad")
+    weights = bytes(range(256)) * 300
+    sha = up.upload_file(path_or_fileobj=weights, path_in_repo="w.safetensors", repo_id="acme/bad").oid
+    file = r"/acme/bad/resolve/.*/w\.safetensors"
+    proxied.counted.add("GET", file, corrupt(offset=1000))
+    headers = {"Authorization": f"Bearer {CLIENT_TOKEN}"}
+    with httpx.stream("GET", f"{proxied.proxy}/acme/bad/resolve/main/w.safetensors", headers=headers,
+                      timeout=120) as answer:
+        received = bytearray()
+        with pytest.raises(httpx.HTTPError):
+            for chunk in answer.iter_bytes():
+                received += chunk
+    assert len(received) < len(weights)  # never the last byte of a file that did not check
+    assert proxied.ended("acme/bad", 1) == ["failed"]
+    assert proxied.tags("proxy/acme/bad") == []
+    got = huggingface_hub.hf_hub_download("acme/bad", "w.safetensors", endpoint=proxied.proxy, token=CLIENT_TOKEN,
+                                          cache_dir=tmp_path / "c")
+    assert Path(got).read_bytes() == weights
+    assert "range" not in proxied.counted.requests_matching("GET", file)[-1].headers  # whole again
+    proxied.landed("proxy/acme/bad", sha)
+
+
+def test_a_file_streams_to_its_readers_before_the_commit_lands_fetched_once_for_all(proxied: Proxied,
+                                                                                     tmp_path: Path):
+    up = HfApi(endpoint=proxied.upstream, token=UP_TOKEN)
+    up.create_repo("acme/streamed")
+    weights = bytes(range(256)) * 2048  # 512 KiB
+    for path, data in (("w.safetensors", weights), ("late.safetensors", b"\x01" * 4096)):
+        sha = up.upload_file(path_or_fileobj=data, path_in_repo=path, repo_id="acme/streamed").oid
+    proxied.counted.add("GET", r"/acme/streamed/resolve/.*/w\.safetensors", throttle(2 << 20))
+    proxied.counted.add("GET", r"/acme/streamed/resolve/.*/late\.safetensors", delay(8))
+
+    def load(n: int) -> bytes:
+        return Path(huggingface_hub.hf_hub_download("acme/streamed", "w.safetensors", revision=sha,
+                                                    endpoint=proxied.proxy, token=CLIENT_TOKEN,
+                                                    cache_dir=tmp_path / str(n))).read_bytes()
+
+    started = time.monotonic()
+    with ThreadPoolExecutor(4) as pool:
+        loaded = list(pool.map(load, range(4)))
+    took = time.monotonic() - started
+    assert loaded == [weights] * 4
+    # read while the commit's other file was still on its way: not one tag of it in the registry
+    assert proxied.tags("proxy/acme/streamed") == [] and took < 8, took
+    # the metadata while in flight is the upstream's, listing the files serve will hold (no .gitattributes)
+    listed = proxied.api().model_info("acme/streamed", revision=sha).siblings or []
+    assert sorted(s.rfilename for s in listed) == ["late.safetensors", "w.safetensors"]
+    assert proxied.tags("proxy/acme/streamed") == []
+    assert len(proxied.counted.requests_matching("GET", r"/acme/streamed/resolve/.*/w\.safetensors")) == 1
+    proxied.landed("proxy/acme/streamed", sha)
+    assert proxied.ended("acme/streamed", 1) == ["landed"]
 
 
 def test_with_sign_key_a_fetched_commit_is_signed_and_its_provenance_names_the_upstream(proxied: Proxied,
@@ -273,6 +360,7 @@ def test_with_sign_key_a_fetched_commit_is_signed_and_its_provenance_names_the_u
     from ocibridge.cli import main
 
     proxied.api().model_info("acme/tiny")  # fetched, if no test before did
+    proxied.landed("proxy/acme/tiny", proxied.main)
     ref = f"{proxied.registry.host}/proxy/acme/tiny:latest"
     public = str(proxied.root / "keys" / "cosign.pub")
     assert main(["verify", ref, "--key", public, "--plain-http"]) == 0

@@ -68,6 +68,7 @@ from ocibridge.hubserver.tokenfile import TokenFile
 from ocibridge.hubserver.uploads.ingest import ingest_for
 from ocibridge.hubserver.uploads.relay import handing_for, relay_for, relays
 from ocibridge.hubserver.uploads.staging import Staging
+from ocibridge.hubserver.upstream.inflight import Fetching
 from ocibridge.hubserver.upstream.proxy import ProxyCatalog
 from ocibridge.hubserver.upstream.staleness import StaleWarning
 from ocibridge.hubserver.web.compare import Compare
@@ -215,6 +216,8 @@ class ServeApp:
                     if files and repo_id is not None:
                         await self._run(self.gate.may_fetch, request, repo_id)
                 return await answer(request)
+            except Fetching as e:  # serve --upstream: the commit read is being fetched (upstream/inflight.py)
+                return await e.answer(request, lambda: endpoint(request))
             except CAUGHT as e:
                 if isinstance(e, RepoMoved) and request.method in ("GET", "HEAD"):
                     return moved_answer(request, e)

@@ -9,8 +9,9 @@ then written to the registry, tagged in the order a reader relies on:
 2. serve's own commit tag ``ocibridge-commit-<id>``, as every commit serve writes has;
 3. the revision's registry tag (a branch's or tag's name), moved by the caller.
 
-Requests for the same missing commit that arrive while it is fetched wait for that one fetch
-(single-flight within this serve); each fetch is one audit line."""
+Requests for the same missing commit that arrive while it is fetched join that one fetch
+(single-flight within this serve), which runs in a thread of its own: its files can be read as they
+arrive (upstream/streamed.py, upstream/tee.py); each fetch is one audit line."""
 
 from __future__ import annotations
 
@@ -20,13 +21,14 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ocibridge.errors import NotFound, OcibridgeError
 from ocibridge.hubserver.reading.sources import commit_of
 from ocibridge.hubserver.upstream.commits import by_upstream_id
 from ocibridge.hubserver.upstream.errors import UpstreamDown
+from ocibridge.hubserver.upstream.streamed import StreamedFetch
 from ocibridge.oci.bookkeeping import commit_tag, upstream_tag
 
 if TYPE_CHECKING:
@@ -51,12 +53,23 @@ def writable(repo: Repository) -> WritableStore:
 
 
 @dataclass
-class _Flight:
-    """One fetch in progress, and what it ended with."""
+class Flight:
+    """One commit's fetch in progress (its files readable as they arrive: ``fetch``), and what
+    it ended with."""
 
     done: threading.Event
+    thens: list[Callable[[Descriptor], object]] = field(default_factory=list)  # run once it landed
+    fetch: StreamedFetch | None = None
     result: Descriptor | None = None
     error: BaseException | None = None
+
+    def ended(self) -> Descriptor:
+        """The landed manifest (waiting for it), or the fetch's error raised."""
+        self.done.wait()
+        if self.error is not None:
+            raise self.error
+        assert self.result is not None
+        return self.result
 
 
 class Ingest:
@@ -67,41 +80,72 @@ class Ingest:
         self.evidence = evidence  # serve's --sign-key, --sbom, --provenance: each fetched commit's too
         self.audit: Audit = audit or (lambda entry: None)
         self._lock = threading.Lock()
-        self._flights: dict[tuple[str, str], _Flight] = {}
+        self._flights: dict[tuple[str, str], Flight] = {}
         self.fetches = 0  # commits fetched from the upstream (not counting those waited for)
 
     def commit(self, repo: Repository, repo_id: str, commit: str, revision: str) -> Descriptor:
         """The manifest of the upstream's ``commit`` in ``repo``: found there, else fetched (or
         the fetch another request started waited for)."""
+        return self.begin(repo, repo_id, commit, revision).ended()
+
+    def in_flight(self, repo: Repository, commit: str) -> Flight | None:
+        """The fetch of ``commit`` under way, if one is."""
+        with self._lock:
+            return self._flights.get((repo.shown, commit))
+
+    def fetching(self, repo: Repository) -> bool:
+        """Whether a commit of ``repo`` is being fetched (the repository came from the upstream,
+        though no commit of it landed yet)."""
+        with self._lock:
+            return any(shown == repo.shown for shown, _ in self._flights)
+
+    def begin(self, repo: Repository, repo_id: str, commit: str, revision: str,
+              then: Callable[[Descriptor], object] | None = None) -> Flight:
+        """The fetch of ``commit``: found done in the registry, joined, or started in a thread of
+        its own (``then``: what each asker does once it landed, its revision's tag moved; run by
+        the fetch's thread, or here when the commit is found landed)."""
         try:
-            return by_upstream_id(repo, commit)
+            found = Flight(threading.Event(), result=by_upstream_id(repo, commit))
+            found.done.set()
+            if then is not None:
+                assert found.result is not None
+                then(found.result)
+            return found
         except NotFound:
             pass
         key = (repo.shown, commit)
         with self._lock:
             flight = self._flights.get(key)
-            leader = flight is None
-            if flight is None:
-                flight = self._flights[key] = _Flight(threading.Event())
-        if not leader:
-            flight.done.wait()
-            if flight.error is not None:
-                raise flight.error
-            assert flight.result is not None
-            return flight.result
+            if flight is not None:
+                flight.thens += [then] if then is not None else []
+                return flight
+            flight = self._flights[key] = Flight(threading.Event(), [then] if then is not None else [])
+        threading.Thread(target=self._lead, args=(key, flight, repo, repo_id, commit, revision),
+                         name=f"upstream-{repo_id}", daemon=True).start()
+        return flight
+
+    def _lead(self, key: tuple[str, str], flight: Flight, repo: Repository, repo_id: str, commit: str,
+              revision: str) -> None:
         try:
-            flight.result = self._fetch(repo, repo_id, commit, revision)
-            return flight.result
+            flight.result = self._fetch(flight, repo, repo_id, commit, revision)
+            while True:  # each asker's follow-up, those that joined meanwhile too
+                with self._lock:
+                    thens, flight.thens = flight.thens, []
+                    if not thens:
+                        del self._flights[key]
+                        break
+                for then in thens:
+                    then(flight.result)
         except BaseException as e:
             flight.error = e
-            raise
-        finally:
             with self._lock:
-                del self._flights[key]
+                self._flights.pop(key, None)
+        finally:
             flight.done.set()
 
-    def _fetch(self, repo: Repository, repo_id: str, commit: str, revision: str) -> Descriptor:
-        from ocibridge.kinds.hf.commitdownload import CommitDownload, HubSource
+    def _fetch(self, flight: Flight, repo: Repository, repo_id: str, commit: str, revision: str) -> Descriptor:
+        from ocibridge.kinds.hf.commitdownload import HubSource
+        from ocibridge.kinds.hf.hubcache import hub_cache
         from ocibridge.transfer.copy import copy
         from ocibridge.transfer.writer import write_artifact
 
@@ -111,7 +155,8 @@ class Ingest:
                                 "commit": commit, "upstream": settings.url}
         try:
             source = HubSource(repo_id, settings.url, settings.token, None)
-            artifact, reference = CommitDownload(source, commit, settings.concurrency, settings.hub_cache)()
+            flight.fetch = StreamedFetch(source, commit, settings.concurrency, settings.hub_cache or hub_cache())
+            artifact, reference = flight.fetch()
             store = writable(repo)
             mapping = repo.reference(upstream_tag(commit))
             signs = self.evidence is not None and self.evidence.wanted
@@ -134,7 +179,7 @@ class Ingest:
             raise UpstreamDown(f"{repo_id}@{commit}: fetching it from the upstream failed: {e}") from None
         self.fetches += 1
         self._tidy(repo.shown, repo_id)
-        self._record(line, "landed", 200, digest=root.digest, bytes_received=stats.bytes_copied,
+        self._record(line, "landed", 200, digest=root.digest, bytes_received=flight.fetch.bytes_received,
                      seconds=round(time.monotonic() - started, 3))
         log.info("upstream: %s@%s fetched from %s as %s", repo_id, commit, settings.url, root.digest)
         return root

@@ -14,7 +14,9 @@ The rules, in the order a miss meets them:
    not stay gated or private here); ``--upstream-license`` (the card must name an allowed
    license); ``--upstream-refuse-files`` globs; pickle formats (door.PICKLE) unless
    ``--upstream-allow-pickle``;
-5. the commit fetched (or found fetched: its upstream tag), the revision's name tagged.
+5. the commit fetched (or found fetched: its upstream tag), the revision's name tagged; a read
+   that meets the fetch under way is :class:`.inflight.Fetching`: its file streamed as it arrives,
+   its metadata asked of the upstream (upstream/inflight.py), rather than waiting for the commit.
 
 A write's resolution (``ref``, ``kind``) is never proxied: it resolves the registry as it is."""
 
@@ -45,6 +47,7 @@ from ocibridge.hubserver.reading.sources import (
 from ocibridge.hubserver.upstream.client import UpstreamHub, UpstreamRevision
 from ocibridge.hubserver.upstream.commits import is_proxied
 from ocibridge.hubserver.upstream.errors import UpstreamDown, UpstreamRefused
+from ocibridge.hubserver.upstream.inflight import Fetching
 from ocibridge.hubserver.upstream.ingest import Audit, Ingest, writable
 from ocibridge.hubserver.upstream.staleness import note_stale
 from ocibridge.oci.bookkeeping import is_reserved
@@ -53,6 +56,7 @@ if TYPE_CHECKING:
     from ocibridge.hubserver.reading.sources import Source
     from ocibridge.hubserver.upstream.settings import UpstreamSettings
     from ocibridge.hubserver.writes.evidence import Evidence
+    from ocibridge.oci.models import Descriptor
 
 log = logging.getLogger("ocibridge.hubserver")
 #: branch heads whose last check is remembered (past it, all are forgotten: each is checked once more)
@@ -117,11 +121,15 @@ class ProxyCatalog(Catalog):
         if parts is None or DIGEST.fullmatch(revision) or not revision_named(revision) or is_reserved(revision):
             raise missing
         repo = self.sources[0].repository(parts)
-        if repo is None or isinstance(missing, RevisionNotFound) and not is_proxied(repo):
+        if repo is None or isinstance(missing, RevisionNotFound) and not (self.ingest.fetching(repo)
+                                                                          or is_proxied(repo)):
             raise missing
         self._door_repo(repo_id, revision)
+        joined = self.ingest.in_flight(repo, revision) if COMMIT.fullmatch(revision) else None
+        if joined is not None:  # a commit id whose fetch is under way: its door was passed
+            raise Fetching(joined, revision, self.upstream.url, self.upstream.token)
         info = self.hub.revision(repo_id, revision)
-        named = self._let_in(repo, revision, info)
+        named = self._let_in(repo, revision, info, stream=True)
         self.forget(repo_id)
         return local(named)
 
@@ -132,21 +140,34 @@ class ProxyCatalog(Catalog):
             self.ingest.refused(repo_id, revision, message)
             raise UpstreamRefused(message, rule)
 
-    def _let_in(self, repo: Repository, revision: str, info: UpstreamRevision) -> str:
+    def _let_in(self, repo: Repository, revision: str, info: UpstreamRevision, *, stream: bool = False) -> str:
         """The commit ``info`` names through the pickle rule, fetched (or found), and the
-        revision's name tagged; what the revision is resolved as now (its name, or the commit)."""
+        revision's name tagged; what the revision is resolved as now (its name, or the commit).
+        ``stream``: a fetch under way is :class:`Fetching` (its files read as they arrive), not
+        waited for; its starter's thread tags the revision once the commit landed."""
         self._door_revision(revision, info)
-        root = self.ingest.commit(repo, info.repo_id, info.commit, revision)
+        if self._fetched_tag(repo, revision, info.commit) is not None:
+            self._mark(info.repo_id, revision)  # its head asked now: re-checked --upstream-fresh from now
+        flight = self.ingest.begin(repo, info.repo_id, info.commit, revision,
+                                   then=lambda root: self._named(repo, revision, info, root))
+        if stream and not flight.done.is_set():
+            raise Fetching(flight, info.commit, self.upstream.url, self.upstream.token)
+        flight.ended()  # its follow-ups ran: the revision's name tagged
+        return info.commit if self._fetched_tag(repo, revision, info.commit) is None else revision
+
+    def _named(self, repo: Repository, revision: str, info: UpstreamRevision, root: Descriptor) -> bool:
+        """The revision's name tagged on the landed commit ``root`` (False: a commit id, no name)."""
+        self.forget(info.repo_id)  # what was read of the repository before it landed
         tag = self._fetched_tag(repo, revision, info.commit)
         if tag is None:
-            return info.commit
+            return False
         from ocibridge.transfer.writer import write_artifact
 
         store = writable(repo)
         self._record_branch(repo, revision, info.repo_id)
         write_artifact(store, root, store.fetch_bytes(root), tags=[repo.reference(tag)])
-        self._mark(info.repo_id, revision)
-        return revision
+        self.forget(info.repo_id)
+        return True
 
     def _door_revision(self, revision: str, info: UpstreamRevision) -> None:
         """The rules decided on model_info's metadata (door.py), in order: gated or private at the

@@ -85,14 +85,9 @@ class _Download:
         self.cache = cache or _cache()  # the Hub cache downloaded into (serve --upstream: its own)
 
     def __call__(self) -> tuple[Store, str]:
-        from ocibridge.kinds.hf.door import read_snapshot
-        from ocibridge.kinds.hf.locator import HubReference as Reference
-        from ocibridge.kinds.source import ReadRequest
-        from ocibridge.model.builder import ARTIFACT_TAG, PlannedArtifact
-
         src = self.src
         try:
-            listed = self._listing()
+            listed = self.listing()
             with ThreadPoolExecutor(max_workers=max(1, self.workers), thread_name_prefix="mirror-hub") as pool:
                 list(pool.map(self._fetch, listed))
         except OcibridgeError:
@@ -100,12 +95,21 @@ class _Download:
         except Exception as e:
             raise OcibridgeError(f"{src.name}@{self.commit}: download from {src.endpoint} failed "
                                  f"(run the job again to resume it): {said(e)}") from None
+        return self.snapshot(listed)
+
+    def snapshot(self, listed: list[Any]) -> tuple[Store, str]:
+        """The downloaded snapshot's ``listed`` files, read as ``push hf:ORG/NAME@COMMIT`` reads them."""
+        from ocibridge.kinds.hf.door import read_snapshot
+        from ocibridge.kinds.hf.locator import HubReference as Reference
+        from ocibridge.kinds.source import ReadRequest
+        from ocibridge.model.builder import ARTIFACT_TAG, PlannedArtifact
+
         names = {f.path for f in listed}
-        package = read_snapshot(Reference(src.repo_id, self.commit), ReadRequest(),
+        package = read_snapshot(Reference(self.src.repo_id, self.commit), ReadRequest(),
                                 keep=lambda rel: rel in names, root=self.cache)
         return PlannedArtifact(package), ARTIFACT_TAG
 
-    def _listing(self) -> list[Any]:
+    def listing(self) -> list[Any]:
         """The commit's files the entry keeps, as the endpoint lists them; at most MAX_FILES."""
         from huggingface_hub.hf_api import RepoFile
 

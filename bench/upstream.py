@@ -1,0 +1,121 @@
+"""``ocibridge serve --upstream`` (issue 87): a model's first load through a proxy that lacks it,
+against the same client's load straight from the upstream; a second load through the proxy against
+the same. On a fresh local registry: the upstream is an ``ocibridge serve`` over ``REG/up`` holding
+the model (uploaded with huggingface_hub), each proxy a fresh ``ocibridge serve REG/pN --upstream``.
+
+    .venv/bin/python -m bench.upstream --size 256 --repeat 5 --clients 8
+
+Every client is a process of its own (``snapshot_download``, ``HF_HUB_DISABLE_XET=1``, an empty Hub
+cache). Direct and proxied loads alternate ``--repeat`` times; medians with every sample and
+``/proc/loadavg``. ``--clients N``: N clients at once through one fresh proxy; the bytes the proxy
+received from the upstream (its audit line's ``bytes_received``) against the model's size say
+whether each file was sent once."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from bench.registries import fresh_registry
+from bench.serve import REPO, MiB, base_env, free_port, many_at_once, snapshot_once, wait_healthy, write_model
+
+TOKEN = "bench-token"
+
+
+def start(work: Path, source: str, name: str, *flags: str) -> tuple[subprocess.Popen[bytes], str]:
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    (work / f"{name}-tokens.txt").write_text(f"{TOKEN} write\n")
+    env = {**base_env(work), "OCIBRIDGE_CACHE": str(work / f"{name}-cache"), "HF_HUB_DISABLE_XET": "1"}
+    proc = subprocess.Popen([sys.executable, "-m", "ocibridge", "serve", source, "--plain-http", "--listen",
+                             f"127.0.0.1:{port}", "--no-access-log", "--token-file", str(work / f"{name}-tokens.txt"),
+                             *flags], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    wait_healthy(proc, url)
+    return proc, url
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    proc.terminate()
+    proc.communicate(timeout=60)
+
+
+def upload(url: str, model: Path) -> None:
+    from huggingface_hub import HfApi
+
+    api = HfApi(endpoint=url, token=TOKEN)
+    api.create_repo(REPO)
+    api.upload_folder(repo_id=REPO, folder_path=model)
+
+
+def received(audit: Path) -> int:
+    lines = [json.loads(x) for x in audit.read_text().splitlines()] if audit.exists() else []
+    return sum(int(e.get("bytes_received", 0)) for e in lines if e.get("outcome") == "landed")
+
+
+def run(size_mib: int, work: Path, repeat: int, clients: int) -> list[str]:
+    os.environ["HF_TOKEN"] = TOKEN  # every client's (base_env passes it on), the proxies' upstream token too
+    (work / "token.txt").write_text(TOKEN + "\n")
+    model = write_model(work / "model", size_mib * MiB)
+    size = sum(p.stat().st_size for p in model.iterdir())
+    rows: list[str] = []
+    with fresh_registry(work) as registry:
+        up, up_url = start(work, f"{registry.host}/up", "up")
+        try:
+            upload(up_url, model)
+            direct, first, second = [], [], []
+            for n in range(repeat):
+                direct.append(snapshot_once(up_url, work, "main", plain=True))
+                proxy, url = start(work, f"{registry.host}/p{n}", f"p{n}", "--upstream", up_url,
+                                   "--upstream-token-file", str(work / "token.txt"))
+                try:
+                    first.append(snapshot_once(url, work, "main", plain=True))
+                    second.append(snapshot_once(url, work, "main", plain=True))
+                finally:
+                    stop(proxy)
+                    shutil.rmtree(work / f"p{n}-cache", ignore_errors=True)
+            d, f, s = (statistics.median(x) for x in (direct, first, second))
+            rows.append(f"{size_mib} MiB, {repeat} alternating runs: direct {d:.2f} s, first through the proxy "
+                        f"{f:.2f} s ({f / d:.2f}x), second {s:.2f} s ({s / d:.2f}x of direct from the upstream, "
+                        f"which holds it); samples direct {direct}, first {first}, second {second}; "
+                        f"load {Path('/proc/loadavg').read_text().split()[:3]}")
+            if clients:
+                audit = work / "many-audit.jsonl"
+                proxy, url = start(work, f"{registry.host}/many", "many", "--upstream", up_url, "--upstream-token-file",
+                                   str(work / "token.txt"), "--audit-log", str(audit))
+                try:
+                    took = many_at_once(url, work, "main", clients)
+                finally:
+                    stop(proxy)
+                got = received(audit)
+                rows.append(f"{clients} clients at once through one fresh proxy: {took:.2f} s; the proxy received "
+                            f"{got} bytes from the upstream for a {size}-byte model ({got / size:.2f}x); "
+                            f"load {Path('/proc/loadavg').read_text().split()[:3]}")
+        finally:
+            stop(up)
+    return rows
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size", type=int, default=256, help="MiB of weights")
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--clients", type=int, default=8)
+    args = parser.parse_args(argv)
+    work = Path(tempfile.mkdtemp(prefix="bench-upstream-"))
+    try:
+        for row in run(args.size, work, args.repeat, args.clients):
+            print(row, flush=True)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

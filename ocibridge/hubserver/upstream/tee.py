@@ -1,0 +1,194 @@
+"""One file of an upstream fetch, teed: the upstream's bytes are written to a partial file (the
+engine's ``temp_file``) and, as they land, read by every client that asked for the file meanwhile
+(single-flight per file: one upstream download, any number of readers). A reader gets every byte
+but the last until the whole file hashed to what the upstream listed: a file that does not is cut
+short (its body incomplete, so the client's own check fails too) and never reaches the registry.
+
+The partial file is kept when a fetch is cut: the next fetch of the file resumes from its length
+(a ``Range`` request); one that fails its check is removed (fetched whole again)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+#: bytes a reader reads from the partial file at once
+CHUNK = 1 << 20
+
+
+class FileCut(Exception):
+    """The file's fetch failed: what a reader of it meets (its connection is cut)."""
+
+
+def hasher(kind: str, size: int) -> Any:
+    """What checks a file: its SHA-256 (an LFS file), or git's blob id (whose header says its size)."""
+    if kind == "sha256":
+        return hashlib.sha256()
+    h = hashlib.sha1(f"blob {size}\0".encode())  # noqa: S324 - git's name, not security
+    return h
+
+
+class FileFlight:
+    """One file in flight: written once (by the engine, through :meth:`opened`), read by many."""
+
+    def __init__(self, path: str, size: int, kind: str, expected: str, partial: Path, final: Path):
+        self.path, self.size, self.kind, self.expected = path, size, kind, expected
+        self.partial, self.final = partial, final
+        self._cond = threading.Condition()
+        self.written = 0
+        self.checked = False  # the whole file hashed to ``expected`` (and moved to ``final``)
+        self.error: str | None = None
+
+    # -- the writer ---------------------------------------------------------------------------
+    def opened(self) -> TeeFile:
+        """The partial file to append to, with what it already holds counted and hashed: a
+        resumed fetch asks the upstream for the rest."""
+        self.partial.parent.mkdir(parents=True, exist_ok=True)
+        f = open(self.partial, "a+b")  # noqa: SIM115 - TeeFile closes it
+        tee = TeeFile(self, f)
+        tee.rehash(f.seek(0, os.SEEK_END))
+        return tee
+
+    def adopt(self) -> bool:
+        """Whether the snapshot holds the file already, checked (a fetch cut after it was whole)."""
+        if not self.final.is_file():
+            return False
+        h = hasher(self.kind, self.size)
+        with open(self.final, "rb") as f:
+            while chunk := f.read(CHUNK):
+                h.update(chunk)
+        with self._cond:
+            self.checked = h.hexdigest() == self.expected and self.final.stat().st_size == self.size
+            if self.checked:
+                self.written = self.size
+            self._cond.notify_all()
+        if not self.checked:
+            self.final.unlink(missing_ok=True)
+        return self.checked
+
+    def advanced(self, written: int) -> None:
+        with self._cond:
+            self.written = written
+            self._cond.notify_all()
+
+    def finish(self, digest: str) -> None:
+        """The file's bytes are all in: checked, moved into the snapshot, readers let through;
+        else removed and its readers cut."""
+        with self._cond:
+            if digest != self.expected or self.written != self.size:
+                self.partial.unlink(missing_ok=True)
+                self.error = (f"{self.path}: the upstream said {self.kind} {self.expected} ({self.size} bytes), "
+                              f"the bytes it sent hash to {digest} ({self.written} bytes): refused")
+            else:
+                self.final.parent.mkdir(parents=True, exist_ok=True)
+                os.replace(self.partial, self.final)
+                self.checked = True
+            self._cond.notify_all()
+        if self.error is not None:
+            raise FileCut(self.error)
+
+    def fail(self, why: str) -> None:
+        """The fetch stopped before the file was whole (the partial file kept: resumed next time)."""
+        with self._cond:
+            if not self.checked and self.error is None:
+                self.error = why
+            self._cond.notify_all()
+
+    # -- the readers --------------------------------------------------------------------------
+    def read(self, start: int = 0, end: int | None = None) -> Iterator[bytes]:
+        """Bytes ``start``..``end`` as they land; the last byte of the file only once it checked.
+        Raises :class:`FileCut` where the fetch failed (the caller's connection is cut)."""
+        end = self.size if end is None else end
+        with self._cond:
+            f = self._open()
+        with f:
+            at = start
+            while at < end:
+                with self._cond:
+                    while True:
+                        if self.error is not None:
+                            raise FileCut(self.error)
+                        ready = self.size if self.checked else min(self.written, self.size - 1)
+                        if ready > at:
+                            break
+                        self._cond.wait(5)
+                f.seek(at)
+                chunk = f.read(min(CHUNK, ready - at, end - at))
+                if not chunk:
+                    raise FileCut(f"{self.path}: the partial file ended early")
+                at += len(chunk)
+                yield chunk
+
+    def _open(self) -> Any:
+        """The file being written (or, once checked, the snapshot's): held under the lock, which
+        the move into the snapshot takes too."""
+        for candidate in (self.final,) if self.checked else (self.partial, self.final):
+            try:
+                return open(candidate, "rb")  # noqa: SIM115 - read() closes it
+            except FileNotFoundError:
+                continue
+        if self.error is not None:
+            raise FileCut(self.error)
+        self.partial.parent.mkdir(parents=True, exist_ok=True)
+        self.partial.touch()
+        return open(self.partial, "rb")  # noqa: SIM115 - read() closes it
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Whether the file checked (waiting for its end); False when it failed."""
+        with self._cond:
+            self._cond.wait_for(lambda: self.checked or self.error is not None, timeout)
+            return self.checked
+
+
+class TeeFile:
+    """The engine's ``temp_file``: each write lands in the partial file, is hashed and is told to
+    the file's readers; a rewind (an upstream that ignored the Range) re-hashes what is kept."""
+
+    def __init__(self, flight: FileFlight, f: Any):
+        self.flight, self._f = flight, f
+        self._hash = hasher(flight.kind, flight.size)
+
+    def write(self, data: bytes) -> int:
+        n = self._f.write(data)
+        self._f.flush()
+        self._hash.update(data)
+        self.flight.advanced(self._f.tell())
+        return int(n)
+
+    def tell(self) -> int:
+        return int(self._f.tell())
+
+    def seek(self, offset: int, whence: int = os.SEEK_SET) -> int:
+        return int(self._f.seek(offset, whence))
+
+    def truncate(self, size: int | None = None) -> int:
+        kept = int(self._f.truncate(size))
+        self.rehash(kept)
+        return kept
+
+    def rehash(self, length: int) -> None:
+        """The hash restarted over the partial file's first ``length`` bytes."""
+        self._hash = hasher(self.flight.kind, self.flight.size)
+        self._f.seek(0)
+        left = length
+        while left > 0 and (chunk := self._f.read(min(CHUNK, left))):
+            self._hash.update(chunk)
+            left -= len(chunk)
+        self._f.seek(length)
+        self.flight.advanced(length)
+
+    def hexdigest(self) -> str:
+        return str(self._hash.hexdigest())
+
+    def close(self) -> None:
+        self._f.close()
+
+    def __enter__(self) -> TeeFile:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
