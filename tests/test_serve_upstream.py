@@ -16,6 +16,8 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import httpx
 import huggingface_hub
@@ -124,6 +126,14 @@ def lfs_only(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_DISABLE_XET", True)
 
 
+def refs_or_none(api: HfApi, repo_id: str) -> Any:
+    """list_repo_refs, or no refs while the repository is not yet named here (a commit that just landed)."""
+    try:
+        return api.list_repo_refs(repo_id)
+    except huggingface_hub.errors.RepositoryNotFoundError:
+        return SimpleNamespace(branches=[], tags=[])
+
+
 def test_a_model_the_registry_lacks_is_fetched_once_and_answered_as_the_upstreams_commit(proxied: Proxied,
                                                                                           tmp_path: Path):
     api = proxied.api()
@@ -141,7 +151,12 @@ def test_a_model_the_registry_lacks_is_fetched_once_and_answered_as_the_upstream
     assert api.model_info("acme/tiny", revision=proxied.dev).sha == proxied.dev
     assert api.model_info("acme/tiny", revision="v1").sha == proxied.main  # a name of a commit fetched already
     proxied.landed("proxy/acme/tiny", proxied.main, proxied.dev)
-    refs = api.list_repo_refs("acme/tiny")
+    until = time.monotonic() + 30  # the commit lands, then its fetch names it and forgets what was read before
+    refs = refs_or_none(api, "acme/tiny")
+    while not ([b for b in refs.branches if b.name == "main"] and [t for t in refs.tags if t.name == "v1"]):
+        assert time.monotonic() < until, f"main and v1 never listed: {refs}"
+        time.sleep(0.1)
+        refs = refs_or_none(api, "acme/tiny")
     assert [b.target_commit for b in refs.branches if b.name == "main"] == [proxied.main]
     assert {t.name: t.target_commit for t in refs.tags}.get("v1") == proxied.main  # a fetched name: a plain tag
     # the upstream got serve's token, never the client's
@@ -152,6 +167,7 @@ def test_a_model_the_registry_lacks_is_fetched_once_and_answered_as_the_upstream
     assert {f"ocibridge-upstream-{proxied.main}", f"ocibridge-upstream-{proxied.dev}", "latest"} <= set(tags)
     # the files passed through serve's own Hub cache, which keeps nothing once the registry holds them
     hub = proxied.root / "proxy" / "cache" / "upstream-hub"
+    proxied.ended("acme/tiny", 2)  # the audit line is written once the fetch tidied that cache
     assert hub.is_dir() and not list(hub.glob("models--*"))
     landed = [json.loads(line) for line in (proxied.root / "audit.jsonl").read_text().splitlines()]
     ingests = [e for e in landed if e["action"] == "upstream_ingest" and e["repository"] == "acme/tiny"]
@@ -455,6 +471,7 @@ def test_a_branch_answered_from_its_last_head_while_the_upstream_is_down_says_it
             fetched = httpx.get(f"{proxy}/api/models/acme/other", headers=headers, timeout=60)
             assert fetched.status_code == 200 and "warning" not in fetched.headers
             sha = fetched.json()["sha"]
+            proxied.landed("stale/acme/other", sha)  # the fetch streams on after the first answer
             door.add("GET", ".*", drop_response(after=0), times=None)  # a connection kept alive: cut too
             door.stop()
             time.sleep(1.2)  # past --upstream-fresh: main's head is asked, and the upstream cannot answer
