@@ -15,7 +15,7 @@ import httpx
 import pytest
 from serving import Served, serving
 
-from ocibridge.hubserver.writes.publishing import Publishing
+from ocibridge.hubserver.repo.publishing import Publishing
 
 #: alice writes acme/, bob writes beta/, both read everything
 TOKENS = ("alice write acme/ alice", "bob write beta/ bob", "reader")

@@ -51,16 +51,16 @@ from ocibridge.hubserver.guard import Guard, Limits
 from ocibridge.hubserver.lfs.routes import UPLOAD_PATH, LfsRoutes
 from ocibridge.hubserver.metrics import Metrics
 from ocibridge.hubserver.reading.blobs import Blobs
-from ocibridge.hubserver.reading.catalog import Catalog, Resolved
-from ocibridge.hubserver.reading.files import FileLists, ModelFiles
 from ocibridge.hubserver.reading.routes import ReadRoutes
-from ocibridge.hubserver.reading.sources import RepoMoved, RepoNotFound
 from ocibridge.hubserver.replicas.forward import Forwarder
 from ocibridge.hubserver.replicas.identity import release as release_identity
 from ocibridge.hubserver.replicas.lease import Lease, LeaseLost
 from ocibridge.hubserver.replicas.leasing import lease_for
 from ocibridge.hubserver.replicas.peers import Peers
 from ocibridge.hubserver.replicas.trusted import TrustedForwarded
+from ocibridge.hubserver.repo.catalog import Catalog, Resolved
+from ocibridge.hubserver.repo.files import FileLists, ModelFiles
+from ocibridge.hubserver.repo.sources import RepoMoved, RepoNotFound
 from ocibridge.hubserver.requestid import RequestId
 from ocibridge.hubserver.routing import HubRoute, route_path
 from ocibridge.hubserver.settings import ServeSettings
@@ -87,8 +87,8 @@ from ocibridge.hubserver.xet.writegrant import write_grant
 
 if TYPE_CHECKING:
     from ocibridge.hubserver.reading.ranges import ChunkRanges
+    from ocibridge.hubserver.repo.publishing import Publishing
     from ocibridge.hubserver.web.compare import Diff
-    from ocibridge.hubserver.writes.publishing import Publishing
 
 log = logging.getLogger("ocibridge.hubserver")
 
@@ -226,7 +226,7 @@ class ServeApp:
                 refused = error(status, failure.code, failure.message, later)
                 if isinstance(e, RepoNotFound) and self.forwarder is not None and request.method in ("GET", "HEAD"):
                     # a repository create_repo made and no commit reached yet is known to the writer
-                    # alone (writes/created.py): it answers, and says 404 when it does not know it either
+                    # alone (repo/created.py): it answers, and says 404 when it does not know it either
                     return await self.forwarder.forward(request, unreachable=refused)
                 return refused
             except OSError as e:
@@ -430,7 +430,7 @@ def create_app(catalog: Catalog, lists: FileLists, blobs: Blobs, settings: Serve
     is fetched first). ``app.state.serve`` is the :class:`ServeApp`; the app's lifespan closes it
     at shutdown (a server that runs none, or an app it is mounted in, calls
     ``app.state.serve.close()``). ``publish``: how the write API (:mod:`.writes.commit`) writes
-    commits (:class:`.writes.publishing.Publishing`; None: writes refused); ``staging``: where
+    commits (:class:`ocibridge.hubserver.repo.publishing.Publishing`; None: writes refused); ``staging``: where
     uploads wait for their commit (default: serve's cache); ``diff``: ``ocibridge.diff``, which
     the compare pages show (:mod:`.web.compare`; None: they say there is none)."""
     serve = ServeApp(catalog, lists, blobs, settings or ServeSettings(), ranges=ranges, publish=publish,

@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass
 from urllib.parse import quote
 
-from ocibridge.hubserver.reading.sources import RepoNotFound, RevisionNotFound
+from ocibridge.hubserver.repo.sources import RepoNotFound, RevisionNotFound
 from ocibridge.hubserver.upstream.errors import UpstreamDown
 
 #: seconds to connect, and to wait for each read of an answer

@@ -24,11 +24,11 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ocibridge.errors import NotFound, OcibridgeError
-from ocibridge.hubserver.reading.catalog import Catalog, Resolved
-from ocibridge.hubserver.reading.refnames import registry_tag, split_revision
-from ocibridge.hubserver.reading.refrules import is_tag
-from ocibridge.hubserver.reading.refsrecord import read_record
-from ocibridge.hubserver.reading.sources import (
+from ocibridge.hubserver.repo.catalog import Catalog, Resolved
+from ocibridge.hubserver.repo.refnames import registry_tag, split_revision
+from ocibridge.hubserver.repo.refrules import is_tag
+from ocibridge.hubserver.repo.refsrecord import read_record
+from ocibridge.hubserver.repo.sources import (
     COMMIT,
     DIGEST,
     RepoMoved,
@@ -46,9 +46,9 @@ from ocibridge.hubserver.upstream.ingest import Audit, Ingest, writable
 from ocibridge.oci.bookkeeping import is_reserved
 
 if TYPE_CHECKING:
-    from ocibridge.hubserver.reading.sources import Source
+    from ocibridge.hubserver.repo.evidence import Evidence
+    from ocibridge.hubserver.repo.sources import Source
     from ocibridge.hubserver.upstream.settings import UpstreamSettings
-    from ocibridge.hubserver.writes.evidence import Evidence
 
 log = logging.getLogger("ocibridge.hubserver")
 #: branch heads whose last check is remembered (past it, all are forgotten: each is checked once more)

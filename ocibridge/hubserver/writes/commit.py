@@ -24,16 +24,16 @@ from ocibridge.errors import OcibridgeError
 from ocibridge.hubserver.access import Grant
 from ocibridge.hubserver.answers import branch_of, error, in_thread, requested_repo
 from ocibridge.hubserver.audit import Landed, noted
-from ocibridge.hubserver.reading.catalog import Resolved
-from ocibridge.hubserver.reading.files import HubFile
-from ocibridge.hubserver.reading.refrules import hub_ref_name
-from ocibridge.hubserver.reading.regular import REGULAR, annotation
-from ocibridge.hubserver.reading.sources import COMMIT, CREATED, RepoNotFound, commit_of, repo_parts
+from ocibridge.hubserver.repo import commits
+from ocibridge.hubserver.repo.catalog import Resolved
+from ocibridge.hubserver.repo.files import HubFile
+from ocibridge.hubserver.repo.mountable import admitted
+from ocibridge.hubserver.repo.publishing import Publishing, publish
+from ocibridge.hubserver.repo.refrules import hub_ref_name
+from ocibridge.hubserver.repo.regular import REGULAR, annotation
+from ocibridge.hubserver.repo.sources import COMMIT, CREATED, RepoNotFound, commit_of, repo_parts
 from ocibridge.hubserver.uploads.staging import write_pieces
-from ocibridge.hubserver.writes import commits
 from ocibridge.hubserver.writes.inlinebudget import InlineBudget, InlineBusy, InlineHold, declared_length
-from ocibridge.hubserver.writes.mountable import admitted
-from ocibridge.hubserver.writes.publishing import Publishing, publish
 from ocibridge.hubserver.writes.repos import Repos
 from ocibridge.oci.bookkeeping import PREFIX, is_bookkeeping
 
@@ -118,7 +118,7 @@ class CommitRoutes:
     def first_commit(self, repo_id: str, grant: Grant, files: dict[str, bytes] | None = None) -> Landed:
         """The Hub's first commit of a new repository (:mod:`.initial`): its ``.gitattributes``
         and the ``files`` the create sent (path -> bytes: one of them may replace it)."""
-        from ocibridge.hubserver.writes import initial
+        from ocibridge.hubserver.repo import initial
 
         contents = {".gitattributes": initial.GITATTRIBUTES, **(files or {})}
         payload = commits.CommitRequest(summary=initial.SUMMARY)
@@ -236,8 +236,8 @@ def _tag_history(head: Resolved, tag: str) -> None:
     """Give the branch's earlier commits their commit tags where they lack them (landing.py):
     a repository serve wrote before it tagged commits, or pushed to outside serve. The commit
     has landed already: a failure here is logged, and tried again at the next commit."""
-    from ocibridge.hubserver.writes.history import COMMITS_MAX
-    from ocibridge.hubserver.writes.landing import tag_ancestors
+    from ocibridge.hubserver.repo.history import COMMITS_MAX
+    from ocibridge.hubserver.repo.landing import tag_ancestors
     from ocibridge.stores.base import WritableStore
 
     store = head.repo.store

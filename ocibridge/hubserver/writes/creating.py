@@ -11,7 +11,7 @@ and the model card of its license. A private one is recorded in
 its refs record before that commit is written, so it is never readable by others for a moment.
 One made again over a deleted one of its name is recorded so (``recreated``): the deleted one's
 commits, still in the registry until its garbage collection, are never reached through it by
-digest or commit id (:mod:`..reading.reborn`).
+digest or commit id (:mod:`ocibridge.hubserver.repo.reborn`).
 """
 
 from __future__ import annotations
@@ -26,12 +26,11 @@ from starlette.responses import JSONResponse, Response
 from ocibridge.hubserver.access import Denied, Grant
 from ocibridge.hubserver.answers import NOT_JSON, error, in_thread, json_body, requested_repo
 from ocibridge.hubserver.audit import note
-from ocibridge.hubserver.reading.refsrecord import GATES, RefsRecord, read_record
-from ocibridge.hubserver.reading.sources import repo_parts
-from ocibridge.hubserver.writes import initial
+from ocibridge.hubserver.repo import initial
+from ocibridge.hubserver.repo.commits import BadCommit
+from ocibridge.hubserver.repo.refsrecord import GATES, RECORD_LOCK, RefsRecord, read_record, record_store, write_record
+from ocibridge.hubserver.repo.sources import repo_parts
 from ocibridge.hubserver.writes.commit import CommitRoutes
-from ocibridge.hubserver.writes.commits import BadCommit
-from ocibridge.hubserver.writes.refsrecord import RECORD_LOCK, record_store, write_record
 from ocibridge.hubserver.writes.repos import Repos
 
 log = logging.getLogger("ocibridge.hubserver")

@@ -25,10 +25,15 @@ from ocibridge.errors import OcibridgeError
 from ocibridge.hubserver.access import Access, Gate, Grant
 from ocibridge.hubserver.answers import branch_of, error, in_thread, json_body
 from ocibridge.hubserver.cards import read_card
-from ocibridge.hubserver.reading.catalog import Catalog, Resolved
-from ocibridge.hubserver.reading.files import FileLists, ModelFiles, read_small
-from ocibridge.hubserver.reading.refnames import HEADS, TAGS
-from ocibridge.hubserver.reading.sources import (
+from ocibridge.hubserver.replicas.lease import Lease
+from ocibridge.hubserver.repo.branchlocks import Branches
+from ocibridge.hubserver.repo.catalog import Catalog, Resolved
+from ocibridge.hubserver.repo.commits import BadCommit, UploadCollected
+from ocibridge.hubserver.repo.created import CreatedRepos
+from ocibridge.hubserver.repo.files import FileLists, ModelFiles, read_small
+from ocibridge.hubserver.repo.mountable import admitted
+from ocibridge.hubserver.repo.refnames import HEADS, TAGS
+from ocibridge.hubserver.repo.sources import (
     COMMIT,
     RegistrySource,
     RepoNotFound,
@@ -36,14 +41,9 @@ from ocibridge.hubserver.reading.sources import (
     RevisionNotFound,
     repo_parts,
 )
-from ocibridge.hubserver.replicas.lease import Lease
 from ocibridge.hubserver.settings import ServeSettings
 from ocibridge.hubserver.uploads.mounts import Mounts
 from ocibridge.hubserver.uploads.staging import Staging
-from ocibridge.hubserver.writes.branchlocks import Branches
-from ocibridge.hubserver.writes.commits import BadCommit, UploadCollected
-from ocibridge.hubserver.writes.created import CreatedRepos
-from ocibridge.hubserver.writes.mountable import admitted
 from ocibridge.oci.bookkeeping import LEASE_REPO
 from ocibridge.oci.models import Descriptor
 from ocibridge.stores.base import AsksNow, Store
