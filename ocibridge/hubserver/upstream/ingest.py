@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from ocibridge.errors import NotFound, OcibridgeError
 from ocibridge.hubserver.repo.sources import commit_of
-from ocibridge.hubserver.upstream.commits import by_upstream_id
+from ocibridge.hubserver.repo.upstreamids import by_upstream_id
 from ocibridge.hubserver.upstream.errors import UpstreamDown
 from ocibridge.oci.bookkeeping import commit_tag, upstream_tag
 

@@ -39,8 +39,8 @@ from ocibridge.hubserver.repo.sources import (
     repo_parts,
     revision_named,
 )
+from ocibridge.hubserver.repo.upstreamids import is_proxied
 from ocibridge.hubserver.upstream.client import UpstreamHub, UpstreamRevision
-from ocibridge.hubserver.upstream.commits import is_proxied
 from ocibridge.hubserver.upstream.errors import UpstreamDown, UpstreamRefused
 from ocibridge.hubserver.upstream.ingest import Audit, Ingest, writable
 from ocibridge.oci.bookkeeping import is_reserved
