@@ -72,6 +72,7 @@ from ocibridge.hubserver.upstream.proxy import ProxyCatalog
 from ocibridge.hubserver.web.compare import Compare
 from ocibridge.hubserver.web.historypages import HistoryPages
 from ocibridge.hubserver.web.pages import WebPages
+from ocibridge.hubserver.writes.account import AccountRoutes
 from ocibridge.hubserver.writes.commit import CommitRoutes
 from ocibridge.hubserver.writes.creating import Creating
 from ocibridge.hubserver.writes.deleting import Deleting
@@ -125,6 +126,7 @@ class ServeApp:
         self.staging = staging or Staging()  # one staging area: an upload by either protocol, any commit
         self.metrics = Metrics(self.staging.used, lambda: blobs.hits, lambda: blobs.fetched)  # GET /metrics
         self.repos = Repos(catalog, lists, self.staging, self.gate, settings)  # what the writes share
+        self.account = AccountRoutes(self.gate)
         first = catalog.sources[0] if catalog.sources else None
         relay = partial(relay_for, first)  # to the first source
         self.lfs = LfsRoutes(self.repos, partial(handing_for, first), partial(relays, first),  # in memory
@@ -299,7 +301,7 @@ class ServeApp:
                  for route, answer in (("resolve", self.reads.resolve_file), ("raw", self.reads.raw_file))
                  for repo in REPO_FORMS for tail in ("", "/{path:hub_rest}")]
         writes: list[BaseRoute] = [
-            HubRoute("/api/whoami-v2", self.guarded(self.repos.whoami, needs_token=False), methods=GET),
+            HubRoute("/api/whoami-v2", self.guarded(self.account.whoami, needs_token=False), methods=GET),
             HubRoute("/api/settings/repositories", self.guarded(self.reads.repositories), methods=GET),
             HubRoute("/api/organizations/{namespace:hub_part}/settings/repositories",
                      self.guarded(self.reads.repositories), methods=GET),
@@ -309,13 +311,13 @@ class ServeApp:
                      methods=("DELETE",)),
             HubRoute("/api/repos/move", self.writing(self.moving.move_repo, audit="move_repo"), methods=("POST",)),
             # no token, as the Hub: huggingface_hub sends none (RepoCard.validate, metadata_update)
-            HubRoute("/api/validate-yaml", self.guarded(self.repos.validate_yaml, needs_token=False),
+            HubRoute("/api/validate-yaml", self.guarded(self.account.validate_yaml, needs_token=False),
                      methods=("POST",)),
             *[HubRoute(f"/{repo}.git/info/lfs/objects/batch",
                        self.writing(self.lfs.lfs_batch, audit="lfs_batch", refusals_only=True), methods=("POST",))
               for repo in REPO_FORMS],
             HubRoute(f"{UPLOAD_PATH}verify", self.writing(self.lfs.lfs_verify), methods=("POST",)),
-            # multipart (uploads/multipart.py): signed URLs, as the single PUT's
+            # multipart (lfs/multipart.py): signed URLs, as the single PUT's
             HubRoute(f"{UPLOAD_PATH}part/{{oid:hub_part}}/{{size:hub_part}}/{{chunk:hub_part}}/{{repo:hub_part}}/"
                      "{upload:hub_part}/{n:hub_part}", self.writing(self.lfs.multipart.put_part, needs_token=False),
                      methods=("PUT",)),

@@ -27,13 +27,13 @@ from ocibridge.hubserver.audit import Landed, noted
 from ocibridge.hubserver.repo import commits
 from ocibridge.hubserver.repo.catalog import Resolved
 from ocibridge.hubserver.repo.files import HubFile
-from ocibridge.hubserver.repo.mountable import admitted
 from ocibridge.hubserver.repo.publishing import Publishing, publish
 from ocibridge.hubserver.repo.refrules import hub_ref_name
 from ocibridge.hubserver.repo.regular import REGULAR, annotation
 from ocibridge.hubserver.repo.sources import COMMIT, CREATED, RepoNotFound, commit_of, repo_parts
 from ocibridge.hubserver.uploads.staging import write_pieces
 from ocibridge.hubserver.writes.inlinebudget import InlineBudget, InlineBusy, InlineHold, declared_length
+from ocibridge.hubserver.writes.mountable import admitted
 from ocibridge.hubserver.writes.repos import Repos
 from ocibridge.oci.bookkeeping import PREFIX, is_bookkeeping
 
