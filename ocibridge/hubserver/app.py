@@ -74,6 +74,7 @@ from ocibridge.hubserver.web.historypages import HistoryPages
 from ocibridge.hubserver.web.pages import WebPages
 from ocibridge.hubserver.writes.account import AccountRoutes
 from ocibridge.hubserver.writes.commit import CommitRoutes
+from ocibridge.hubserver.writes.committing import Committer
 from ocibridge.hubserver.writes.creating import Creating
 from ocibridge.hubserver.writes.deleting import Deleting
 from ocibridge.hubserver.writes.lfsfiles import LfsFiles
@@ -131,9 +132,10 @@ class ServeApp:
         relay = partial(relay_for, first)  # to the first source
         self.lfs = LfsRoutes(self.repos, partial(handing_for, first), partial(relays, first),  # in memory
                              partial(write_grant, self.gate.xet, self.xet.base))  # a client offering xet
-        self.commits = CommitRoutes(self.repos, publish)
-        self.refs = RefRoutes(self.repos, self.commits)
-        self.creating = Creating(self.repos, self.commits)  # create_repo, settings
+        self.committer = Committer(self.repos, publish)  # the one commit path
+        self.commits = CommitRoutes(self.repos, self.committer)
+        self.refs = RefRoutes(self.repos, self.committer)
+        self.creating = Creating(self.repos, self.committer)  # create_repo, settings
         self.deleting = Deleting(self.repos)
         self.squashing = Squashing(self.repos, publish)
         self.moving = Moving(self.deleting)

@@ -304,3 +304,11 @@ def _check_shape(tree: dict[str, str]) -> None:
         other = seen.setdefault(folded, name)
         if other != name:  # one file on macOS and Windows: a download would keep only one of them
             raise BadCommit(f"Invalid path: {other!r} and {name!r} differ only in case or Unicode normalisation")
+
+
+def commit_time() -> str:
+    """A commit's time, as the Hub writes one (milliseconds, ``Z``)."""
+    import datetime
+
+    moment = datetime.datetime.now(datetime.timezone.utc)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"

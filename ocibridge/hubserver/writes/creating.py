@@ -30,7 +30,7 @@ from ocibridge.hubserver.repo import initial
 from ocibridge.hubserver.repo.commits import BadCommit
 from ocibridge.hubserver.repo.refsrecord import GATES, RECORD_LOCK, RefsRecord, read_record, record_store, write_record
 from ocibridge.hubserver.repo.sources import repo_parts
-from ocibridge.hubserver.writes.commit import CommitRoutes
+from ocibridge.hubserver.writes.committing import Committer
 from ocibridge.hubserver.writes.repos import Repos
 
 log = logging.getLogger("ocibridge.hubserver")
@@ -87,7 +87,7 @@ def repo_id_of(name: object, organization: object, grant: Grant) -> str:
 class Creating:
     """``create_repo`` and the repository's settings, over what the write routes share."""
 
-    def __init__(self, repos: Repos, commits: CommitRoutes):
+    def __init__(self, repos: Repos, commits: Committer):
         self.repos = repos
         self.commits = commits
 

@@ -25,7 +25,7 @@ from ocibridge.hubserver.repo.refnames import HEADS, TAGS
 from ocibridge.hubserver.repo.refrules import hub_ref_name
 from ocibridge.hubserver.repo.refsrecord import RECORD_LOCK, read_record, write_record
 from ocibridge.hubserver.repo.sources import COMMIT, RevisionNotFound
-from ocibridge.hubserver.writes.commit import CommitRoutes
+from ocibridge.hubserver.writes.committing import Committer
 from ocibridge.hubserver.writes.repos import Repos
 from ocibridge.hubserver.writes.reserved import reserved_why
 from ocibridge.stores.base import WritableStore
@@ -37,7 +37,7 @@ EMPTY_SUMMARY = "Empty branch"
 class RefRoutes:
     """The branch, tag and history routes, over what the write routes share."""
 
-    def __init__(self, repos: Repos, commits: CommitRoutes):
+    def __init__(self, repos: Repos, commits: Committer):
         self.repos = repos
         self.commits = commits  # an empty branch's commit
 
@@ -91,7 +91,7 @@ class RefRoutes:
 
     def _empty(self, repo_id: str, name: str, grant: Grant) -> None:
         """Make the branch ``name`` one commit of no file, with no parent (the commit route's
-        own path: :meth:`.CommitRoutes.empty_commit`)."""
+        own path: :meth:`.Committer.empty_commit`)."""
         self.commits.empty_commit(repo_id, name, grant, CommitRequest(summary=EMPTY_SUMMARY), {})
         self.repos.catalog.forget(repo_id)
 

@@ -56,7 +56,7 @@ class Squashing:
         return JSONResponse({"commitOid": commit})
 
     def _squash(self, repo_id: str, branch: str, summary: str, grant: Grant) -> str:
-        from ocibridge.hubserver.writes.commit import commit_time
+        from ocibridge.hubserver.repo.commits import commit_time
         from ocibridge.oci.models import Manifest
         from ocibridge.transfer.writer import write_artifact
 
