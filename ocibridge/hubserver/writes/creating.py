@@ -74,6 +74,16 @@ async def model_repo_body(request: Request) -> dict[str, Any] | Response:
     return body
 
 
+async def named_repo(repos: Repos, request: Request) -> tuple[dict[str, Any], Grant, str] | Response:
+    """The body of a create or delete, the writer's grant (any repository: the name is read from the
+    body), and the repo id it names (:func:`repo_id_of`); or the 400 that answers the body."""
+    body = await model_repo_body(request)
+    if isinstance(body, Response):
+        return body
+    grant = repos.writer(request, None)
+    return body, grant, repo_id_of(body.get("name"), body.get("organization"), grant)
+
+
 def repo_id_of(name: object, organization: object, grant: Grant) -> str:
     """The repo id a create or delete names: ``organization/name``, ``name`` when it holds its
     namespace, else the token's namespace (the Hub's ``create_repo("name")``)."""
@@ -92,11 +102,10 @@ class Creating:
         self.commits = commits
 
     async def create_repo(self, request: Request) -> Response:
-        body = await model_repo_body(request)
-        if isinstance(body, Response):
-            return body
-        grant = self.repos.writer(request, None)
-        repo_id = repo_id_of(body.get("name"), body.get("organization"), grant)
+        named = await named_repo(self.repos, request)
+        if isinstance(named, Response):
+            return named
+        body, grant, repo_id = named
         if repo_parts(repo_id) is None or self.repos.catalog.sources[0].repository(repo_parts(repo_id) or []) is None:
             return error(400, None, f"Invalid repo name: {repo_id}")
         note(request, repository=repo_id)  # its audit line names it (audit.py)

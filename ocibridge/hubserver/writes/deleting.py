@@ -32,7 +32,7 @@ from ocibridge.hubserver.repo.refnames import HEADS, TAGS, other
 from ocibridge.hubserver.repo.refsrecord import RECORD_LOCK, RefsRecord, read_record, record_store, write_record
 from ocibridge.hubserver.repo.sources import Repository, RevisionNotFound, repo_parts
 from ocibridge.hubserver.repo.tombstone import DESCRIPTOR, EMPTY, EMPTY_JSON
-from ocibridge.hubserver.writes.creating import model_repo_body, repo_id_of
+from ocibridge.hubserver.writes.creating import named_repo
 from ocibridge.hubserver.writes.repos import Repos
 from ocibridge.oci.bookkeeping import REFS_TAG
 from ocibridge.stores.base import WritableStore
@@ -57,11 +57,10 @@ class Deleting:
         self.repos = repos
 
     async def delete_repo(self, request: Request) -> Response:
-        body = await model_repo_body(request)
-        if isinstance(body, Response):
-            return body
-        grant = self.repos.writer(request, None)
-        repo_id = repo_id_of(body.get("name"), body.get("organization"), grant)
+        named = await named_repo(self.repos, request)
+        if isinstance(named, Response):
+            return named
+        _, _, repo_id = named
         note(request, repository=repo_id)
         self.repos.writer(request, repo_id)
         await in_thread(self._delete_repo, repo_id)

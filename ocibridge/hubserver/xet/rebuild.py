@@ -9,6 +9,7 @@ import hashlib
 import os
 from array import array
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
@@ -30,19 +31,18 @@ if TYPE_CHECKING:
 RELAY_STEP = 4 * 1024 * 1024
 
 
+@dataclass
 class Rebuilder:
     """Where a shard's segments are read from: the kept xorbs (``xorbs``, each a writer's of one
     repository: ``owners``), the files ``dedupe`` placed chunks in (``blobs``: a repository's files,
     else ``staging``'s), and where a large file goes on to as it is built (``relay``)."""
 
-    def __init__(self, staging: Staging, xorbs: Path, owners: XorbOwners, dedupe: Dedupe, blobs: Mounts | None,
-                 relay: RelayFor | None):
-        self.staging = staging
-        self.xorbs = xorbs
-        self.owners = owners
-        self.dedupe = dedupe
-        self.blobs = blobs
-        self.relay = relay
+    staging: Staging
+    xorbs: Path
+    owners: XorbOwners
+    dedupe: Dedupe
+    blobs: Mounts | None
+    relay: RelayFor | None
 
     def segment(self, seg: Segment, repo_id: str, files: contextlib.ExitStack,
                  offsets: dict[bytes, array[int]]) -> Iterator[bytes]:
