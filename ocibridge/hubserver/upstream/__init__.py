@@ -6,7 +6,8 @@ artifact ``push hf:ORG/NAME@COMMIT`` makes, written to the registry and answered
 - :mod:`.client`: what the upstream says a revision is (its commit, its files).
 - :mod:`.door`: which repositories and files may enter (allow/deny globs, pickle formats).
 - :mod:`.ingest`: one fetch per (repository, commit), written to the registry with its tags.
-- :mod:`.commits`: the upstream's commit ids as the ids of what was fetched (a bookkeeping tag).
+- :mod:`ocibridge.hubserver.repo.upstreamids`: the upstream's commit ids as the ids of what was fetched (a
+  bookkeeping tag the repository keeps).
 - :mod:`.proxy`: the catalog that asks the upstream on a miss and re-checks a branch's head.
 
 No HTTP routing here: the routes resolve through the catalog as they always do."""
