@@ -25,9 +25,9 @@ import huggingface_hub
 import pytest
 from support.registry import RegistryProcess, registry_binary
 
-from ocibridge.hubserver.reading.catalog import Catalog
-from ocibridge.hubserver.reading.sources import parse_sources
 from ocibridge.hubserver.replicas.leasetimes import LeaseTimes
+from ocibridge.hubserver.repo.catalog import Catalog
+from ocibridge.hubserver.repo.sources import parse_sources
 from ocibridge.hubserver.server import ServerSettings as ServeOptions
 from ocibridge.hubserver.server import build_app, server
 
@@ -58,7 +58,7 @@ def files_of(root: Path) -> dict[str, bytes]:
 def published_files_of(root: Path) -> dict[str, bytes]:
     """The files of a repository serve created, as :func:`files_of` gives them, less the
     ``.gitattributes`` its first commit wrote (checked to be the Hub's, then left out)."""
-    from ocibridge.hubserver.writes.initial import GITATTRIBUTES
+    from ocibridge.hubserver.repo.initial import GITATTRIBUTES
 
     files = files_of(root)
     assert files.pop(".gitattributes", None) == GITATTRIBUTES, "no first commit's .gitattributes"

@@ -17,10 +17,10 @@ import ocibridge
 from ocibridge.core import boundedjson
 from ocibridge.core.boundedjson import MAX_JSON_DEPTH, JsonTooDeep, depth_of
 from ocibridge.errors import OcibridgeError, TooLarge
-from ocibridge.hubserver.reading.catalog import Catalog
-from ocibridge.hubserver.reading.sources import parse_sources
+from ocibridge.hubserver.repo.catalog import Catalog
+from ocibridge.hubserver.repo.commits import BadCommit, CommitRequest, read_line
+from ocibridge.hubserver.repo.sources import parse_sources
 from ocibridge.hubserver.web.compare import ClientReads, Compare
-from ocibridge.hubserver.writes.commits import BadCommit, CommitRequest, read_line
 from tests.support.fixtures import new_repo
 
 DEEP = 100_000

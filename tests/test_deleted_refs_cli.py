@@ -17,7 +17,7 @@ from mounting import mount_env, run
 from serving import own_registry_and_serve
 
 from ocibridge.cli import main
-from ocibridge.hubserver.reading.tombstone import DIGEST
+from ocibridge.hubserver.repo.tombstone import DIGEST
 from ocibridge.lazymount.table import is_mounted
 from ocibridge.stores.tombstones import TOMBSTONE_DIGEST
 

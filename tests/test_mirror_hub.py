@@ -424,6 +424,6 @@ revisions = {{ allow = ["v1", "refs/tags/*"] }}
 
 
 def _publishing():
-    from ocibridge.hubserver.writes.publishing import Publishing
+    from ocibridge.hubserver.repo.publishing import Publishing
 
     return Publishing()

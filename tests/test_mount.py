@@ -32,7 +32,7 @@ from support.faultproxy import FaultProxy, corrupt, hold, throttle
 from support.fixtures import new_repo
 
 from ocibridge.cli import main
-from ocibridge.hubserver.writes.initial import GITATTRIBUTES
+from ocibridge.hubserver.repo.initial import GITATTRIBUTES
 from ocibridge.lazymount.table import is_mounted
 from tests.signing_keys import key_pair
 

@@ -117,7 +117,7 @@ def test_a_next_page_on_the_registry_host_over_another_scheme_is_refused():
 
 
 def test_serve_lists_the_pages_of_its_own_registry_and_says_why_it_stopped(pair, caplog):
-    from ocibridge.hubserver.reading.sources import RegistrySource
+    from ocibridge.hubserver.repo.sources import RegistrySource
 
     registry, elsewhere = pair
     source = RegistrySource(registry.host, "acme", _options())

@@ -31,7 +31,7 @@ from support.registry import RegistryProcess
 from ocibridge.core import backslash
 from ocibridge.core.fsutil import safe_relpath
 from ocibridge.errors import UnsafePath
-from ocibridge.hubserver.writes.commits import BadCommit, EscapingPath, clean_path
+from ocibridge.hubserver.repo.commits import BadCommit, EscapingPath, clean_path
 from ocibridge.kinds.hf.commitdownload import bad_path
 from ocibridge.model.paths import ArtifactPaths
 from ocibridge.oci.mediatypes import OCI_MANIFEST

@@ -20,7 +20,7 @@ from serving import Served, make_model, point_hub_at, serving
 
 from ocibridge.cli import main
 from ocibridge.hubserver.cards import LICENSES, read_card
-from ocibridge.hubserver.writes.publishing import Publishing
+from ocibridge.hubserver.repo.publishing import Publishing
 
 #: huggingface_hub's own LFS upload passes bytes as data= to httpx, which warns (not ours)
 pytestmark = pytest.mark.filterwarnings("ignore:Use 'content=<...>' to upload raw bytes:DeprecationWarning")

@@ -28,7 +28,7 @@ from mounting import Mount, mount_env
 from serving import files_of, serve_as_process
 from support.registry import RegistryProcess, garbage_collect, registry_binary
 
-from ocibridge.hubserver.writes.initial import GITATTRIBUTES
+from ocibridge.hubserver.repo.initial import GITATTRIBUTES
 
 ROOT = Path(__file__).resolve().parent.parent
 TOKENS = "reader-token\nwriter-token write * ci-bot\n"

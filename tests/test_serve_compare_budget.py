@@ -18,8 +18,8 @@ from safetensors.numpy import save_file
 from test_serve_publish import serve_process
 
 import ocibridge
-from ocibridge.hubserver.reading.catalog import Catalog
-from ocibridge.hubserver.reading.sources import parse_sources
+from ocibridge.hubserver.repo.catalog import Catalog
+from ocibridge.hubserver.repo.sources import parse_sources
 from ocibridge.hubserver.web.compare import ClientReads, Compare
 from tests.support.faultproxy import FaultProxy
 from tests.support.fixtures import new_repo

@@ -26,9 +26,9 @@ from support.faultproxy import FaultProxy, status
 
 from ocibridge.hubserver.access import Denied
 from ocibridge.hubserver.failures import failure_of
-from ocibridge.hubserver.reading import refsrecord
-from ocibridge.hubserver.reading.refsrecord import RecordUnread
-from ocibridge.hubserver.writes.publishing import Publishing
+from ocibridge.hubserver.repo import refsrecord
+from ocibridge.hubserver.repo.publishing import Publishing
+from ocibridge.hubserver.repo.refsrecord import RecordUnread
 from ocibridge.oci.bookkeeping import REFS_TAG
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")

@@ -23,7 +23,7 @@ from huggingface_hub.hf_api import RepoFile
 from serving import Served, point_hub_at, serving
 from test_serve_hostile import send_until_refused, status_of
 
-from ocibridge.hubserver.writes.publishing import Publishing
+from ocibridge.hubserver.repo.publishing import Publishing
 
 #: huggingface_hub's own LFS upload passes bytes as data= to httpx, which warns (not ours)
 pytestmark = pytest.mark.filterwarnings("ignore:Use 'content=<...>' to upload raw bytes:DeprecationWarning")
@@ -98,7 +98,7 @@ def test_a_commit_carries_files_inline_past_two_mib(served):
 def test_a_commit_line_past_its_limit_is_refused_without_reading_the_rest(served):
     """One line of a commit is at most 16 MiB (a 10 MiB file in base64 and its path): a longer
     one is a 400 once 16 MiB of it came, the rest of the body never read; nothing is committed."""
-    from ocibridge.hubserver.writes.commits import LINE_MAX
+    from ocibridge.hubserver.repo.commits import LINE_MAX
 
     assert commit(served, inline("a.txt", b"a\n")).status_code == 200
     port = int(served.url.rsplit(":", 1)[1])
@@ -114,7 +114,7 @@ def test_a_commit_line_past_its_limit_is_refused_without_reading_the_rest(served
 
 
 def test_a_commit_of_more_operations_than_the_hub_takes_is_refused(served):
-    from ocibridge.hubserver.writes.commits import OPERATIONS_MAX
+    from ocibridge.hubserver.repo.commits import OPERATIONS_MAX
 
     many = b"".join(line("deletedFile", {"path": f"f{n}.txt"}) for n in range(OPERATIONS_MAX + 1))
     answer = commit(served, inline("a.txt", b"a\n") + many)

@@ -13,7 +13,7 @@ import pytest
 from huggingface_hub import HfApi
 from serving import serving
 
-from ocibridge.hubserver.writes.publishing import Publishing
+from ocibridge.hubserver.repo.publishing import Publishing
 
 #: huggingface_hub's own LFS upload passes bytes as data= to httpx, which warns (not ours)
 pytestmark = pytest.mark.filterwarnings("ignore:Use 'content=<...>' to upload raw bytes:DeprecationWarning")

@@ -10,11 +10,11 @@ from safetensors.numpy import save_file
 
 import ocibridge
 from ocibridge.cli import main
-from ocibridge.hubserver.reading.catalog import Catalog
-from ocibridge.hubserver.reading.sources import parse_sources
+from ocibridge.hubserver.repo.catalog import Catalog
+from ocibridge.hubserver.repo.commits import PARENT, SUMMARY
+from ocibridge.hubserver.repo.sources import parse_sources
 from ocibridge.hubserver.web.compare import Compare
 from ocibridge.hubserver.web.history import history, split_compare
-from ocibridge.hubserver.writes.commits import PARENT, SUMMARY
 from tests.signing_keys import key_pair
 from tests.support.fixtures import new_repo
 

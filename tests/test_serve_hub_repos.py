@@ -23,8 +23,8 @@ from huggingface_hub.errors import GatedRepoError, HfHubHTTPError, RepositoryNot
 from serving import own_registry_and_serve, point_hub_at, serve_over
 
 from ocibridge.hubserver.access import parse_line, parse_lines
-from ocibridge.hubserver.reading.tombstone import DIGEST as TOMBSTONE
-from ocibridge.hubserver.writes.initial import GITATTRIBUTES
+from ocibridge.hubserver.repo.initial import GITATTRIBUTES
+from ocibridge.hubserver.repo.tombstone import DIGEST as TOMBSTONE
 from tests.support.registry import RegistryProcess, garbage_collect
 
 TOKENS = ("alice-token user=alice write=alice/,acme/\n"

@@ -78,7 +78,7 @@ def test_a_registry_catalog_cut_short_says_so(tmp_path, registry, monkeypatch, c
 
     from serving import serving
 
-    from ocibridge.hubserver.reading import sources
+    from ocibridge.hubserver.repo import sources
 
     for name in ("one", "two"):
         assert main(["push", str(make_model(tmp_path / name)), f"{registry.host}/cut/acme/{name}:latest", "-q"]) == 0
@@ -94,7 +94,7 @@ def test_a_registry_catalog_cut_short_says_so(tmp_path, registry, monkeypatch, c
 def test_the_index_is_parsed_once_per_change(tmp_path):
     """Calls of a served layout share one parse until index.json changes (a tag added by a
     plain LayoutStore, as serve's own writes and other commands make them)."""
-    from ocibridge.hubserver.reading import layoutindex
+    from ocibridge.hubserver.repo import layoutindex
 
     layout = tmp_path / "lay"
     LayoutStore(layout, create=True)

@@ -100,7 +100,7 @@ def _first_digest(ref: str) -> str:
     """The parent digest the head's manifest records (serve's annotation)."""
     from test_serve_publish import _store
 
-    from ocibridge.hubserver.writes.commits import PARENT
+    from ocibridge.hubserver.repo.commits import PARENT
 
     with _store(ref) as (store, tag):
         manifest = json.loads(store.fetch_bytes(store.resolve(tag)))

@@ -20,7 +20,7 @@ from huggingface_hub import HfApi
 from test_serve_publish import _layers_and_config, _store, pushed_as_serve_commits, serve_process, xet_only
 
 from ocibridge.cli import main
-from ocibridge.hubserver.writes.initial import GITATTRIBUTES
+from ocibridge.hubserver.repo.initial import GITATTRIBUTES
 
 pytest.importorskip("hf_xet")
 

@@ -17,7 +17,7 @@ import pytest
 from serving import Served, serving
 from support.fixtures import new_repo
 
-from ocibridge.hubserver.writes.publishing import Publishing
+from ocibridge.hubserver.repo.publishing import Publishing
 
 #: alice writes acme/, bob writes beta/, both read everything
 TOKENS = ("alice write acme/ alice", "bob write beta/ bob", "reader")

@@ -18,8 +18,8 @@ from huggingface_hub.errors import HfHubHTTPError, RevisionNotFoundError
 from serving import Served, files_of, point_hub_at, serving
 
 from ocibridge.cli import main
-from ocibridge.hubserver.reading.tombstone import DIGEST as TOMBSTONE
-from ocibridge.hubserver.writes.publishing import Publishing
+from ocibridge.hubserver.repo.publishing import Publishing
+from ocibridge.hubserver.repo.tombstone import DIGEST as TOMBSTONE
 
 TOKENS = ("reader", "writer write * ci-bot")
 REPO = "acme/clash"

@@ -15,12 +15,11 @@ import pytest
 from serving import Served, serving
 
 from ocibridge.errors import InvalidReference
-from ocibridge.hubserver.reading.refsrecord import RecordUnread, RefsRecord, parsed, read_record
-from ocibridge.hubserver.reading.sources import Repository
-from ocibridge.hubserver.writes.commits import PARENT
-from ocibridge.hubserver.writes.landing import tag_ancestors
-from ocibridge.hubserver.writes.publishing import Publishing
-from ocibridge.hubserver.writes.refsrecord import write_record
+from ocibridge.hubserver.repo.commits import PARENT
+from ocibridge.hubserver.repo.landing import tag_ancestors
+from ocibridge.hubserver.repo.publishing import Publishing
+from ocibridge.hubserver.repo.refsrecord import RecordUnread, RefsRecord, parsed, read_record, write_record
+from ocibridge.hubserver.repo.sources import Repository
 from ocibridge.oci.bookkeeping import REFS_ARTIFACT_TYPE, REFS_LAYER_TYPE, REFS_TAG, commit_id, is_bookkeeping
 from ocibridge.oci.mediatypes import OCI_EMPTY, OCI_MANIFEST
 from ocibridge.oci.models import Descriptor, Manifest

@@ -20,8 +20,8 @@ from serving import files_of, hub_retries_at_once, point_hub_at, published_files
 from test_serve_publish import model_dir
 
 from ocibridge.hubserver.app import ServeApp
-from ocibridge.hubserver.reading.catalog import Catalog
-from ocibridge.hubserver.reading.sources import parse_sources
+from ocibridge.hubserver.repo.catalog import Catalog
+from ocibridge.hubserver.repo.sources import parse_sources
 from ocibridge.hubserver.server import ServerSettings, build_app
 
 pytestmark = pytest.mark.filterwarnings("ignore:Use 'content=<...>' to upload raw bytes:DeprecationWarning")

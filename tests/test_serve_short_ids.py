@@ -100,8 +100,8 @@ def test_the_cli_reads_a_short_commit_id_after_the_at_sign():
 def test_a_layout_source_resolves_a_short_commit_id_by_its_tags(tmp_path):
     """A layout has no commit tags: the catalog finds the commit among its names itself."""
     import ocibridge
-    from ocibridge.hubserver.reading.catalog import Catalog
-    from ocibridge.hubserver.reading.sources import RevisionNotFound, parse_sources
+    from ocibridge.hubserver.repo.catalog import Catalog
+    from ocibridge.hubserver.repo.sources import RevisionNotFound, parse_sources
 
     layout = tmp_path / "layout"
     digests = []

@@ -203,7 +203,7 @@ def test_the_catalog_badge_says_which_rule_refused(layout, tmp_path):
 
 
 def test_no_rule_in_force_no_policy_badge(monkeypatch, tmp_path):
-    from ocibridge.hubserver.reading.rules import rules_in_force
+    from ocibridge.hubserver.repo.rules import rules_in_force
     from ocibridge.signing import policy_file
     from ocibridge.signing.containers_policy import UsePolicy
 

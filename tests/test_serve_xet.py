@@ -298,7 +298,7 @@ def test_public_url_names_where_clients_reach_serve(model):
 
 def test_every_file_over_xet_from_a_layout_with_tar_layers(tmp_path, hub, monkeypatch, capsys):
     """Files inside tar layers are served from the verified snapshot, over Xet like the others."""
-    from ocibridge.hubserver.reading.files import FileLists
+    from ocibridge.hubserver.repo.files import FileLists
     from ocibridge.stores.layout import LayoutStore
 
     src = make_model(tmp_path / "tiny")

@@ -351,7 +351,7 @@ def k8s_serve(
     writes the docker config Secret the pods read the registries with, from the stored login."""
     from pathlib import Path
 
-    from ocibridge.hubserver.reading.sources import RegistrySource, parse_sources
+    from ocibridge.hubserver.repo.sources import RegistrySource, parse_sources
     from ocibridge.hubserver.server import GRACE, parse_public_url
     from ocibridge.k8s.node_mirrors import mirrors_of, settings_toml
     from ocibridge.k8s.serve import ServeDeployment, header, objects

@@ -26,10 +26,10 @@ if TYPE_CHECKING:
 
     from ocibridge.api.options import AttestOptions, SignOptions, TransferOptions
     from ocibridge.api.policy import Verification
+    from ocibridge.hubserver.repo.evidence import Evidence
     from ocibridge.hubserver.server import ServerSettings
     from ocibridge.hubserver.upstream.settings import UpstreamSettings
     from ocibridge.hubserver.web.compare import Diff
-    from ocibridge.hubserver.writes.evidence import Evidence
     from ocibridge.lazyread.budget import ReadBudget
     from ocibridge.lazyread.diff import ModelDiff
     from ocibridge.oci.reference import LayoutReference, RegistryReference
@@ -100,7 +100,7 @@ def create_app(
     ``sign`` and ``attest`` (what ``push`` takes): every commit published through the write
     API is signed and given its AI-BOM and provenance (naming its parent commit and uploader)
     before its branch's tag moves; a commit whose evidence fails is refused, the tag left where
-    it was (hubserver/writes/evidence.py). The keys are loaded here."""
+    it was (hubserver/repo/evidence.py). The keys are loaded here."""
     _needs("starlette", "blake3", "lz4", "jinja2", "markdown_it", "nh3", "prometheus_client",  # Xet uploads; pages
            "pathspec")  # preupload's .gitignore
     return _app(sources, options or ServeOptions(), ListenOptions(), transfer, verify, _evidence(sign, attest))[0]
@@ -149,7 +149,7 @@ def _evidence(sign: SignOptions | None, attest: AttestOptions | None) -> Evidenc
         return None
     from ocibridge.api.evidence import prepare
     from ocibridge.api.signing import sign_forms
-    from ocibridge.hubserver.writes.evidence import Evidence
+    from ocibridge.hubserver.repo.evidence import Evidence
     from ocibridge.signing import keys
 
     found: dict[str, Any] = {}
@@ -195,13 +195,13 @@ def _app(sources: str | Sequence[str | RegistryReference | LayoutReference], opt
     """The application and what its server is built from; the options are checked before a
     source is located, the policy file read once they are."""
     from ocibridge.api.options import TransferOptions
-    from ocibridge.hubserver.reading.catalog import Catalog
-    from ocibridge.hubserver.reading.sources import RegistrySource, parse_sources
     from ocibridge.hubserver.replicas.leasetimes import LeaseTimes
     from ocibridge.hubserver.replicas.trusted import parse_networks
+    from ocibridge.hubserver.repo.catalog import Catalog
+    from ocibridge.hubserver.repo.publishing import Publishing
+    from ocibridge.hubserver.repo.sources import RegistrySource, parse_sources
     from ocibridge.hubserver.server import ServerSettings, build_app, check_listening, parse_public_url
     from ocibridge.hubserver.tlsfiles import check_tls_files
-    from ocibridge.hubserver.writes.publishing import Publishing
     from ocibridge.signing.containers_policy import UsePolicy
     from ocibridge.signing.policy_file import find_policy_file, read_policy_file
 

@@ -293,7 +293,7 @@ class Gate:
         files, asked at each use and not only when granted: the repository is not deleted, the
         client's token is still served and reads it as it is now (:meth:`reader`: a private
         repository needs a private prefix) and is on its gate's list (:meth:`may_fetch`): the rule
-        :meth:`may_take` asks, for the client a grant names. The record is :mod:`.reading.states`',
+        :meth:`may_take` asks, for the client a grant names. The record is :mod:`ocibridge.hubserver.repo.states`',
         read again every few seconds on every replica, so a change of access ends what was
         granted within that bound, not the grant's hour."""
         if self.deleted(repo_id):

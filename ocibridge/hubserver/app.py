@@ -51,16 +51,16 @@ from ocibridge.hubserver.guard import Guard, Limits
 from ocibridge.hubserver.lfs.routes import UPLOAD_PATH, LfsRoutes
 from ocibridge.hubserver.metrics import Metrics
 from ocibridge.hubserver.reading.blobs import Blobs
-from ocibridge.hubserver.reading.catalog import Catalog, Resolved
-from ocibridge.hubserver.reading.files import FileLists, ModelFiles
 from ocibridge.hubserver.reading.routes import ReadRoutes
-from ocibridge.hubserver.reading.sources import RepoMoved, RepoNotFound
 from ocibridge.hubserver.replicas.forward import Forwarder
 from ocibridge.hubserver.replicas.identity import release as release_identity
 from ocibridge.hubserver.replicas.lease import Lease, LeaseLost
 from ocibridge.hubserver.replicas.leasing import lease_for
 from ocibridge.hubserver.replicas.peers import Peers
 from ocibridge.hubserver.replicas.trusted import TrustedForwarded
+from ocibridge.hubserver.repo.catalog import Catalog, Resolved
+from ocibridge.hubserver.repo.files import FileLists, ModelFiles
+from ocibridge.hubserver.repo.sources import RepoMoved, RepoNotFound
 from ocibridge.hubserver.requestid import RequestId
 from ocibridge.hubserver.routing import HubRoute, route_path
 from ocibridge.hubserver.settings import ServeSettings
@@ -74,7 +74,9 @@ from ocibridge.hubserver.upstream.staleness import StaleWarning
 from ocibridge.hubserver.web.compare import Compare
 from ocibridge.hubserver.web.historypages import HistoryPages
 from ocibridge.hubserver.web.pages import WebPages
+from ocibridge.hubserver.writes.account import AccountRoutes
 from ocibridge.hubserver.writes.commit import CommitRoutes
+from ocibridge.hubserver.writes.committing import Committer
 from ocibridge.hubserver.writes.creating import Creating
 from ocibridge.hubserver.writes.deleting import Deleting
 from ocibridge.hubserver.writes.lfsfiles import LfsFiles
@@ -89,8 +91,8 @@ from ocibridge.hubserver.xet.writegrant import write_grant
 
 if TYPE_CHECKING:
     from ocibridge.hubserver.reading.ranges import ChunkRanges
+    from ocibridge.hubserver.repo.publishing import Publishing
     from ocibridge.hubserver.web.compare import Diff
-    from ocibridge.hubserver.writes.publishing import Publishing
 
 log = logging.getLogger("ocibridge.hubserver")
 
@@ -127,13 +129,15 @@ class ServeApp:
         self.staging = staging or Staging()  # one staging area: an upload by either protocol, any commit
         self.metrics = Metrics(self.staging.used, lambda: blobs.hits, lambda: blobs.fetched)  # GET /metrics
         self.repos = Repos(catalog, lists, self.staging, self.gate, settings)  # what the writes share
+        self.account = AccountRoutes(self.gate)
         first = catalog.sources[0] if catalog.sources else None
         relay = partial(relay_for, first)  # to the first source
         self.lfs = LfsRoutes(self.repos, partial(handing_for, first), partial(relays, first),  # in memory
                              partial(write_grant, self.gate.xet, self.xet.base))  # a client offering xet
-        self.commits = CommitRoutes(self.repos, publish)
-        self.refs = RefRoutes(self.repos, self.commits)
-        self.creating = Creating(self.repos, self.commits)  # create_repo, settings
+        self.committer = Committer(self.repos, publish)  # the one commit path
+        self.commits = CommitRoutes(self.repos, self.committer)
+        self.refs = RefRoutes(self.repos, self.committer)
+        self.creating = Creating(self.repos, self.committer)  # create_repo, settings
         self.deleting = Deleting(self.repos)
         self.squashing = Squashing(self.repos, publish)
         self.moving = Moving(self.deleting)
@@ -230,7 +234,7 @@ class ServeApp:
                 refused = error(status, failure.code, failure.message, later)
                 if isinstance(e, RepoNotFound) and self.forwarder is not None and request.method in ("GET", "HEAD"):
                     # a repository create_repo made and no commit reached yet is known to the writer
-                    # alone (writes/created.py): it answers, and says 404 when it does not know it either
+                    # alone (repo/created.py): it answers, and says 404 when it does not know it either
                     return await self.forwarder.forward(request, unreachable=refused)
                 return refused
             except OSError as e:
@@ -303,7 +307,7 @@ class ServeApp:
                  for route, answer in (("resolve", self.reads.resolve_file), ("raw", self.reads.raw_file))
                  for repo in REPO_FORMS for tail in ("", "/{path:hub_rest}")]
         writes: list[BaseRoute] = [
-            HubRoute("/api/whoami-v2", self.guarded(self.repos.whoami, needs_token=False), methods=GET),
+            HubRoute("/api/whoami-v2", self.guarded(self.account.whoami, needs_token=False), methods=GET),
             HubRoute("/api/settings/repositories", self.guarded(self.reads.repositories), methods=GET),
             HubRoute("/api/organizations/{namespace:hub_part}/settings/repositories",
                      self.guarded(self.reads.repositories), methods=GET),
@@ -313,13 +317,13 @@ class ServeApp:
                      methods=("DELETE",)),
             HubRoute("/api/repos/move", self.writing(self.moving.move_repo, audit="move_repo"), methods=("POST",)),
             # no token, as the Hub: huggingface_hub sends none (RepoCard.validate, metadata_update)
-            HubRoute("/api/validate-yaml", self.guarded(self.repos.validate_yaml, needs_token=False),
+            HubRoute("/api/validate-yaml", self.guarded(self.account.validate_yaml, needs_token=False),
                      methods=("POST",)),
             *[HubRoute(f"/{repo}.git/info/lfs/objects/batch",
                        self.writing(self.lfs.lfs_batch, audit="lfs_batch", refusals_only=True), methods=("POST",))
               for repo in REPO_FORMS],
             HubRoute(f"{UPLOAD_PATH}verify", self.writing(self.lfs.lfs_verify), methods=("POST",)),
-            # multipart (uploads/multipart.py): signed URLs, as the single PUT's
+            # multipart (lfs/multipart.py): signed URLs, as the single PUT's
             HubRoute(f"{UPLOAD_PATH}part/{{oid:hub_part}}/{{size:hub_part}}/{{chunk:hub_part}}/{{repo:hub_part}}/"
                      "{upload:hub_part}/{n:hub_part}", self.writing(self.lfs.multipart.put_part, needs_token=False),
                      methods=("PUT",)),
@@ -434,7 +438,7 @@ def create_app(catalog: Catalog, lists: FileLists, blobs: Blobs, settings: Serve
     is fetched first). ``app.state.serve`` is the :class:`ServeApp`; the app's lifespan closes it
     at shutdown (a server that runs none, or an app it is mounted in, calls
     ``app.state.serve.close()``). ``publish``: how the write API (:mod:`.writes.commit`) writes
-    commits (:class:`.writes.publishing.Publishing`; None: writes refused); ``staging``: where
+    commits (:class:`ocibridge.hubserver.repo.publishing.Publishing`; None: writes refused); ``staging``: where
     uploads wait for their commit (default: serve's cache); ``diff``: ``ocibridge.diff``, which
     the compare pages show (:mod:`.web.compare`; None: they say there is none)."""
     serve = ServeApp(catalog, lists, blobs, settings or ServeSettings(), ranges=ranges, publish=publish,

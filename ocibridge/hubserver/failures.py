@@ -13,13 +13,9 @@ from dataclasses import dataclass
 
 from ocibridge.errors import OcibridgeError
 from ocibridge.hubserver.access import Denied
-from ocibridge.hubserver.reading.refsrecord import RecordUnread
-from ocibridge.hubserver.reading.sources import Refused, RepoNotFound, RevisionNotFound
 from ocibridge.hubserver.replicas.lease import LeaseLost
-from ocibridge.hubserver.uploads.staging import StagingFull
-from ocibridge.hubserver.upstream.errors import UpstreamDown
-from ocibridge.hubserver.writes.branchlocks import RepoMoving
-from ocibridge.hubserver.writes.commits import (
+from ocibridge.hubserver.repo.branchlocks import RepoMoving
+from ocibridge.hubserver.repo.commits import (
     BadCommit,
     EscapingPath,
     MissingEntry,
@@ -27,6 +23,10 @@ from ocibridge.hubserver.writes.commits import (
     StaleParent,
     UnknownContent,
 )
+from ocibridge.hubserver.repo.refsrecord import RecordUnread
+from ocibridge.hubserver.repo.sources import Refused, RepoNotFound, RevisionNotFound
+from ocibridge.hubserver.uploads.staging import StagingFull
+from ocibridge.hubserver.upstream.errors import UpstreamDown
 from ocibridge.hubserver.writes.inlinebudget import InlineBusy
 
 log = logging.getLogger("ocibridge.hubserver")
@@ -59,7 +59,7 @@ TABLE: tuple[tuple[type[Exception], int, str | None, str], ...] = (
     (StagingFull, 507, None, "No room for the upload"),
     # another serve holds the writer lease (replicas/lease.py): the Hub's "try again later"
     (LeaseLost, 503, None, "This serve does not take writes now"),
-    # a refs record not read (reading/refsrecord.py): whether the repository is private, gated or
+    # a refs record not read (repo/refsrecord.py): whether the repository is private, gated or
     # deleted is not known, so nothing that needs it is answered (fail closed), "try again later"
     (RecordUnread, 503, None, "Serve cannot read this repository's settings now"),
     # every commit's inline lines together at their budget (writes/inlinebudget.py): later

@@ -23,9 +23,9 @@ from ocibridge.hubserver.uploads.staging import BUDGET as STAGING_BUDGET  # noqa
 if TYPE_CHECKING:
     from starlette.applications import Starlette
 
-    from ocibridge.hubserver.reading.catalog import Catalog
+    from ocibridge.hubserver.repo.catalog import Catalog
+    from ocibridge.hubserver.repo.publishing import Publishing
     from ocibridge.hubserver.web.compare import Diff
-    from ocibridge.hubserver.writes.publishing import Publishing
 
 #: seconds requests in flight get to finish after SIGTERM
 GRACE = 30
@@ -49,7 +49,7 @@ class ServerSettings:
     xet_min: int | None = XET_MIN_SIZE  # files from this size are offered over Xet (None: none)
     public_url: str | None = None  # the URL clients reach serve at (the Xet URLs it hands out)
     send_timeout: float = 30.0  # seconds one write of an answer may take (guard.py)
-    publish: Publishing | None = None  # how commits are written (writes/publishing.py); None: writes refused
+    publish: Publishing | None = None  # how commits are written (repo/publishing.py); None: writes refused
     diff: Diff | None = None  # ocibridge.diff, for the compare pages (web/compare.py); None: no diffs
     staging_budget: int = STAGING_BUDGET  # bytes uploads not yet committed may take (staging.py)
     staging_expiry: float = STAGING_EXPIRY  # seconds an upload no commit names is kept
@@ -117,8 +117,8 @@ def build_app(catalog: Catalog, options: ServerSettings) -> Starlette:
     from ocibridge.hubserver.app import create_app
     from ocibridge.hubserver.guard import Limits
     from ocibridge.hubserver.reading.blobs import Blobs
-    from ocibridge.hubserver.reading.files import FileLists
     from ocibridge.hubserver.reading.ranges import ChunkRanges
+    from ocibridge.hubserver.repo.files import FileLists
     from ocibridge.hubserver.uploads.staging import Staging
 
     cache = ModelCache()

@@ -22,7 +22,7 @@ Only a tag protects a manifest from a registry's garbage collection: distributio
   plain tags are branches, which are Hub tags; whether the repository is private or deleted.
 - ``ocibridge-branch-<name>``, ``ocibridge-tag-<name>``: a Hub branch or tag whose name the
   other kind had first (the Hub keeps them apart, a registry has one tag of a name), as the refs
-  record says (hubserver/reading/refnames.py).
+  record says (hubserver/repo/refnames.py).
 - ``ocibridge-upstream-<40 hex>``: a commit serve's ``--upstream`` fetched, tagged by the
   upstream Hub's own commit id (hubserver/upstream/): the id a client pinned resolves, and the
   commit answers as that id (the manifest's ``org.opencontainers.image.revision`` says it too).

@@ -6,7 +6,7 @@ delete it. That manifest names no file, so ``pull`` of such a tag wrote "0 files
 The tombstone is the same bytes in every repository, so a resolved digest tells it with no
 request; only a refusal reads the repository's refs record (``ocibridge-refs``), for the one
 field a user needs: ``moved``, the repository id ``move_repo`` moved it to. This module builds
-the same bytes as serve's (hubserver/reading/tombstone.py; a test holds them equal): the CLI does
+the same bytes as serve's (hubserver/repo/tombstone.py; a test holds them equal): the CLI does
 not import serve."""
 
 from __future__ import annotations

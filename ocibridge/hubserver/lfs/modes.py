@@ -1,6 +1,6 @@
 """The upload mode preupload gives a file, as the Hub decides it (huggingface_hub's
 ``_fetch_upload_modes`` asks; its client then sends a ``regular`` file inline in the commit,
-where it becomes a regular file: :mod:`.reading.regular`, and an ``lfs`` one over LFS or Xet).
+where it becomes a regular file: :mod:`ocibridge.hubserver.repo.regular`, and an ``lfs`` one over LFS or Xet).
 
 A file is ``lfs`` when the branch's ``.gitattributes`` puts its path in git-lfs
 (:mod:`.gitattributes`), when it is :data:`LFS_MIN` bytes or more (the Hub keeps no file past
@@ -8,7 +8,7 @@ A file is ``lfs`` when the branch's ``.gitattributes`` puts its path in git-lfs
 which the client sends) holds a NUL byte, as git tells a binary file; else ``regular``. A branch
 without a ``.gitattributes`` (a model pushed outside serve, or one whose ``.gitattributes`` was
 deleted) is read as having the one the Hub gives every new model repository (:data:`HUB_RULES`,
-which serve's ``create_repo`` commits too: :mod:`..writes.initial`).
+which serve's ``create_repo`` commits too: :mod:`ocibridge.hubserver.repo.initial`).
 
 A path the branch holds is answered with the ``oid`` the client compares with its own (an
 ``lfs`` file's SHA-256, a regular file's git blob id), so an unchanged file is neither sent nor
@@ -25,10 +25,10 @@ import logging
 from typing import Literal
 
 from ocibridge.hubserver.lfs.gitattributes import Rule, in_lfs, lfs_rules
-from ocibridge.hubserver.reading.catalog import Resolved
-from ocibridge.hubserver.reading.files import HubFile, ModelFiles
-from ocibridge.hubserver.reading.regular import git_blob_id
-from ocibridge.hubserver.writes.initial import GITATTRIBUTES
+from ocibridge.hubserver.repo.catalog import Resolved
+from ocibridge.hubserver.repo.files import HubFile, ModelFiles
+from ocibridge.hubserver.repo.initial import GITATTRIBUTES
+from ocibridge.hubserver.repo.regular import git_blob_id
 
 log = logging.getLogger("ocibridge.hubserver")
 
@@ -39,7 +39,7 @@ LFS_MIN = 10 * 1024 * 1024
 #: bytes of a ``.gitattributes`` read (the Hub's default one is 1.5 KiB): a larger one is not read
 ATTRIBUTES_MAX = 1024 * 1024
 ATTRIBUTES = ".gitattributes"
-#: the rules of the .gitattributes a repository's first commit holds (:mod:`..writes.initial`),
+#: the rules of the .gitattributes a repository's first commit holds (:mod:`ocibridge.hubserver.repo.initial`),
 #: for a branch without one (a model pushed outside serve, or one whose .gitattributes was deleted)
 HUB_RULES = lfs_rules(GITATTRIBUTES.decode())
 

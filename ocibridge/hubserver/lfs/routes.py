@@ -16,7 +16,7 @@ staged SHA-256 however it arrived.
 
 The batch and verify need a write token (:class:`.access.Gate`). The PUT carries no header (the
 client sends none to an upload URL): its URL is signed for that object and size, for an hour;
-large files are offered in parts (:mod:`.uploads.multipart`).
+large files are offered in parts (:mod:`.multipart`).
 """
 
 from __future__ import annotations
@@ -48,10 +48,10 @@ from ocibridge.hubserver.answers import (
 from ocibridge.hubserver.guard import UPLOADS
 from ocibridge.hubserver.lfs import modes
 from ocibridge.hubserver.lfs.gitignore import GITIGNORE, GITIGNORE_MAX, ignoring
-from ocibridge.hubserver.uploads.multipart import Multipart
+from ocibridge.hubserver.lfs.multipart import Multipart
+from ocibridge.hubserver.repo.commits import clean_path
 from ocibridge.hubserver.uploads.relay import Handed, HandingFor, Relay
 from ocibridge.hubserver.uploads.staging import hash_pieces, write_pieces
-from ocibridge.hubserver.writes.commits import clean_path
 from ocibridge.hubserver.writes.repos import Repos
 
 log = logging.getLogger("ocibridge.hubserver")

@@ -23,8 +23,8 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from ocibridge.core import boundedjson
-from ocibridge.hubserver.reading.catalog import Resolved
-from ocibridge.hubserver.reading.files import HubFile, ModelFiles
+from ocibridge.hubserver.repo.catalog import Resolved
+from ocibridge.hubserver.repo.files import HubFile, ModelFiles
 from ocibridge.model.cardmeta import split_front_matter
 
 #: bytes of README.md and config.json read (the Hub's own cards and configs are far smaller)

@@ -34,16 +34,17 @@ from ocibridge.errors import OcibridgeError
 from ocibridge.hubserver.access import grant_of, reads
 from ocibridge.hubserver.answers import ClosingStream, byte_range, error, in_thread, int_param, requested_repo
 from ocibridge.hubserver.guard import PATHS_MAX
-from ocibridge.hubserver.reading import hubjson, storage
+from ocibridge.hubserver.reading import storage
 from ocibridge.hubserver.reading.blobs import Blobs, TableOf, read_file
-from ocibridge.hubserver.reading.catalog import Catalog, Resolved
-from ocibridge.hubserver.reading.files import HubFile, ModelFiles, Resolver
-from ocibridge.hubserver.reading.lastcommits import LastCommits
 from ocibridge.hubserver.reading.modelfacts import ModelFacts
-from ocibridge.hubserver.reading.refsrecord import RecordUnread
-from ocibridge.hubserver.reading.regular import git_blob_id
-from ocibridge.hubserver.reading.sources import RepoNotFound
-from ocibridge.hubserver.reading.states import listed_only
+from ocibridge.hubserver.repo import hubjson
+from ocibridge.hubserver.repo.catalog import Catalog, Resolved
+from ocibridge.hubserver.repo.files import HubFile, ModelFiles, Resolver
+from ocibridge.hubserver.repo.lastcommits import LastCommits
+from ocibridge.hubserver.repo.refsrecord import RecordUnread
+from ocibridge.hubserver.repo.regular import git_blob_id
+from ocibridge.hubserver.repo.sources import RepoNotFound
+from ocibridge.hubserver.repo.states import listed_only
 
 if TYPE_CHECKING:
     from ocibridge.hubserver.reading.ranges import ChunkRanges

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ocibridge.hubserver.reading.catalog import Resolved
-from ocibridge.hubserver.reading.files import ModelFiles
-from ocibridge.hubserver.reading.hubjson import hub_date
+from ocibridge.hubserver.repo.catalog import Resolved
+from ocibridge.hubserver.repo.files import ModelFiles
+from ocibridge.hubserver.repo.hubjson import hub_date
 
 EPOCH = "1970-01-01T00:00:00.000Z"
 

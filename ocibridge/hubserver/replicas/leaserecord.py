@@ -27,7 +27,7 @@ import logging
 from dataclasses import dataclass
 
 from ocibridge.errors import InvalidReference, NotFound, OcibridgeError
-from ocibridge.hubserver.reading.tombstone import EMPTY, EMPTY_JSON
+from ocibridge.hubserver.repo.tombstone import EMPTY, EMPTY_JSON
 from ocibridge.oci.bookkeeping import WRITER_ARTIFACT_TYPE, WRITER_TAG
 from ocibridge.oci.mediatypes import OCI_MANIFEST
 from ocibridge.oci.models import Descriptor, Manifest, parse_manifest_bytes

@@ -11,16 +11,16 @@ from ocibridge.hubserver.replicas.lease import Lease, this_process
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from ocibridge.hubserver.reading.sources import Source
     from ocibridge.hubserver.replicas.leasetimes import LeaseTimes
+    from ocibridge.hubserver.repo.sources import Source
 
 
 def lease_for(source: Source | None, times: LeaseTimes, cache_dir: Path, url: str | None = None) -> Lease:
     """The lease of ``source`` (serve's first): a registry prefix's in the registry, a layout's
     (``oci:DIR``, the local store) in the layout; ``cache_dir``: where this process's id is kept
     (:mod:`.identity`); ``url``: where this serve is reached, until :meth:`Lease.start` says."""
-    from ocibridge.hubserver.reading.sources import LayoutSource, RegistrySource
     from ocibridge.hubserver.replicas.identity import holder_id
+    from ocibridge.hubserver.repo.sources import LayoutSource, RegistrySource
 
     if isinstance(source, RegistrySource):
         from ocibridge.hubserver.replicas.writerlease import RegistryLease

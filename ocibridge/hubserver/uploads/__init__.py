@@ -1,2 +1,2 @@
 """Where uploaded bytes land, whichever protocol (LFS, Xet) brought them: staging, the relay of a
-large upload on to the registry, blobs mounted from another repository, LFS uploads in parts."""
+large upload on to the registry, blobs mounted from another repository."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ocibridge.hubserver.reading.sources import Source
+from ocibridge.hubserver.repo.sources import Source
 from ocibridge.hubserver.uploads.relay import registry_store
 from ocibridge.stores.base import Ingesting
 

@@ -31,7 +31,7 @@ from typing import BinaryIO, Generic, TypeVar
 
 from ocibridge.core.pagecache import let_go
 from ocibridge.errors import OcibridgeError
-from ocibridge.hubserver.reading.sources import RegistrySource, Source, repo_parts
+from ocibridge.hubserver.repo.sources import RegistrySource, Source, repo_parts
 from ocibridge.oci.models import Descriptor
 from ocibridge.stores.base import WritableStore
 from ocibridge.transfer.writer import Blob, write_blob

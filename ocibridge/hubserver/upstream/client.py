@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
-from ocibridge.hubserver.reading.sources import RepoNotFound, RevisionNotFound
+from ocibridge.hubserver.repo.sources import RepoNotFound, RevisionNotFound
 from ocibridge.hubserver.upstream.errors import UpstreamDown
 
 #: seconds to connect, and to wait for each read of an answer

@@ -4,7 +4,7 @@ serve's one table (hubserver/failures.py)."""
 from __future__ import annotations
 
 from ocibridge.errors import OcibridgeError
-from ocibridge.hubserver.reading.sources import Refused
+from ocibridge.hubserver.repo.sources import Refused
 
 #: seconds a client is told to wait when the upstream cannot be reached
 RETRY_AFTER = 30

@@ -25,16 +25,16 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ocibridge.errors import NotFound, OcibridgeError
-from ocibridge.hubserver.reading.sources import commit_of
-from ocibridge.hubserver.upstream.commits import by_upstream_id
+from ocibridge.hubserver.repo.sources import commit_of
+from ocibridge.hubserver.repo.upstreamids import by_upstream_id
 from ocibridge.hubserver.upstream.errors import UpstreamDown
 from ocibridge.hubserver.upstream.streamed import StreamedFetch
 from ocibridge.oci.bookkeeping import commit_tag, upstream_tag
 
 if TYPE_CHECKING:
-    from ocibridge.hubserver.reading.sources import Repository
+    from ocibridge.hubserver.repo.evidence import Evidence
+    from ocibridge.hubserver.repo.sources import Repository
     from ocibridge.hubserver.upstream.settings import UpstreamSettings
-    from ocibridge.hubserver.writes.evidence import Evidence
     from ocibridge.oci.models import Descriptor
     from ocibridge.stores.base import WritableStore
 
@@ -166,8 +166,8 @@ class Ingest:
             assert root is not None
             tags = [repo.reference(commit_tag(commit_of(root.digest)))]
             if self.evidence is not None and signs:
-                from ocibridge.hubserver.writes.commits import AUTHOR, SUMMARY
-                from ocibridge.hubserver.writes.evidence import attach
+                from ocibridge.hubserver.repo.commits import AUTHOR, SUMMARY
+                from ocibridge.hubserver.repo.evidence import attach
 
                 said = {SUMMARY: f"fetched from the upstream {settings.url}: {repo_id}@{commit}",
                         AUTHOR: f"upstream {settings.url}"}

@@ -29,11 +29,11 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ocibridge.errors import NotFound, OcibridgeError
-from ocibridge.hubserver.reading.catalog import Catalog, Resolved
-from ocibridge.hubserver.reading.refnames import registry_tag, split_revision
-from ocibridge.hubserver.reading.refrules import is_tag
-from ocibridge.hubserver.reading.refsrecord import read_record
-from ocibridge.hubserver.reading.sources import (
+from ocibridge.hubserver.repo.catalog import Catalog, Resolved
+from ocibridge.hubserver.repo.refnames import registry_tag, split_revision
+from ocibridge.hubserver.repo.refrules import is_tag
+from ocibridge.hubserver.repo.refsrecord import read_record
+from ocibridge.hubserver.repo.sources import (
     COMMIT,
     DIGEST,
     RepoMoved,
@@ -44,8 +44,8 @@ from ocibridge.hubserver.reading.sources import (
     repo_parts,
     revision_named,
 )
+from ocibridge.hubserver.repo.upstreamids import is_proxied
 from ocibridge.hubserver.upstream.client import UpstreamHub, UpstreamRevision
-from ocibridge.hubserver.upstream.commits import is_proxied
 from ocibridge.hubserver.upstream.errors import UpstreamDown, UpstreamRefused
 from ocibridge.hubserver.upstream.inflight import Fetching
 from ocibridge.hubserver.upstream.ingest import Audit, Ingest, writable
@@ -53,9 +53,9 @@ from ocibridge.hubserver.upstream.staleness import note_stale
 from ocibridge.oci.bookkeeping import is_reserved
 
 if TYPE_CHECKING:
-    from ocibridge.hubserver.reading.sources import Source
+    from ocibridge.hubserver.repo.evidence import Evidence
+    from ocibridge.hubserver.repo.sources import Source
     from ocibridge.hubserver.upstream.settings import UpstreamSettings
-    from ocibridge.hubserver.writes.evidence import Evidence
     from ocibridge.oci.models import Descriptor
 
 log = logging.getLogger("ocibridge.hubserver")
@@ -206,7 +206,7 @@ class ProxyCatalog(Catalog):
         if name == "main" or name in record.branches or name in record.tags \
                 or not self.hub.is_branch(repo_id, name):
             return
-        from ocibridge.hubserver.writes.refsrecord import write_record
+        from ocibridge.hubserver.repo.refsrecord import write_record
 
         write_record(repo, writable(repo), record.with_ref(name, branch=True))
 

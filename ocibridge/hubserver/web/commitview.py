@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ocibridge.errors import OcibridgeError
-from ocibridge.hubserver.reading.catalog import Catalog, Resolved
-from ocibridge.hubserver.reading.sources import CREATED, commit_of
-from ocibridge.hubserver.writes.commits import AUTHOR, DESCRIPTION, SUMMARY
-from ocibridge.hubserver.writes.history import annotations_of, parent_of, read_manifest
+from ocibridge.hubserver.repo.catalog import Catalog, Resolved
+from ocibridge.hubserver.repo.commits import AUTHOR, DESCRIPTION, SUMMARY
+from ocibridge.hubserver.repo.history import annotations_of, parent_of, read_manifest
+from ocibridge.hubserver.repo.sources import CREATED, commit_of
 
 if TYPE_CHECKING:
     from ocibridge.lazyread.diff import FileChange

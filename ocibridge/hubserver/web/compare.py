@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ocibridge.hubserver.reading.catalog import Catalog, Resolved
+from ocibridge.hubserver.repo.catalog import Catalog, Resolved
 from ocibridge.hubserver.settings import COMPARE_BUDGET
 from ocibridge.lazyread.budget import ReadBudget
 from ocibridge.oci.reference import RegistryReference

@@ -14,10 +14,10 @@ import re
 from dataclasses import dataclass
 
 from ocibridge.errors import InvalidReference, NotFound, OcibridgeError, RegistryError
-from ocibridge.hubserver.reading.catalog import Catalog, Resolved
-from ocibridge.hubserver.reading.sources import CREATED, Refused, commit_of
-from ocibridge.hubserver.writes.commits import AUTHOR, DESCRIPTION, SUMMARY
-from ocibridge.hubserver.writes.history import walk
+from ocibridge.hubserver.repo.catalog import Catalog, Resolved
+from ocibridge.hubserver.repo.commits import AUTHOR, DESCRIPTION, SUMMARY
+from ocibridge.hubserver.repo.history import walk
+from ocibridge.hubserver.repo.sources import CREATED, Refused, commit_of
 
 #: tags resolved at most for a history by tags (each is a registry request)
 TAGS_MAX = 200

@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from ocibridge.errors import NotFound, OcibridgeError, RegistryError
-from ocibridge.hubserver.reading.catalog import Catalog, Resolved
-from ocibridge.hubserver.reading.rules import rules_in_force
-from ocibridge.hubserver.reading.sources import Refused, repo_parts
-from ocibridge.hubserver.reading.states import listed_only
+from ocibridge.hubserver.repo.catalog import Catalog, Resolved
+from ocibridge.hubserver.repo.rules import rules_in_force
+from ocibridge.hubserver.repo.sources import Refused, repo_parts
+from ocibridge.hubserver.repo.states import listed_only
 from ocibridge.hubserver.web import facts
 from ocibridge.oci.bookkeeping import version_order, version_tags
 
@@ -50,7 +50,7 @@ class Row:
     attestations: int = 0  # signed attestations and unsigned evidence (SBOM, provenance)
     policy: str = "unknown"  # passes | refused | none (no rule in force) | unknown (the row could not be read)
     problem: str = ""  # why refused, or why unreadable
-    rules: str = ""  # the rules passed, or the one that refused (reading/rules.py)
+    rules: str = ""  # the rules passed, or the one that refused (repo/rules.py)
     main: bool = True  # the tag shown is the default tag (else the model page shows this tag, saying so)
 
 

@@ -18,8 +18,8 @@ from typing import Any
 from urllib.parse import quote
 
 from ocibridge.errors import OcibridgeError, SignatureError
-from ocibridge.hubserver.reading.catalog import Catalog, Refs, Resolved
-from ocibridge.hubserver.reading.files import HubFile, ModelFiles, read_small
+from ocibridge.hubserver.repo.catalog import Catalog, Refs, Resolved
+from ocibridge.hubserver.repo.files import HubFile, ModelFiles, read_small
 from ocibridge.hubserver.web import facts
 from ocibridge.hubserver.web.card import Card, render_card
 from ocibridge.hubserver.web.glance import Glance, glance

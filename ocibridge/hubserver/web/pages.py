@@ -26,8 +26,8 @@ from starlette.routing import BaseRoute, Route
 from ocibridge.hubserver.access import Denied, Gate, reads
 from ocibridge.hubserver.answers import in_thread, int_param, requested_repo
 from ocibridge.hubserver.failures import CAUGHT, failure_of
-from ocibridge.hubserver.reading.files import read_small
-from ocibridge.hubserver.reading.sources import RevisionNotFound
+from ocibridge.hubserver.repo.files import read_small
+from ocibridge.hubserver.repo.sources import RevisionNotFound
 from ocibridge.hubserver.routing import HubRoute
 from ocibridge.hubserver.web import auth, facts, render
 from ocibridge.hubserver.web.listing import Listing
@@ -35,8 +35,8 @@ from ocibridge.hubserver.web.model import ModelPages, ModelView
 from ocibridge.oci.reference import RegistryReference
 
 if TYPE_CHECKING:
-    from ocibridge.hubserver.reading.catalog import Catalog, Resolved
-    from ocibridge.hubserver.reading.files import ModelFiles
+    from ocibridge.hubserver.repo.catalog import Catalog, Resolved
+    from ocibridge.hubserver.repo.files import ModelFiles
     from ocibridge.hubserver.settings import ServeSettings
 
 log = logging.getLogger("ocibridge.hubserver")

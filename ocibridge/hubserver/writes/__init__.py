@@ -1,1 +1,2 @@
-"""What changes a repository: commits, created repositories, refs, their history and evidence."""
+"""The write API over the Hub repository (:mod:`ocibridge.hubserver.repo`): the routes that commit,
+create, delete, move and squash repositories and make their refs, and the one commit path."""

@@ -11,7 +11,7 @@ and the model card of its license. A private one is recorded in
 its refs record before that commit is written, so it is never readable by others for a moment.
 One made again over a deleted one of its name is recorded so (``recreated``): the deleted one's
 commits, still in the registry until its garbage collection, are never reached through it by
-digest or commit id (:mod:`..reading.reborn`).
+digest or commit id (:mod:`ocibridge.hubserver.repo.reborn`).
 """
 
 from __future__ import annotations
@@ -26,12 +26,11 @@ from starlette.responses import JSONResponse, Response
 from ocibridge.hubserver.access import Denied, Grant
 from ocibridge.hubserver.answers import NOT_JSON, error, in_thread, json_body, requested_repo
 from ocibridge.hubserver.audit import note
-from ocibridge.hubserver.reading.refsrecord import GATES, RefsRecord, read_record
-from ocibridge.hubserver.reading.sources import repo_parts
-from ocibridge.hubserver.writes import initial
-from ocibridge.hubserver.writes.commit import CommitRoutes
-from ocibridge.hubserver.writes.commits import BadCommit
-from ocibridge.hubserver.writes.refsrecord import RECORD_LOCK, record_store, write_record
+from ocibridge.hubserver.repo import initial
+from ocibridge.hubserver.repo.commits import BadCommit
+from ocibridge.hubserver.repo.refsrecord import GATES, RECORD_LOCK, RefsRecord, read_record, record_store, write_record
+from ocibridge.hubserver.repo.sources import repo_parts
+from ocibridge.hubserver.writes.committing import Committer
 from ocibridge.hubserver.writes.repos import Repos
 
 log = logging.getLogger("ocibridge.hubserver")
@@ -75,6 +74,16 @@ async def model_repo_body(request: Request) -> dict[str, Any] | Response:
     return body
 
 
+async def named_repo(repos: Repos, request: Request) -> tuple[dict[str, Any], Grant, str] | Response:
+    """The body of a create or delete, the writer's grant (any repository: the name is read from the
+    body), and the repo id it names (:func:`repo_id_of`); or the 400 that answers the body."""
+    body = await model_repo_body(request)
+    if isinstance(body, Response):
+        return body
+    grant = repos.writer(request, None)
+    return body, grant, repo_id_of(body.get("name"), body.get("organization"), grant)
+
+
 def repo_id_of(name: object, organization: object, grant: Grant) -> str:
     """The repo id a create or delete names: ``organization/name``, ``name`` when it holds its
     namespace, else the token's namespace (the Hub's ``create_repo("name")``)."""
@@ -88,16 +97,15 @@ def repo_id_of(name: object, organization: object, grant: Grant) -> str:
 class Creating:
     """``create_repo`` and the repository's settings, over what the write routes share."""
 
-    def __init__(self, repos: Repos, commits: CommitRoutes):
+    def __init__(self, repos: Repos, commits: Committer):
         self.repos = repos
         self.commits = commits
 
     async def create_repo(self, request: Request) -> Response:
-        body = await model_repo_body(request)
-        if isinstance(body, Response):
-            return body
-        grant = self.repos.writer(request, None)
-        repo_id = repo_id_of(body.get("name"), body.get("organization"), grant)
+        named = await named_repo(self.repos, request)
+        if isinstance(named, Response):
+            return named
+        body, grant, repo_id = named
         if repo_parts(repo_id) is None or self.repos.catalog.sources[0].repository(repo_parts(repo_id) or []) is None:
             return error(400, None, f"Invalid repo name: {repo_id}")
         note(request, repository=repo_id)  # its audit line names it (audit.py)

@@ -6,7 +6,7 @@
     DELETE /api/models/REPO/tag/{name}           a Hub tag
 
 A registry deletes a manifest with every tag naming it (and many refuse deletes), so serve deletes
-a tag by moving it to its tombstone (:mod:`..reading.tombstone`): the ref then names no revision on
+a tag by moving it to its tombstone (:mod:`ocibridge.hubserver.repo.tombstone`): the ref then names no revision on
 every serve process, and the manifest it named is untagged unless another tag names it, so the
 registry's garbage collection (distribution's ``garbage-collect --delete-untagged``) takes it and
 the blobs only it held. A deleted repository's refs record says ``deleted`` (written first: a
@@ -26,14 +26,13 @@ from starlette.responses import JSONResponse, Response
 from ocibridge.errors import NotFound, RegistryError
 from ocibridge.hubserver.answers import branch_of, in_thread, requested_repo
 from ocibridge.hubserver.audit import note
-from ocibridge.hubserver.reading.refnames import HEADS, TAGS, other
-from ocibridge.hubserver.reading.refsrecord import RefsRecord, read_record
-from ocibridge.hubserver.reading.sources import Repository, RevisionNotFound, repo_parts
-from ocibridge.hubserver.reading.tombstone import DESCRIPTOR, EMPTY, EMPTY_JSON
-from ocibridge.hubserver.writes.clashes import give_back
-from ocibridge.hubserver.writes.commits import ProtectedRef
-from ocibridge.hubserver.writes.creating import model_repo_body, repo_id_of
-from ocibridge.hubserver.writes.refsrecord import RECORD_LOCK, record_store, write_record
+from ocibridge.hubserver.repo.clashes import give_back
+from ocibridge.hubserver.repo.commits import ProtectedRef
+from ocibridge.hubserver.repo.refnames import HEADS, TAGS, other
+from ocibridge.hubserver.repo.refsrecord import RECORD_LOCK, RefsRecord, read_record, record_store, write_record
+from ocibridge.hubserver.repo.sources import Repository, RevisionNotFound, repo_parts
+from ocibridge.hubserver.repo.tombstone import DESCRIPTOR, EMPTY, EMPTY_JSON
+from ocibridge.hubserver.writes.creating import named_repo
 from ocibridge.hubserver.writes.repos import Repos
 from ocibridge.oci.bookkeeping import REFS_TAG
 from ocibridge.stores.base import WritableStore
@@ -43,7 +42,7 @@ log = logging.getLogger("ocibridge.hubserver")
 
 def bury(store: WritableStore, repo: Repository, tags: list[str]) -> None:
     """Move ``tags`` to the tombstone (its one blob sent once, the manifest written per tag)."""
-    from ocibridge.hubserver.reading.tombstone import BODY
+    from ocibridge.hubserver.repo.tombstone import BODY
     from ocibridge.transfer.writer import Blob, write_artifact
 
     if tags:
@@ -58,11 +57,10 @@ class Deleting:
         self.repos = repos
 
     async def delete_repo(self, request: Request) -> Response:
-        body = await model_repo_body(request)
-        if isinstance(body, Response):
-            return body
-        grant = self.repos.writer(request, None)
-        repo_id = repo_id_of(body.get("name"), body.get("organization"), grant)
+        named = await named_repo(self.repos, request)
+        if isinstance(named, Response):
+            return named
+        _, _, repo_id = named
         note(request, repository=repo_id)
         self.repos.writer(request, repo_id)
         await in_thread(self._delete_repo, repo_id)

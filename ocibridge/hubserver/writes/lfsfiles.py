@@ -5,7 +5,7 @@ and ``permanently_delete_lfs_files``):
     POST /api/models/REPO/lfs-files/batch      {deletions: {sha: [...], rewriteHistory}}
 
 An LFS object is a raw layer of a commit that the commit does not record as a regular file
-(:mod:`..reading.regular`), named by its SHA-256; it is listed once, with the first branch that
+(:mod:`ocibridge.hubserver.repo.regular`), named by its SHA-256; it is listed once, with the first branch that
 holds it (``main`` first), the path it has there and the date of the oldest commit that holds it.
 
 A registry deletes no blob on request, and a blob stays while a tagged manifest names it, so a
@@ -13,7 +13,7 @@ permanent delete rewrites history: on every branch whose commits hold one of the
 commit from the first that holds one is written again without those layers (its config without
 their digests, its parent the rewritten one), given its commit tag, and the branch and the Hub
 tags naming a rewritten commit move to its new one. The old commits that held the objects get
-their commit tags moved to the tombstone (:mod:`..reading.tombstone`), so nothing tags them and
+their commit tags moved to the tombstone (:mod:`ocibridge.hubserver.repo.tombstone`), so nothing tags them and
 the registry's garbage collection takes them and the objects' blobs. Rewriting is the same
 bytes whoever asks, so branches that shared commits share their rewritten ones too.
 ``rewriteHistory: false`` is taken as true: leaving commits that name a blob is leaving the blob.
@@ -33,23 +33,22 @@ from ocibridge.core import boundedjson
 from ocibridge.errors import InvalidReference, NotFound, OcibridgeError
 from ocibridge.hubserver.answers import NOT_JSON, error, in_thread, is_sha256, json_body, requested_repo
 from ocibridge.hubserver.audit import note
-from ocibridge.hubserver.reading.refnames import HEADS, TAGS, registry_tag
-from ocibridge.hubserver.reading.refsrecord import read_record
-from ocibridge.hubserver.reading.regular import recorded
-from ocibridge.hubserver.reading.sources import CREATED, RevisionNotFound
-from ocibridge.hubserver.writes.commits import PARENT
+from ocibridge.hubserver.repo.commits import PARENT
+from ocibridge.hubserver.repo.history import COMMITS_MAX, NO_DATE, annotations_of, parent_of, read_manifest
+from ocibridge.hubserver.repo.landing import bookkept, land
+from ocibridge.hubserver.repo.refnames import HEADS, TAGS, registry_tag
+from ocibridge.hubserver.repo.refsrecord import RECORD_LOCK, read_record, record_store
+from ocibridge.hubserver.repo.regular import recorded
+from ocibridge.hubserver.repo.sources import CREATED, RevisionNotFound
 from ocibridge.hubserver.writes.deleting import bury
-from ocibridge.hubserver.writes.history import COMMITS_MAX, NO_DATE, annotations_of, parent_of, read_manifest
-from ocibridge.hubserver.writes.landing import bookkept, land
-from ocibridge.hubserver.writes.refsrecord import RECORD_LOCK, record_store
 from ocibridge.hubserver.writes.repos import Repos
 from ocibridge.oci.bookkeeping import commit_tag
 from ocibridge.oci.layerinfo import raw_file_path
 from ocibridge.oci.models import Descriptor
 
 if TYPE_CHECKING:
-    from ocibridge.hubserver.reading.catalog import Resolved
-    from ocibridge.hubserver.writes.publishing import Publishing
+    from ocibridge.hubserver.repo.catalog import Resolved
+    from ocibridge.hubserver.repo.publishing import Publishing
     from ocibridge.stores.base import ReadableStore, WritableStore
 
 log = logging.getLogger("ocibridge.hubserver")

@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 from ocibridge.errors import OcibridgeError
 from ocibridge.hubserver.access import Gate, Grant
-from ocibridge.hubserver.reading.catalog import Catalog
+from ocibridge.hubserver.repo.catalog import Catalog
 
 log = logging.getLogger("ocibridge.hubserver")
 

@@ -4,7 +4,7 @@ the repository under its new id, then the old one deleted as ``delete_repo`` del
 A registry has no rename: the new repository's refs record is written first (the old one's:
 private, gated, its refs), so nothing of it is readable by anyone the old one hid it from, at any
 moment; when private or gated, the move then waits out what another serve believes of the new
-id (:data:`..reading.states.KEEP`). Then every live tag of the old repository (its branches,
+id (:data:`ocibridge.hubserver.repo.states.KEEP`). Then every live tag of the old repository (its branches,
 Hub tags, commit tags, cosign's signature tags) is copied to the new one, its blobs mounted
 rather than sent where the registry allows, and with them the referrers of each (signatures,
 attestations, chunk tables). Only then is the old one deleted (:mod:`.deleting`): a failure
@@ -27,13 +27,12 @@ from starlette.responses import JSONResponse, Response
 from ocibridge.errors import NotFound
 from ocibridge.hubserver.answers import error, in_thread
 from ocibridge.hubserver.audit import note
-from ocibridge.hubserver.reading.refsrecord import RefsRecord, read_record
-from ocibridge.hubserver.reading.sources import repo_parts
-from ocibridge.hubserver.reading.tombstone import is_tombstone
-from ocibridge.hubserver.writes.commits import BadCommit
+from ocibridge.hubserver.repo.commits import BadCommit
+from ocibridge.hubserver.repo.refsrecord import RECORD_LOCK, RefsRecord, read_record, record_store, write_record
+from ocibridge.hubserver.repo.sources import repo_parts
+from ocibridge.hubserver.repo.tombstone import is_tombstone
 from ocibridge.hubserver.writes.creating import model_repo_body
 from ocibridge.hubserver.writes.deleting import Deleting
-from ocibridge.hubserver.writes.refsrecord import RECORD_LOCK, record_store, write_record
 from ocibridge.oci.bookkeeping import REFS_TAG
 
 log = logging.getLogger("ocibridge.hubserver")
@@ -102,6 +101,6 @@ class Moving:
 
 def arrival_record(source: RefsRecord, there: RefsRecord) -> RefsRecord:
     """The destination's refs record: the source's (its refs, who may read it), made again over
-    a deleted repository of that name when one was there (reading/reborn.py)."""
+    a deleted repository of that name when one was there (repo/reborn.py)."""
     return dataclasses.replace(source, deleted=False, moved="",
                                recreated=source.recreated or there.deleted or there.recreated)

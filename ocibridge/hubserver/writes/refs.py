@@ -18,15 +18,14 @@ from starlette.responses import JSONResponse, Response
 from ocibridge.errors import OcibridgeError
 from ocibridge.hubserver.access import Grant
 from ocibridge.hubserver.answers import NOT_JSON, branch_of, error, in_thread, json_body, requested_repo
-from ocibridge.hubserver.reading.catalog import Resolved
-from ocibridge.hubserver.reading.refnames import HEADS, TAGS
-from ocibridge.hubserver.reading.refrules import hub_ref_name
-from ocibridge.hubserver.reading.refsrecord import read_record
-from ocibridge.hubserver.reading.sources import COMMIT, RevisionNotFound
-from ocibridge.hubserver.writes.clashes import place
-from ocibridge.hubserver.writes.commit import CommitRoutes
-from ocibridge.hubserver.writes.commits import BadCommit, CommitRequest
-from ocibridge.hubserver.writes.refsrecord import RECORD_LOCK, write_record
+from ocibridge.hubserver.repo.catalog import Resolved
+from ocibridge.hubserver.repo.clashes import place
+from ocibridge.hubserver.repo.commits import BadCommit, CommitRequest
+from ocibridge.hubserver.repo.refnames import HEADS, TAGS
+from ocibridge.hubserver.repo.refrules import hub_ref_name
+from ocibridge.hubserver.repo.refsrecord import RECORD_LOCK, read_record, write_record
+from ocibridge.hubserver.repo.sources import COMMIT, RevisionNotFound
+from ocibridge.hubserver.writes.committing import Committer
 from ocibridge.hubserver.writes.repos import Repos
 from ocibridge.hubserver.writes.reserved import reserved_why
 from ocibridge.stores.base import WritableStore
@@ -38,12 +37,12 @@ EMPTY_SUMMARY = "Empty branch"
 class RefRoutes:
     """The branch, tag and history routes, over what the write routes share."""
 
-    def __init__(self, repos: Repos, commits: CommitRoutes):
+    def __init__(self, repos: Repos, commits: Committer):
         self.repos = repos
         self.commits = commits  # an empty branch's commit
 
     async def list_commits(self, request: Request) -> Response:
-        from ocibridge.hubserver.writes.history import commits as history
+        from ocibridge.hubserver.repo.history import commits as history
 
         catalog = self.repos.catalog
         head = await in_thread(catalog.resolve, requested_repo(request), request.path_params["revision"])
@@ -92,7 +91,7 @@ class RefRoutes:
 
     def _empty(self, repo_id: str, name: str, grant: Grant) -> None:
         """Make the branch ``name`` one commit of no file, with no parent (the commit route's
-        own path: :meth:`.CommitRoutes.empty_commit`)."""
+        own path: :meth:`.Committer.empty_commit`)."""
         self.commits.empty_commit(repo_id, name, grant, CommitRequest(summary=EMPTY_SUMMARY), {})
         self.repos.catalog.forget(repo_id)
 
@@ -112,7 +111,7 @@ class RefRoutes:
         """Tag ``start`` as the ref ``name`` of ``kind`` unless that ref exists (False), the name
         locked as a commit to it is: two creates of one name at once are one 200 and one 409,
         never the second moving the first's ref, and a commit to it waits until it is made. The
-        refs record says what ``name`` is and where (:mod:`..reading.refnames`) before its tag is
+        refs record says what ``name`` is and where (:mod:`ocibridge.hubserver.repo.refnames`) before its tag is
         written (:mod:`.refsrecord`), under the repository's record lock (two refs made at once
         both recorded)."""
         catalog = self.repos.catalog

@@ -19,16 +19,18 @@ import logging
 from typing import TypeVar
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse, PlainTextResponse, Response
 
 from ocibridge.errors import OcibridgeError
 from ocibridge.hubserver.access import Access, Gate, Grant
-from ocibridge.hubserver.answers import branch_of, error, in_thread, json_body
-from ocibridge.hubserver.cards import read_card
-from ocibridge.hubserver.reading.catalog import Catalog, Resolved
-from ocibridge.hubserver.reading.files import FileLists, ModelFiles, read_small
-from ocibridge.hubserver.reading.refnames import HEADS, TAGS
-from ocibridge.hubserver.reading.sources import (
+from ocibridge.hubserver.answers import branch_of, in_thread
+from ocibridge.hubserver.replicas.lease import Lease
+from ocibridge.hubserver.repo.branchlocks import Branches
+from ocibridge.hubserver.repo.catalog import Catalog, Resolved
+from ocibridge.hubserver.repo.commits import BadCommit, UploadCollected
+from ocibridge.hubserver.repo.created import CreatedRepos
+from ocibridge.hubserver.repo.files import FileLists, ModelFiles, read_small
+from ocibridge.hubserver.repo.refnames import HEADS, TAGS
+from ocibridge.hubserver.repo.sources import (
     COMMIT,
     RegistrySource,
     RepoNotFound,
@@ -36,13 +38,9 @@ from ocibridge.hubserver.reading.sources import (
     RevisionNotFound,
     repo_parts,
 )
-from ocibridge.hubserver.replicas.lease import Lease
 from ocibridge.hubserver.settings import ServeSettings
 from ocibridge.hubserver.uploads.mounts import Mounts
 from ocibridge.hubserver.uploads.staging import Staging
-from ocibridge.hubserver.writes.branchlocks import Branches
-from ocibridge.hubserver.writes.commits import BadCommit, UploadCollected
-from ocibridge.hubserver.writes.created import CreatedRepos
 from ocibridge.hubserver.writes.mountable import admitted
 from ocibridge.oci.bookkeeping import LEASE_REPO
 from ocibridge.oci.models import Descriptor
@@ -54,7 +52,8 @@ _T = TypeVar("_T")
 
 
 class Repos:
-    """What the write routes share, and the repository routes themselves."""
+    """What the write routes share (the catalog, staging, the gate, the settings, branch locks, mounts,
+    repositories made and not committed to yet, the writer lease) and the questions they all ask."""
 
     def __init__(self, catalog: Catalog, lists: FileLists, staging: Staging, gate: Gate, settings: ServeSettings):
         self.catalog = catalog
@@ -186,29 +185,6 @@ class Repos:
     def created_empty(self, repo_id: str, revision: str) -> bool:
         """``repo_id`` was made by ``create_repo`` here and ``revision`` is its (commit-less) main."""
         return branch_of(revision) == "main" and self.created.has(repo_id)
-
-    # -- routes --------------------------------------------------------------------------------
-    async def whoami(self, request: Request) -> Response:
-        return JSONResponse(self.gate.who(request).whoami())
-
-    async def validate_yaml(self, request: Request) -> Response:
-        """A README's metadata checked as the Hub checks it (:mod:`.cards`): 400 with the errors,
-        else 200 with the warnings; as text (``- Error: ...`` lines) to a client that asks for
-        text, as ``ModelCard.validate`` does (its ValueError is that text), else as JSON
-        (``{"errors": [{"message"}], "warnings": [...]}``, which ``HfApi`` reads)."""
-        body = await json_body(request)
-        content = body.get("content") if isinstance(body, dict) else None
-        if not isinstance(content, str):
-            return error(400, None, "expected {'content': README text, 'repoType': 'model'}")
-        kind = body.get("repoType") if isinstance(body, dict) else None
-        found = read_card(content, kind if isinstance(kind, str) else "model")
-        status = 400 if found.errors else 200
-        if "text/plain" in request.headers.get("accept", "") and "json" not in request.headers.get("accept", ""):
-            lines = [f"- Error: {e}" for e in found.errors] + [f"- Warning: {w}" for w in found.warnings]
-            return PlainTextResponse("\n".join(lines), status_code=status)
-        return JSONResponse({"errors": [{"message": e, "type": "error"} for e in found.errors],
-                             "warnings": [{"message": w, "type": "warning"} for w in found.warnings]},
-                            status_code=status)
 
 
 class InvalidRepoName(BadCommit):

@@ -3,7 +3,7 @@
 ``.att``, ``.sbom``: oci/bookkeeping.py). A registry keeps a signature as a tag like any other,
 so without this rule any writer's ``delete_tag(repo, "sha256-<hex>.sig")`` would unsign a
 commit (``ocibridge verify`` then says unsigned), and a ``create_tag`` of such a name would
-plant a forged one. Only serve's signer (writes/evidence.py) writes them, through the store.
+plant a forged one. Only serve's signer (repo/evidence.py) writes them, through the store.
 
 Every route that names a ref in its path (create/delete of a branch or tag, a preupload's, a commit's or a
 super-squash's branch) is wrapped by :func:`refusing_reserved`; ``create_tag``'s name, sent in

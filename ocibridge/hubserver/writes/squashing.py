@@ -18,18 +18,18 @@ from starlette.responses import JSONResponse, Response
 
 from ocibridge.hubserver.answers import NOT_JSON, branch_of, in_thread, json_body, requested_repo
 from ocibridge.hubserver.audit import note
-from ocibridge.hubserver.reading.refnames import HEADS
-from ocibridge.hubserver.reading.sources import CREATED, RevisionNotFound, commit_of
-from ocibridge.hubserver.writes import commits
-from ocibridge.hubserver.writes.landing import land
-from ocibridge.hubserver.writes.refsrecord import record_store
+from ocibridge.hubserver.repo import commits
+from ocibridge.hubserver.repo.landing import land
+from ocibridge.hubserver.repo.refnames import HEADS
+from ocibridge.hubserver.repo.refsrecord import record_store
+from ocibridge.hubserver.repo.sources import CREATED, RevisionNotFound, commit_of
 from ocibridge.hubserver.writes.repos import Repos
 from ocibridge.oci.models import Descriptor
 from ocibridge.oci.reference import RegistryReference
 
 if TYPE_CHECKING:
     from ocibridge.hubserver.access import Grant
-    from ocibridge.hubserver.writes.publishing import Publishing
+    from ocibridge.hubserver.repo.publishing import Publishing
 
 log = logging.getLogger("ocibridge.hubserver")
 
@@ -56,7 +56,7 @@ class Squashing:
         return JSONResponse({"commitOid": commit})
 
     def _squash(self, repo_id: str, branch: str, summary: str, grant: Grant) -> str:
-        from ocibridge.hubserver.writes.commit import commit_time
+        from ocibridge.hubserver.repo.commits import commit_time
         from ocibridge.oci.models import Manifest
         from ocibridge.transfer.writer import write_artifact
 

@@ -15,8 +15,8 @@ from ocibridge.hubserver.access import Signer, require_signed, require_token
 from ocibridge.hubserver.answers import ClosingStream, bearer, byte_range, error, requested_repo
 from ocibridge.hubserver.guard import Shares, turn_of
 from ocibridge.hubserver.reading.blobs import Blobs, Checked, CheckedFile, TableOf
-from ocibridge.hubserver.reading.catalog import Resolved
-from ocibridge.hubserver.reading.files import HubFile, ModelFiles, Resolver
+from ocibridge.hubserver.repo.catalog import Resolved
+from ocibridge.hubserver.repo.files import HubFile, ModelFiles, Resolver
 from ocibridge.hubserver.routing import route_path
 from ocibridge.hubserver.xet import xorbs
 from ocibridge.oci.models import Descriptor
@@ -63,7 +63,7 @@ class XetRoutes:
     def name(self, f: HubFile, published: bool = False) -> str | None:
         """The file's Xet name when it is large enough for Xet (``published``: a file in git-lfs of
         a commit serve made, offered whatever its size, as the Hub keeps every such file in Xet);
-        none for a regular file, which the Hub keeps in git, never in Xet (:mod:`.reading.regular`)."""
+        none for a regular file, which the Hub keeps in git, never in Xet (:mod:`ocibridge.hubserver.repo.regular`)."""
         if f.git_blob is not None or self.xet_min is None:
             return None
         return xorbs.file_id(f.sha256, f.size) if published or self.name_size(f.size) else None
@@ -203,6 +203,6 @@ class XetRoutes:
 
 def published(resolved: Resolved) -> bool:
     """Whether ``resolved`` is a commit serve made (its manifest names its summary)."""
-    from ocibridge.hubserver.writes.commits import SUMMARY
+    from ocibridge.hubserver.repo.commits import SUMMARY
 
     return SUMMARY in (resolved.manifest.annotations or {})

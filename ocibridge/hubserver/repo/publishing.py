@@ -11,15 +11,15 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ocibridge.hubserver.writes.commits import BadCommit
-from ocibridge.hubserver.writes.evidence import EvidenceFailed
-from ocibridge.hubserver.writes.landing import land
+from ocibridge.hubserver.repo.commits import BadCommit
+from ocibridge.hubserver.repo.evidence import EvidenceFailed
+from ocibridge.hubserver.repo.landing import land
 from ocibridge.oci.reference import LayoutReference, RegistryReference
 from ocibridge.stores.base import Store, WritableStore
 
 if TYPE_CHECKING:
-    from ocibridge.hubserver.reading.sources import Repository
-    from ocibridge.hubserver.writes.evidence import Evidence
+    from ocibridge.hubserver.repo.evidence import Evidence
+    from ocibridge.hubserver.repo.sources import Repository
     from ocibridge.model.known import KnownFile
 
 

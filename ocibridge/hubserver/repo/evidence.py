@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ocibridge.errors import OcibridgeError
-from ocibridge.hubserver.reading.sources import commit_of
-from ocibridge.hubserver.writes.commits import AUTHOR, PARENT, SUMMARY
+from ocibridge.hubserver.repo.commits import AUTHOR, PARENT, SUMMARY
+from ocibridge.hubserver.repo.sources import commit_of
 from ocibridge.signing.sign import FORMS, Form
 
 if TYPE_CHECKING:

@@ -2,7 +2,7 @@
 ``expand=true`` asks of the tree and paths-info routes (``RepoFile.last_commit``, and through it
 ``HfFileSystem.modified``).
 
-The walk is the history's (:mod:`.writes.history`: each manifest names its parent's digest), from
+The walk is the history's (:mod:`ocibridge.hubserver.repo.history`: each manifest names its parent's digest), from
 the head, at most :data:`.history.COMMITS_MAX` commits: each commit's files are compared with its
 parent's, and the newest commit where a path's content differs is the one that changed it. A path
 no commit of the walk changed is named by the oldest commit reached (the one that added it, or a
@@ -26,14 +26,14 @@ from typing import TYPE_CHECKING, Any
 
 from ocibridge.core.fsutil import safe_relpath
 from ocibridge.errors import OcibridgeError
-from ocibridge.hubserver.writes.history import COMMITS_MAX, annotations_of, commit_entry, parent_of, read_manifest
+from ocibridge.hubserver.repo.history import COMMITS_MAX, annotations_of, commit_entry, parent_of, read_manifest
 from ocibridge.oci.empty import is_empty_layer
 from ocibridge.oci.layerinfo import raw_file_path
 from ocibridge.oci.models import Descriptor
 
 if TYPE_CHECKING:
-    from ocibridge.hubserver.reading.catalog import Resolved
-    from ocibridge.hubserver.reading.files import ModelFiles
+    from ocibridge.hubserver.repo.catalog import Resolved
+    from ocibridge.hubserver.repo.files import ModelFiles
     from ocibridge.stores.base import ReadableStore
 
 #: commits whose files are kept, by manifest digest

@@ -40,7 +40,7 @@ def first_files(body: dict[str, object]) -> dict[str, bytes]:
     README.md saying it unless a file sent is one. :class:`.BadCommit` for a malformed one."""
     import json
 
-    from ocibridge.hubserver.writes.commits import BadCommit, CommitRequest, clean_path, read_line
+    from ocibridge.hubserver.repo.commits import BadCommit, CommitRequest, clean_path, read_line
 
     sent = body.get("files")
     if sent is not None and not isinstance(sent, list):

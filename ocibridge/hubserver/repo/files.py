@@ -18,14 +18,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from ocibridge.errors import OcibridgeError
-from ocibridge.hubserver.reading.regular import recorded
+from ocibridge.hubserver.repo.regular import recorded
 from ocibridge.model.paths import ArtifactPaths
 from ocibridge.oci.digest import sha256_file
 from ocibridge.oci.models import Descriptor
 
 if TYPE_CHECKING:
     from ocibridge.cache.models import ModelCache
-    from ocibridge.hubserver.reading.catalog import Resolved
+    from ocibridge.hubserver.repo.catalog import Resolved
 
 #: models whose file lists are kept in memory
 MEMO = 256

@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING, Any
 
 from ocibridge.core import boundedjson
 from ocibridge.errors import DigestMismatch, InvalidReference, NotFound, OcibridgeError, RegistryError
-from ocibridge.hubserver.reading.reborn import own_commit
-from ocibridge.hubserver.reading.refnames import HEADS, TAGS, aside_tag, held_by, registry_tag, split_revision
-from ocibridge.hubserver.reading.refsrecord import read_record
-from ocibridge.hubserver.reading.sources import (
+from ocibridge.hubserver.repo.reborn import own_commit
+from ocibridge.hubserver.repo.refnames import HEADS, TAGS, aside_tag, held_by, registry_tag, split_revision
+from ocibridge.hubserver.repo.refsrecord import read_record
+from ocibridge.hubserver.repo.sources import (
     COMMIT,
     CREATED,
     DEFAULT_TAG,
@@ -36,9 +36,9 @@ from ocibridge.hubserver.reading.sources import (
     repo_parts,
     revision_named,
 )
-from ocibridge.hubserver.reading.states import RepoStates
-from ocibridge.hubserver.reading.tombstone import is_tombstone
-from ocibridge.hubserver.upstream.commits import by_upstream_id, upstream_commit, upstream_ids
+from ocibridge.hubserver.repo.states import RepoStates
+from ocibridge.hubserver.repo.tombstone import is_tombstone
+from ocibridge.hubserver.repo.upstreamids import by_upstream_id, upstream_commit, upstream_ids
 from ocibridge.model.cardmeta import card_data
 from ocibridge.oci.bookkeeping import PREFIX, commit_tag, is_bookkeeping, is_hidden
 from ocibridge.oci.models import Descriptor, Manifest
@@ -303,7 +303,7 @@ class Catalog:
         except DigestMismatch as e:  # the registry store's check of a commit tag: a tag moved by hand
             raise NotFound(str(e)) from None
         except NotFound:
-            with contextlib.suppress(NotFound, InvalidReference):  # an upstream's id (upstream/commits.py)
+            with contextlib.suppress(NotFound, InvalidReference):  # an upstream's id (repo/upstreamids.py)
                 return by_upstream_id(repo, commit)
             if not scans:
                 raise
@@ -317,7 +317,7 @@ class Catalog:
         return found
 
     def _upstream_id(self, repo: Repository, top: Descriptor, manifest: Manifest) -> str | None:
-        """The upstream Hub's id of a commit serve's ``--upstream`` fetched (upstream/commits.py):
+        """The upstream Hub's id of a commit serve's ``--upstream`` fetched (repo/upstreamids.py):
         the id it answers as; looked up once per manifest."""
         with self._lock:
             if top.digest in self._upstream_ids:
@@ -452,7 +452,7 @@ class Catalog:
         try:
             check_before_use(repo.store, top, located, self.verify, repo.shown, trusts=Trusted.FILES)
         except SignatureError as e:
-            from ocibridge.hubserver.reading.rules import refusing_rule
+            from ocibridge.hubserver.repo.rules import refusing_rule
 
             raise Refused(str(e), refusing_rule(repo.store, top, located, self.verify, repo.shown)) from None
         with self._lock:

@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING, Any
 
 from ocibridge.core import boundedjson
 from ocibridge.errors import InvalidReference, NotFound, OcibridgeError
-from ocibridge.hubserver.reading.catalog import Resolved
-from ocibridge.hubserver.reading.hubjson import hub_date
-from ocibridge.hubserver.reading.sources import CREATED, commit_of
-from ocibridge.hubserver.writes.commits import AUTHOR, DESCRIPTION, PARENT, SUMMARY
+from ocibridge.hubserver.repo.catalog import Resolved
+from ocibridge.hubserver.repo.commits import AUTHOR, DESCRIPTION, PARENT, SUMMARY
+from ocibridge.hubserver.repo.hubjson import hub_date
+from ocibridge.hubserver.repo.sources import CREATED, commit_of
 
 if TYPE_CHECKING:
     from ocibridge.stores.base import ReadableStore
@@ -78,7 +78,7 @@ def parent_of(annotations: dict[str, Any]) -> str | None:
 
 def commit_entry(digest: str, notes: dict[str, Any]) -> dict[str, Any]:
     """A commit as the Hub names one (id, title, date): in a commit list and as a file's
-    ``lastCommit`` (:mod:`.reading.lastcommits`). The date as the Hub writes one (``...000Z``)."""
+    ``lastCommit`` (:mod:`ocibridge.hubserver.repo.lastcommits`). The date as the Hub writes one (``...000Z``)."""
     return {"id": commit_of(digest), "title": str(notes.get(SUMMARY, "pushed outside serve")),
             "date": hub_date(str(notes.get(CREATED) or "")) or NO_DATE}
 

@@ -23,8 +23,8 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 from ocibridge.errors import InvalidReference, NotFound, OcibridgeError
-from ocibridge.hubserver.reading.sources import commit_of
-from ocibridge.hubserver.writes.evidence import Evidence, EvidenceFailed, attach
+from ocibridge.hubserver.repo.evidence import Evidence, EvidenceFailed, attach
+from ocibridge.hubserver.repo.sources import commit_of
 from ocibridge.oci.bookkeeping import commit_tag
 
 if TYPE_CHECKING:
@@ -65,7 +65,7 @@ def tag_ancestors(store: WritableStore, head: str, tag: str, most: int) -> int:
     """Tag ``head`` and its ancestors (their parent annotations) that lack their commit tag, newest
     first, stopping at the first that has it (serve tags in order: those before it have theirs)
     or after ``most``; how many were tagged. One HEAD a commit when the history is tagged already."""
-    from ocibridge.hubserver.writes.history import chain
+    from ocibridge.hubserver.repo.history import chain
     from ocibridge.transfer.writer import retag
 
     tagged = 0

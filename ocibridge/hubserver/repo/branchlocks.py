@@ -1,5 +1,5 @@
 """The locks every write takes: one per (repo id, branch), and one for the refs record
-(writes/refsrecord.py ``RECORD_LOCK``). Commits to a branch through this serve land one after the
+(repo/refsrecord.py ``RECORD_LOCK``). Commits to a branch through this serve land one after the
 other, each built on the one before (writes go to one serve: the writer lease, replicas/lease.py).
 
 A repository ``move_repo`` is moving (its source and its destination) takes no write but the

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ocibridge.errors import InvalidReference, NotFound, OcibridgeError, RegistryError, UsageError
-from ocibridge.hubserver.reading.refrules import hub_ref_name
+from ocibridge.hubserver.repo.refrules import hub_ref_name
 from ocibridge.oci.bookkeeping import LEASE_REPO, SHORT_MIN
 from ocibridge.oci.reference import LayoutReference, RegistryReference, path_like
 from ocibridge.stores.base import close_store
@@ -74,7 +74,7 @@ class RevisionNotFound(OcibridgeError):
 
 class Refused(OcibridgeError):
     """The model is there but may not be served: the containers policy file rejects it, or
-    (``--verify-key``) no signature verifies; ``rule`` says which (reading/rules.py)."""
+    (``--verify-key``) no signature verifies; ``rule`` says which (repo/rules.py)."""
 
     def __init__(self, message: str, rule: str = ""):
         super().__init__(message)
@@ -244,7 +244,7 @@ class LayoutSource(Source):
         self.made_by_first_write = made_by_first_write
 
     def _store(self) -> Store:
-        from ocibridge.hubserver.reading.layoutindex import ServedLayout
+        from ocibridge.hubserver.repo.layoutindex import ServedLayout
 
         if not (self.root / "oci-layout").is_file():
             # the source is named by whoever shows this; an oci:DIR's name says where, local's does not

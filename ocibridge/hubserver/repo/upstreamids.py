@@ -17,7 +17,7 @@ from ocibridge.kinds.hf.door import REVISION_ANNOTATION
 from ocibridge.oci.bookkeeping import UPSTREAM_TAG_PREFIX, upstream_tag
 
 if TYPE_CHECKING:
-    from ocibridge.hubserver.reading.sources import Repository
+    from ocibridge.hubserver.repo.sources import Repository
     from ocibridge.oci.models import Descriptor, Manifest
 
 _SHA = re.compile(r"[0-9a-f]{40}")
@@ -59,7 +59,7 @@ def upstream_ids(repo: Repository, tags: Sequence[str]) -> dict[str, str]:
     """Serve's commit id -> the upstream's, of each commit the upstream gave (``tags``: every tag
     of ``repo``; its upstream tags are read, one HEAD each), so that refs name commits as
     model_info's ``sha`` names them."""
-    from ocibridge.hubserver.reading.sources import commit_of
+    from ocibridge.hubserver.repo.sources import commit_of
 
     ids: dict[str, str] = {}
     for tag in [t for t in tags if t.startswith(UPSTREAM_TAG_PREFIX)][:MAX_UPSTREAM_TAGS]:

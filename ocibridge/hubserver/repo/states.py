@@ -14,11 +14,11 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from ocibridge.hubserver.reading.refsrecord import RecordUnread, RefsRecord, read_record
-from ocibridge.hubserver.reading.sources import repo_parts
+from ocibridge.hubserver.repo.refsrecord import RecordUnread, RefsRecord, read_record
+from ocibridge.hubserver.repo.sources import repo_parts
 
 if TYPE_CHECKING:
-    from ocibridge.hubserver.reading.sources import Source
+    from ocibridge.hubserver.repo.sources import Source
 
 #: seconds a repository's record is believed
 KEEP = 5.0

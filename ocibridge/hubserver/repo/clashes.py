@@ -1,19 +1,18 @@
 """A branch and a Hub tag of one name, in a registry that has one tag of that name
-(:mod:`..reading.refnames`): where the second goes when it is made, and how the one left gets
+(:mod:`ocibridge.hubserver.repo.refnames`): where the second goes when it is made, and how the one left gets
 its own name back when the one there is deleted, each step leaving the record and the tags
 agreeing (a crash midway lists every ref that exists, at one tag each)."""
 
 from __future__ import annotations
 
 from ocibridge.errors import InvalidReference, NotFound, OcibridgeError
-from ocibridge.hubserver.reading.catalog import Resolved
-from ocibridge.hubserver.reading.refnames import HEADS, aside_tag, other, registry_tag
-from ocibridge.hubserver.reading.refrules import is_tag
-from ocibridge.hubserver.reading.refsrecord import RefsRecord
-from ocibridge.hubserver.reading.sources import Repository
-from ocibridge.hubserver.reading.tombstone import is_tombstone
-from ocibridge.hubserver.writes.commits import BadCommit
-from ocibridge.hubserver.writes.refsrecord import write_record
+from ocibridge.hubserver.repo.catalog import Resolved
+from ocibridge.hubserver.repo.commits import BadCommit
+from ocibridge.hubserver.repo.refnames import HEADS, aside_tag, other, registry_tag
+from ocibridge.hubserver.repo.refrules import is_tag
+from ocibridge.hubserver.repo.refsrecord import RefsRecord, write_record
+from ocibridge.hubserver.repo.sources import Repository
+from ocibridge.hubserver.repo.tombstone import is_tombstone
 from ocibridge.oci.reference import check_tag
 from ocibridge.stores.base import WritableStore
 
@@ -21,7 +20,7 @@ from ocibridge.stores.base import WritableStore
 def place(source: Resolved, record: RefsRecord, kind: str, name: str, default_tag: str) -> tuple[str, RefsRecord]:
     """Where the new ref ``name`` of ``kind`` goes and the record that says so: the registry tag
     of its own name, unless a ref of the other kind is there: then its reserved tag
-    (:func:`..reading.refnames.aside_tag`), the other left where pulls find it, and recorded (a
+    (:func:`ocibridge.hubserver.repo.refnames.aside_tag`), the other left where pulls find it, and recorded (a
     tag pushed outside serve is a Hub tag the record did not name)."""
     branch, theirs = kind == HEADS, registry_tag(record, other(kind), name, default_tag)
     if not is_tag(name):  # no registry tag (feature/x): its reserved one, which the record names

@@ -4,13 +4,13 @@ deleted one's manifests stay in the registry until its garbage collection, every
 serve's tombstone, so a revision named by a *tag* cannot find them; one named by digest or commit
 id could. Its refs record says ``recreated`` (:mod:`.refsrecord`), and a manifest so named is then
 one of its own commits only when its commit tag (``ocibridge-commit-<id>``, written for every
-commit serve lands: writes/landing.py, and copied by a move) names it: a deleted commit's tag
+commit serve lands: repo/landing.py, and copied by a move) names it: a deleted commit's tag
 names the tombstone."""
 
 from __future__ import annotations
 
 from ocibridge.errors import DigestMismatch, InvalidReference, NotFound
-from ocibridge.hubserver.reading.sources import Repository
+from ocibridge.hubserver.repo.sources import Repository
 from ocibridge.oci.bookkeeping import commit_id, commit_tag
 from ocibridge.oci.models import Descriptor
 

@@ -15,9 +15,9 @@ from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
 from typing import Any
 
-from ocibridge.hubserver.reading.catalog import Refs, Resolved
-from ocibridge.hubserver.reading.files import HubFile, ModelFiles
-from ocibridge.hubserver.reading.regular import git_blob_id
+from ocibridge.hubserver.repo.catalog import Refs, Resolved
+from ocibridge.hubserver.repo.files import HubFile, ModelFiles
+from ocibridge.hubserver.repo.regular import git_blob_id
 
 
 def pointer(f: HubFile) -> bytes:

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import hashlib
 
-from ocibridge.hubserver.reading.refrules import is_tag
-from ocibridge.hubserver.reading.refsrecord import RefsRecord
+from ocibridge.hubserver.repo.refrules import is_tag
+from ocibridge.hubserver.repo.refsrecord import RefsRecord
 from ocibridge.oci.bookkeeping import PREFIX
 
 #: a revision's kind: a branch (``refs/heads/``) or a Hub tag (``refs/tags/``)

@@ -12,7 +12,7 @@ go to its authorized list only: :mod:`..access`) and ``"deleted": true`` for one
 tags name serve's tombstone, :mod:`.tombstone`), ``"recreated": true`` for one made again over a
 deleted one of its name (a commit named by digest or id is then its own only when its commit tag
 names it: :mod:`.reborn`). A plain tag the record does not name is a
-Hub tag. :mod:`..writes.refsrecord` writes it.
+Hub tag. :mod:`ocibridge.hubserver.repo.refsrecord` writes it.
 
 Fail closed (issue 85): only a registry that says the tag is not there (not found) means "no
 record" (a public, ungated repository whose tags are Hub tags). A record serve cannot read (the
@@ -33,10 +33,13 @@ from dataclasses import dataclass
 
 from ocibridge.core import boundedjson
 from ocibridge.errors import InvalidReference, NotFound, OcibridgeError
-from ocibridge.hubserver.reading.refrules import hub_ref_name, is_tag
-from ocibridge.hubserver.reading.sources import Repository, repo_parts
+from ocibridge.hubserver.repo.commits import BadCommit
+from ocibridge.hubserver.repo.refrules import hub_ref_name, is_tag
+from ocibridge.hubserver.repo.sources import Repository, repo_parts
 from ocibridge.oci.bookkeeping import REFS_ARTIFACT_TYPE, REFS_LAYER_TYPE, REFS_TAG, is_bookkeeping
-from ocibridge.oci.models import Manifest, parse_manifest_bytes
+from ocibridge.oci.mediatypes import OCI_EMPTY, OCI_MANIFEST
+from ocibridge.oci.models import Descriptor, Manifest, parse_manifest_bytes
+from ocibridge.stores.base import WritableStore
 
 log = logging.getLogger("ocibridge.hubserver")
 
@@ -172,3 +175,35 @@ def parsed(data: bytes) -> RefsRecord:
     gated = doc.get("gated")
     return RefsRecord(branches, tags, doc.get("private") is True, doc.get("deleted") is True, moved,
                       branches_aside, tags_aside, gated if gated in GATES else "", doc.get("recreated") is True)
+
+
+# Writing the record: rewritten whole by ``create_branch`` and ``create_tag``, before the plain tag of
+# the new ref is written, so a crash between the two leaves a recorded name without its tag (listed by
+# nobody) rather than a branch listed as a tag.
+
+#: the empty config (image-spec's ``application/vnd.oci.empty.v1+json``)
+EMPTY_JSON = b"{}"
+#: the name of the lock of a repository's refs record among the branches' locks (no branch has it)
+RECORD_LOCK = "\0refs"
+
+
+def record_store(repo: Repository) -> WritableStore:
+    """The store to write ``repo``'s record (and tags) in; :class:`BadCommit` when serve cannot write there."""
+    if not isinstance(repo.store, WritableStore):
+        raise BadCommit(f"{repo.shown}: not a store serve can tag")
+    return repo.store
+
+
+def write_record(repo: Repository, store: WritableStore, record: RefsRecord) -> Descriptor:
+    """``record`` as the repository's ``ocibridge-refs`` manifest; its descriptor."""
+    from ocibridge.transfer.writer import Blob, write_artifact
+
+    data = record.as_json()
+    layer = Descriptor.for_bytes(REFS_LAYER_TYPE, data)
+    empty = Descriptor.for_bytes(OCI_EMPTY, EMPTY_JSON)
+    body = Manifest(mediaType=OCI_MANIFEST, artifactType=REFS_ARTIFACT_TYPE, config=empty,
+                    layers=[layer]).to_json_bytes()
+    desc = Descriptor.for_bytes(OCI_MANIFEST, body)
+    write_artifact(store, desc, body, [Blob.of_bytes(empty, EMPTY_JSON), Blob.of_bytes(layer, data)],
+                   tags=[repo.reference(REFS_TAG)])
+    return desc
