@@ -136,6 +136,7 @@ class Ingest:
                         break
                 for then in thens:
                     then(flight.result)
+            self._tidy(repo.shown, repo_id)  # the last of the repository's fetches empties the Hub cache
         except BaseException as e:
             flight.error = e
             with self._lock:
@@ -178,7 +179,6 @@ class Ingest:
             self._record(line, "failed", 503, reason=str(e))
             raise UpstreamDown(f"{repo_id}@{commit}: fetching it from the upstream failed: {e}") from None
         self.fetches += 1
-        self._tidy(repo.shown, repo_id)
         self._record(line, "landed", 200, digest=root.digest, bytes_received=flight.fetch.bytes_received,
                      seconds=round(time.monotonic() - started, 3))
         log.info("upstream: %s@%s fetched from %s as %s", repo_id, commit, settings.url, root.digest)
@@ -187,8 +187,9 @@ class Ingest:
     def _tidy(self, shown: str, repo_id: str) -> None:
         """Once the registry holds a commit, serve's own Hub cache keeps nothing of the
         repository (a model is on disk once, in the registry): its folder goes, with the shared
-        Xet entries its files link to, unless another fetch of it is under way (held under the lock:
-        no fetch of it starts meanwhile). The operator's own Hub cache is left as it is."""
+        Xet entries its files link to, unless another fetch of it is under way (that one's end tidies;
+        held under the lock: no fetch of it starts meanwhile). Called once a fetch ended and left the
+        fetches under way. The operator's own Hub cache is left as it is."""
         cache = self.settings.hub_cache
         if cache is None:
             return
@@ -199,7 +200,7 @@ class Ingest:
 
         folder = repo_folder(repo_id, cache)
         with self._lock:
-            if sum(1 for other, _ in self._flights if other == shown) > 1:
+            if any(other == shown for other, _ in self._flights):
                 return
             blobs = folder / "blobs"
             for entry in blobs.iterdir() if blobs.is_dir() else ():
