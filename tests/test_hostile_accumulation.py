@@ -14,7 +14,7 @@ from urllib.parse import parse_qs, urlparse
 import pytest
 
 from ocibridge.kinds.buildfile import MAX_BUILD_FILE
-from ocibridge.stores.layout import MAX_INDEX_BYTES
+from ocibridge.stores.indexfile import MAX_INDEX_BYTES
 from tests.hostile_run import CLI_SECONDS, RSS_BOUND_MB, run_cli, snapshot, sparse
 from tests.support.data import data
 from tests.test_hostile_servers import _send, hostile  # noqa: F401 - the fixture

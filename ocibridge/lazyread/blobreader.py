@@ -9,17 +9,14 @@ served from there: slower, never unverified.
 from __future__ import annotations
 
 import functools
-import os
-import tempfile
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import IO, Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from ocibridge.chunks.table import LayerChunks
-from ocibridge.core.fsutil import pread_full
 from ocibridge.errors import DigestMismatch, OcibridgeError
 from ocibridge.lazyread.budget import ReadBudget
 from ocibridge.lazyread.chunkstore import ChunkStore, StoredLayer
@@ -28,7 +25,7 @@ from ocibridge.lazyread.landcheck import ChunkDigests, Mismatch
 from ocibridge.lazyread.layerfill import FILL_AFTER, FILL_MIN_SIZE, FillFailed, LayerFill
 from ocibridge.lazyread.rangefetch import EndedEarly, fetch_checked
 from ocibridge.lazyread.stall import StallBound
-from ocibridge.oci.digest import sha256_chunks
+from ocibridge.lazyread.wholeblob import download_whole, stored_whole
 from ocibridge.oci.models import Descriptor
 from ocibridge.stores.base import ReadableStore
 from ocibridge.stores.ranged import RangedBlobSource
@@ -51,7 +48,6 @@ READ_AHEAD_MAX = CACHED_CHUNKS // 2
 #: threads hand them over in any order (measured: a ``cat`` of a mounted GiB arrived out of
 #: order in 2 of 3 runs, which broke the strict run and left the whole read to chunk fetches)
 RUN_SLACK = 8 * 1024 * 1024
-_SPOOL_PIECE = 1024 * 1024
 T = TypeVar("T")
 
 
@@ -407,38 +403,16 @@ class VerifiedBlob:
                 self._spool = None  # the next read fetches it again
 
     def _stored_whole(self) -> StoredLayer | None:
-        """The store's copy of the blob under its layer digest (a pull into the model cache),
-        used only if it hashes to that digest now: the chunks of no table vouch for it."""
         if self.store is None:
             return None
-        copy = self.store.open_blob(self.layer.digest)
-        if copy is None:
-            return None
-        checking = functools.partial(self.stall.heard, self.layer.digest)  # (a check going on is no stall)
-        if copy.size() == self.size and sha256_chunks(_pieces(copy, self.size, checking)) == (self.layer.digest,
-                                                                                               self.size):
-            return copy
-        copy.close()
-        return None
+        return stored_whole(self.store, self.layer, functools.partial(self.stall.heard, self.layer.digest))
 
     def _download(self) -> StoredLayer:
-        if self.budget is not None:
-            self.budget.take(self.size, f"{self.layer.digest} read whole")
-        spool = tempfile.TemporaryFile(prefix="ocibridge-lazy-")  # noqa: SIM115  # kept open: the reads serve from it
-        try:
-            with self.source.open_blob(self.layer) as reader:  # verifies digest and size at its end
-                while True:
-                    piece = reader.read(_SPOOL_PIECE)
-                    if not piece:
-                        break
-                    spool.write(piece)
-                    self.stall.heard(self.layer.digest)  # (a copy going on is no stall)
-                    self.bytes_fetched += len(piece)
-            spool.flush()
-        except BaseException:
-            spool.close()
-            raise
-        return _Spool(spool)
+        return download_whole(self.source, self.layer, self.budget, self._landed_whole)
+
+    def _landed_whole(self, n: int) -> None:
+        self.stall.heard(self.layer.digest)  # (a copy going on is no stall)
+        self.bytes_fetched += n
 
     def close(self) -> None:
         with self._lock:
@@ -456,29 +430,3 @@ class VerifiedBlob:
         if spool is not None and spool.done() and not spool.cancelled() and spool.exception() is None:
             spool.result().close()
 
-
-def _pieces(stored: StoredLayer, size: int, heard: Callable[[], None] | None = None) -> Iterator[bytes]:
-    """``stored``'s first ``size`` bytes, in constant memory (stops early at a short read)."""
-    for at in range(0, size, _SPOOL_PIECE):
-        piece = stored.read_at(at, min(_SPOOL_PIECE, size - at))
-        if not piece:
-            return
-        if heard is not None:
-            heard()
-        yield piece
-
-
-class _Spool:
-    """The whole blob downloaded into a temporary file (a :class:`StoredLayer`)."""
-
-    def __init__(self, file: IO[bytes]):
-        self._file = file
-
-    def read_at(self, offset: int, size: int) -> bytes | None:
-        return pread_full(self._file.fileno(), size, offset)  # (a read of 2 GiB or more: several preads)
-
-    def size(self) -> int:
-        return os.fstat(self._file.fileno()).st_size
-
-    def close(self) -> None:
-        self._file.close()

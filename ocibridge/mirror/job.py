@@ -11,12 +11,13 @@ import hashlib
 import json
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, get_args
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 from pydantic import ValidationError as PydanticValidationError
 
 from ocibridge.errors import OcibridgeError, UsageError
+from ocibridge.mirror.joberrors import one_line
 from ocibridge.mirror.jobfile import read_job_document
 
 if TYPE_CHECKING:
@@ -414,73 +415,8 @@ def parse_job(data: object, base_dir: Path | None = None, where: str = "mirror j
     try:
         job = MirrorJob.model_validate(data)
     except PydanticValidationError as e:
-        errors = e.errors()
-        # an unknown key first: a misspelt `sorce` also reads as `source` missing, which hides the typo
-        first = next((err for err in errors if err["type"] == "extra_forbidden"), errors[0])
-        loc = ".".join(str(p) for p in first["loc"]) or "(top)"
-        if first["type"] == "extra_forbidden":
-            raise OcibridgeError(f"{where}: {loc}: unknown key ({_keys_meant(first['loc'])})") from None
-        if first["loc"] == ("sync",) and first["type"] == "list_type":  # `[sync]`: a table, not `[[sync]]`
-            raise OcibridgeError(f"{where}: sync: expected a list of entries: in TOML each is a [[sync]] table "
-                                 "(two brackets), in YAML a '- source: ...' item under sync:") from None
-        given = repr(first.get("input"))
-        given = given if len(given) <= 60 else given[:57] + "..."
-        if first["type"] in ("model_type", "dict_type"):  # (pydantic names the class: "instance of TagFilter")
-            raise OcibridgeError(f"{where}: {loc}: expected a table of keys ({{ key = value, ... }}), "
-                                 f"not {given}") from None
-        if first["type"] == "list_type":
-            wrap = f": write [{given}]" if isinstance(first["input"], str) else ""
-            raise OcibridgeError(f"{where}: {loc}: expected a list ([...]), not {given}{wrap}") from None
-        if first["type"] in _TAKES:
-            raise OcibridgeError(f"{where}: {loc}: expected {_TAKES[first['type']]}, not {given}"
-                                 f"{_written_as(first['type'], first.get('input'))}") from None
-        # a check of ours raising ValueError reads as our sentence, not pydantic's "Value error, ..."
-        msg = first["msg"].removeprefix("Value error, ") if first["type"] == "value_error" else first["msg"]
-        raise OcibridgeError(f"{where}: {loc}: {msg}") from None
+        raise OcibridgeError(one_line(e, where, MirrorJob)) from None
     return job.with_base_dir(base_dir or Path.cwd())
-
-
-#: What a key of each type takes, by the type of pydantic's error.
-_TAKES = {"int_type": "a whole number", "float_type": "a number", "bool_type": "true or false",
-          "string_type": "a string in quotes"}
-
-
-def _written_as(error: str, value: object) -> str:
-    """For a number or a boolean written as a string: how to write it (``"4"``: ``write 4``)."""
-    if not isinstance(value, str) or error == "string_type":
-        return ""
-    text = value.strip()
-    if error == "bool_type":
-        return f": write {text.lower()}" if text.lower() in ("true", "false") else ""
-    try:
-        int(text) if error == "int_type" else float(text)
-    except ValueError:
-        return ""
-    return f": write {text}"
-
-
-def _keys_meant(loc: tuple[int | str, ...]) -> str:
-    """For an unknown key at ``loc``: the key of that table it is closest to, else the table's keys."""
-    import difflib
-
-    model: type[BaseModel] | None = MirrorJob
-    for part in loc[:-1]:  # list indexes and registry hosts are not keys of a table: passed over
-        if model is not None and isinstance(part, str) and part in model.model_fields:
-            model = _table_in(model.model_fields[part].annotation)
-    keys = list(model.model_fields) if model is not None else []
-    close = difflib.get_close_matches(str(loc[-1]), keys, n=1)
-    return f"did you mean {close[0]!r}?" if close else f"the keys here: {', '.join(keys)}"
-
-
-def _table_in(annotation: object) -> type[BaseModel] | None:
-    """The settings table a field holds (``X``, ``X | None``, ``list[X]``, ``dict[str, X]``)."""
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return annotation
-    for arg in get_args(annotation):
-        found = _table_in(arg)
-        if found is not None:
-            return found
-    return None
 
 
 def load_job(path: str | os.PathLike[str]) -> MirrorJob:

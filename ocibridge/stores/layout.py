@@ -21,9 +21,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from ocibridge.core.closing import ClosesOnExit
-from ocibridge.core.environment import MAX_INDEX_BYTES as ENV_MAX_INDEX
 from ocibridge.core.fsutil import atomic_write_bytes, atomic_writer, shared_file_mode, write_sliced
-from ocibridge.core.limits import env_limit, over_limit, read_capped
 from ocibridge.core.stale import locked_tempfile, remove_stale
 from ocibridge.errors import DigestMismatch, NotFound, OcibridgeError, TooLarge
 from ocibridge.oci.digest import (
@@ -36,10 +34,9 @@ from ocibridge.oci.digest import (
     verified,
     verify_bytes,
 )
-from ocibridge.oci.mediatypes import ANNOTATION_REF_NAME, OCI_INDEX
 from ocibridge.oci.models import Descriptor, Index, parse_manifest_bytes
 from ocibridge.oci.reference import check_ref_name
-from ocibridge.stores import layoutentries, layoutgraph
+from ocibridge.stores import indexfile, layoutentries, layoutgraph
 from ocibridge.stores.base import MAX_MANIFEST_BYTES, Reopen
 from ocibridge.stores.inorder_hash import Frontier
 from ocibridge.stores.leases import LEASE_DIR, Leases
@@ -49,15 +46,6 @@ from ocibridge.stores.ranged import ByteCount, RangedBlobSource
 LAYOUT_FILE = "oci-layout"
 LAYOUT_VERSION = {"imageLayoutVersion": "1.0.0"}
 LOCK_FILE = ".ocibridge.lock"
-
-
-#: A layout's ``index.json`` is read whole (it is JSON) up to this many bytes: ~50,000 tags.
-MAX_INDEX_BYTES = 16 << 20
-
-
-def max_index_bytes() -> int:
-    """The cap on ``index.json``, raised with ``$OCIBRIDGE_MAX_INDEX_BYTES``."""
-    return env_limit(ENV_MAX_INDEX, MAX_INDEX_BYTES)
 
 
 class LayoutStore(ClosesOnExit):
@@ -82,8 +70,8 @@ class LayoutStore(ClosesOnExit):
         self._fresh, self._made = True, _topmost_missing(self.root)
         self.root.mkdir(parents=True, exist_ok=True)
         (self.root / "blobs" / "sha256").mkdir(parents=True, exist_ok=True)
-        if not (self.root / "index.json").exists():
-            atomic_write_bytes(self.root / "index.json", Index().to_json_bytes())
+        if not (self.root / indexfile.INDEX_FILE).exists():
+            indexfile.write(self.root, Index())
         atomic_write_bytes(self.root / LAYOUT_FILE, json.dumps(LAYOUT_VERSION).encode())
 
     def describe(self) -> str:
@@ -286,7 +274,7 @@ class LayoutStore(ClosesOnExit):
                 return
             with contextlib.suppress(OSError):
                 (self.root / LEASE_DIR).rmdir()
-            for name in ("index.json", LAYOUT_FILE, LOCK_FILE):
+            for name in (indexfile.INDEX_FILE, LAYOUT_FILE, LOCK_FILE):
                 with contextlib.suppress(FileNotFoundError):
                     (self.root / name).unlink()
         blobs = self.root / "blobs"
@@ -308,11 +296,10 @@ class LayoutStore(ClosesOnExit):
             return
         with self._locked():
             index = self.read_index()
-            kept = [e for e in index.manifests
-                    if e.digest not in digests or (e.annotations or {}).get(ANNOTATION_REF_NAME)]
+            kept = [e for e in index.manifests if e.digest not in digests or indexfile.ref_name(e)]
             if len(kept) != len(index.manifests):
                 index.manifests = kept
-                atomic_write_bytes(self.root / "index.json", index.to_json_bytes())
+                indexfile.write(self.root, index)
 
     def _remove_unreferenced(self, digests: set[str]) -> None:
         if not digests:
@@ -353,20 +340,8 @@ class LayoutStore(ClosesOnExit):
             yield
 
     def read_index(self) -> Index:
-        """``index.json``, read up to its cap (``$OCIBRIDGE_MAX_INDEX_BYTES``): a layout is
-        untrusted, and its index is read by every command that names it."""
-        cap = max_index_bytes()
-        try:
-            with open(self.root / "index.json", "rb") as f:
-                data = read_capped(f, cap)  # one byte more tells a longer file, and no more is read
-        except FileNotFoundError:
-            return Index()
-        if len(data) > cap:
-            raise TooLarge(over_limit(f"{self.root}/index.json", cap, ENV_MAX_INDEX))
-        index = parse_manifest_bytes(data, OCI_INDEX)
-        if not isinstance(index, Index):
-            raise OcibridgeError(f"{self.root}/index.json is not an image index")
-        return index
+        """``index.json``, read up to its cap (``$OCIBRIDGE_MAX_INDEX_BYTES``, :mod:`.indexfile`)."""
+        return indexfile.read(self.root)
 
     def _update_index(self, desc: Descriptor, tag: str | None) -> None:
         """Add ``desc`` to index.json; with a tag, the tag moves to it (old entry replaced), one
@@ -379,7 +354,7 @@ class LayoutStore(ClosesOnExit):
             if tag is None and self._created is not None:
                 self._listed.add(desc.digest)
             index.manifests = entries
-            atomic_write_bytes(self.root / "index.json", index.to_json_bytes())
+            indexfile.write(self.root, index)
 
     def tag(self, desc: Descriptor, tag: str) -> None:
         """Name ``desc`` ``tag``: a layout's names follow the OCI ref.name grammar, so they may
@@ -390,10 +365,7 @@ class LayoutStore(ClosesOnExit):
         self._update_index(desc, tag)
 
     def tags(self) -> list[str]:
-        names = [
-            (e.annotations or {}).get(ANNOTATION_REF_NAME) for e in self.read_index().manifests
-        ]
-        return sorted({n for n in names if n})
+        return indexfile.names(self.read_index().manifests)
 
     def resolve(self, reference: str) -> Descriptor:
         index = self.read_index()
@@ -409,7 +381,7 @@ class LayoutStore(ClosesOnExit):
             media_type = parsed.mediaType or ("application/vnd.oci.image.manifest.v1+json")
             return Descriptor(mediaType=media_type, digest=reference, size=len(data))
         for entry in index.manifests:
-            if (entry.annotations or {}).get(ANNOTATION_REF_NAME) == reference:
+            if indexfile.ref_name(entry) == reference:
                 return layoutentries.strip_ref_name(entry)
         known = ", ".join(self.tags()) or "none"
         raise NotFound(f"{self.describe()}:{reference}: tag not found (tags: {known})")
@@ -423,40 +395,29 @@ class LayoutStore(ClosesOnExit):
             if len(kept) == len(index.manifests):
                 raise NotFound(f"{self.describe()}@{desc.digest}: not listed in index.json")
             index.manifests = kept
-            atomic_write_bytes(self.root / "index.json", index.to_json_bytes())
+            indexfile.write(self.root, index)
 
     def untag(self, tag: str) -> Descriptor:
         """Remove ``tag``; the manifest stays listed only if another tag still names it."""
         with self._locked():
             index = self.read_index()
-            named = [e for e in index.manifests if (e.annotations or {}).get(ANNOTATION_REF_NAME) == tag]
+            named = [e for e in index.manifests if indexfile.ref_name(e) == tag]
             if not named:
                 raise NotFound(f"{self.describe()}:{tag}: tag not found (tags: {', '.join(self.tags()) or 'none'})")
             index.manifests = [e for e in index.manifests if e not in named]
-            atomic_write_bytes(self.root / "index.json", index.to_json_bytes())
+            indexfile.write(self.root, index)
         return layoutentries.strip_ref_name(named[0])
 
     def rename(self, renames: dict[str, str]) -> list[str]:
         """Give entries other names in one write of ``index.json`` (same digest, other
         annotations kept): each ``old -> new`` whose ``old`` is still listed and whose ``new``
         names nothing yet, so a name another writer took meanwhile is never overwritten.
-        Returns the old names renamed."""
-        for wanted in renames.values():
-            check_ref_name(wanted)
+        Returns the old names renamed (:func:`.indexfile.rename`)."""
         with self._locked():
             index = self.read_index()
-            taken: set[str | None] = {(e.annotations or {}).get(ANNOTATION_REF_NAME) for e in index.manifests}
-            done: list[str] = []
-            for entry in index.manifests:
-                old = (entry.annotations or {}).get(ANNOTATION_REF_NAME)
-                new = renames.get(old or "")
-                if old is None or new is None or new in taken:
-                    continue
-                entry.annotations = {**(entry.annotations or {}), ANNOTATION_REF_NAME: new}
-                taken.add(new)
-                done.append(old)
+            done = indexfile.rename(index.manifests, renames)
             if done:
-                atomic_write_bytes(self.root / "index.json", index.to_json_bytes())
+                indexfile.write(self.root, index)
         return done
 
     def unreferenced_blobs(self) -> list[Path]:

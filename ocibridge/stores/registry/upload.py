@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import BinaryIO
 
@@ -22,7 +21,7 @@ from ocibridge.core.httpheaders import header_int
 from ocibridge.core.terminal import human_size
 from ocibridge.errors import DigestMismatch, OcibridgeError, RegistryError
 from ocibridge.oci.models import Descriptor
-from ocibridge.stores.registry import errcodes
+from ocibridge.stores.registry import errcodes, uploadrange
 from ocibridge.stores.registry.blobstream import BytesHook
 from ocibridge.stores.registry.chunkclock import ChunkClock
 from ocibridge.stores.registry.client import RETRY_STATUSES, RegistryClient, TransportFailure, retry_after_seconds
@@ -49,16 +48,6 @@ def push_scopes(repository: str) -> tuple[str, ...]:
 
 class _EndChunk(Exception):
     """A streamed chunk ends here (an interrupt): what was sent is the whole request."""
-
-
-def _range_end(value: str | None) -> int | None:
-    """The bytes a registry says it holds, from an upload answer's ``Range: 0-N``; None when
-    absent or unreadable. Distribution answers "0-0" for both 0 and 1 bytes (read as 0)."""
-    m = re.match(r"^(?:bytes=)?0-([0-9]{1,19})$", (value or "").strip())
-    if not m:
-        return None
-    end = int(m.group(1))
-    return 0 if end == 0 else end + 1
 
 
 class _Interrupted(Exception):
@@ -309,8 +298,7 @@ class BlobUpload:
             sent = clock.answered()
             self.policy.body_passed(sent)
             self._take_location(response)
-            held = self._held(response)
-            held = self._learn_range_style(held, self.offset + sent)
+            held = uploadrange.learn_style(self.policy, uploadrange.held(self.policy, response), self.offset + sent)
             if held is not None and held != self.offset + sent:
                 raise _Interrupted(f"the registry holds {held} bytes, {self.offset + sent} were sent")
             self.offset += sent
@@ -427,34 +415,9 @@ class BlobUpload:
             return None
         if response.status_code != 204:
             return None
-        held = self._held(response)
+        held = uploadrange.held(self.policy, response)
         if held is not None:
             self._take_location(response)
-        return held
-
-    def _learn_range_style(self, held: int | None, expected: int) -> int | None:
-        """A chunk's answer one off the bytes sent, in the way the other Range style reads:
-        that is this registry's style (remembered per host, uploadpolicy.py)."""
-        policy = self.policy
-        if held is None:
-            return None
-        if held == expected:
-            policy.range_confirmed()
-        elif held == expected + 1 and not policy.range_exclusive:
-            # ``Range: 0-N`` for N bytes (an end past the last byte), not distribution's
-            # ``0-(N-1)``: read every later answer of this registry that way
-            policy.exclusive_range_end()
-            return held - 1
-        elif held + 1 == expected and policy.range_exclusive and not policy.range_seen:
-            policy.inclusive_range_end()  # remembered, but this registry answers as distribution
-            return held + 1
-        return held
-
-    def _held(self, response: httpx.Response) -> int | None:
-        """The bytes an upload answer's ``Range`` says the registry holds, in its style."""
-        held = _range_end(response.headers.get("range"))
-        if held is not None and held and self.policy.range_exclusive:
-            held -= 1
         return held
 
     def _cancel(self) -> None:
