@@ -5,31 +5,22 @@ log can be searched for. An answer that has one already (a writer's, relayed by 
 from __future__ import annotations
 
 import secrets
+from collections.abc import Callable
 
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import Scope
+
+from ocibridge.hubserver.answerheader import AnswerHeader
 
 HEADER = b"x-request-id"
 
 
-class RequestId:
+class RequestId(AnswerHeader):
     """ASGI middleware: a new id per HTTP request, in the scope (``ocibridge.request_id``) and its answer."""
 
-    def __init__(self, app: ASGIApp):
-        self.app = app
+    name = HEADER
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
+    def begin(self, scope: Scope) -> Callable[[], bytes | None]:
         given = "Root=1-" + secrets.token_hex(12)
         scope["ocibridge.request_id"] = given
-
-        async def sending(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                headers = list(message.get("headers", []))
-                if not any(name.lower() == HEADER for name, _ in headers):
-                    headers.append((HEADER, given.encode()))
-                    message = {**message, "headers": headers}
-            await send(message)
-
-        await self.app(scope, receive, sending)
+        said = given.encode()
+        return lambda: said

@@ -7,9 +7,12 @@ each HTTP request a place for that note and writes the header on its answer."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextvars import ContextVar
 
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import Scope
+
+from ocibridge.hubserver.answerheader import AnswerHeader
 
 HEADER = b"warning"
 _noted: ContextVar[list[str] | None] = ContextVar("ocibridge_upstream_stale", default=None)
@@ -29,22 +32,12 @@ def warning(noted: list[str]) -> bytes:
     return f'110 - "Response is Stale: {text}"'.encode("latin-1", "replace")
 
 
-class StaleWarning:
+class StaleWarning(AnswerHeader):
     """ASGI middleware: the stale note of each HTTP request, written as its answer's Warning."""
 
-    def __init__(self, app: ASGIApp):
-        self.app = app
+    name = HEADER
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
+    def begin(self, scope: Scope) -> Callable[[], bytes | None]:
         noted: list[str] = []
         _noted.set(noted)  # a list, so a worker thread's copy of the context adds to this very one
-
-        async def sending(message: Message) -> None:
-            if message["type"] == "http.response.start" and noted:
-                message = {**message, "headers": [*message.get("headers", []), (HEADER, warning(noted))]}
-            await send(message)
-
-        await self.app(scope, receive, sending)
+        return lambda: warning(noted) if noted else None
