@@ -85,3 +85,27 @@ def test_a_tag_whose_bytes_are_not_the_digest_the_registry_names_fails_the_pull(
     code, _, err = ocibridge("pull", f"{server.host}/m:v1", str(out))
     assert "does not match its digest" in _one_error_line(code, err)
     assert not out.exists()
+
+
+def test_a_registry_pull_into_a_directory_reads_and_parses_the_manifest_once(fault_proxy, unique_repo,
+                                                                              tmp_path, monkeypatch):
+    """The door's read (one GET, one parse, which the blob homes are learnt from) is handed down
+    to the export: no second parse of the same manifest, no second request for it."""
+    from ocibridge.api.model_ops import pull
+    from ocibridge.cli import main
+
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "weights.bin").write_bytes(b"w" * 50_000)
+    (model / "config.json").write_text("{}")
+    ref = f"{fault_proxy.host}/{unique_repo}:v1"
+    assert main(["push", "-q", str(model), ref]) == 0
+    parsed: list[object] = []
+    validate = Manifest.model_validate
+    monkeypatch.setattr(Manifest, "model_validate",
+                        classmethod(lambda cls, doc: parsed.append(doc) or validate(doc)))
+    before = len(fault_proxy.requests)
+    pull(ref, str(tmp_path / "out"))
+    assert (tmp_path / "out" / "weights.bin").read_bytes() == b"w" * 50_000
+    assert len(parsed) == 1
+    assert len([r for r in fault_proxy.requests[before:] if "/manifests/" in r.path]) == 1

@@ -408,8 +408,10 @@ def pull(
         named = examined.model.desc.digest
     else:  # no model of a known family: read as it is, a plain OCI artifact of files
         store, desc = source.store, resolve_model(source.store, source.reference)
+    in_hand = examined.model.manifest if examined.model is not None and store is source.store \
+        and desc.digest == examined.model.desc.digest else None  # what the door read is the artifact
     request = door.ExportRequest(registry, transfer.concurrency, progress, select, OnExisting(on_existing),
-                                 dest_ref)
+                                 dest_ref, manifest=in_hand)
     pulled = fmt.export(store, desc, dest, request)
     if oms is not None:
         from ocibridge.signing.omstravel import write_beside

@@ -100,8 +100,9 @@ class DirectoryFormat:
 
         # resumable across runs, and files already in DEST with the right digest are not fetched;
         # with a chunk table, chunks the old files in DEST or the model cache hold are not either
-        # the model manifest read and parsed once here, handed to the delta and the extract
-        model, manifest = fetch_manifest(store, desc.digest)
+        # the model manifest the door read and parsed (else read here), handed to the delta and the extract
+        model, manifest = (desc, request.manifest) if request.manifest is not None else \
+            fetch_manifest(store, desc.digest)
         delta = pull_delta(store, model, manifest, Path(dest))
         with cached_pull(store, Path(dest), request.progress, delta) as cached:
             result = extract_model(cached, model, manifest, dest, concurrency=request.concurrency,
