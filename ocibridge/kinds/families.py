@@ -100,8 +100,9 @@ def identify(store: Store, reference: str, *, shown: str | None = None) -> Ident
     index holds several models, the first by the table's order (ModelPack first) is taken.
     Anything else raises :class:`NotAModel` saying what it is.
     """
-    desc, data, node = read_parsed(store, reference)  # one request and one parse on a registry
+    desc, data, parsed = read_parsed(store, reference)  # one request and one parse on a registry
     refuse_tombstone(store, desc, shown or reference)  # a tag serve deleted: no model, said so
+    node = parsed if parsed is not None else parse_manifest_bytes(data, desc.mediaType)
     if isinstance(node, Manifest):
         family = family_of(node) or probed(store, desc, node)
         if family is None:

@@ -234,11 +234,10 @@ class RegistryStore(ClosesOnExit):
         desc, data, _ = self._read_manifest(reference)
         return desc, data
 
-    def read_parsed(self, reference: str) -> tuple[Descriptor, bytes, Manifest | Index]:
-        """:meth:`read_manifest`, with the manifest parsed: the one parse the blob homes were
-        learnt from on a ``GET``, handed over rather than made again."""
-        desc, data, node = self._read_manifest(reference)
-        return desc, data, node if node is not None else parse_manifest_bytes(data, desc.mediaType)
+    def read_parsed(self, reference: str) -> tuple[Descriptor, bytes, Manifest | Index | None]:
+        """:meth:`read_manifest`, with the parse the blob homes were learnt from on a ``GET``,
+        handed over rather than made again (None for a manifest already kept: not parsed here)."""
+        return self._read_manifest(reference)
 
     def _read_manifest(self, reference: str) -> tuple[Descriptor, bytes, Manifest | Index | None]:
         """The manifest, and its parse when this call made one (not for one already kept)."""
