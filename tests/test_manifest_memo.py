@@ -8,7 +8,7 @@ import io
 
 from ocibridge.oci.mediatypes import OCI_CONFIG, OCI_LAYER_TAR, OCI_MANIFEST
 from ocibridge.oci.models import Descriptor, Manifest
-from ocibridge.stores.registry import open_repository
+from ocibridge.stores.registry import RegistryStore, open_repository
 from ocibridge.stores.registry.manifestmemo import ManifestMemo
 from tests import test_hostile_servers as _servers
 from tests.test_hostile_servers import _one_error_line, _send, ocibridge
@@ -85,3 +85,37 @@ def test_a_tag_whose_bytes_are_not_the_digest_the_registry_names_fails_the_pull(
     code, _, err = ocibridge("pull", f"{server.host}/m:v1", str(out))
     assert "does not match its digest" in _one_error_line(code, err)
     assert not out.exists()
+
+
+def test_a_registry_pull_into_a_directory_reads_and_parses_the_manifest_once(fault_proxy, unique_repo,
+                                                                              tmp_path, monkeypatch):
+    """The door's read (one GET, one parse, which the blob homes are learnt from) is handed down
+    to the export and its copy: no second parse of the same manifest, no second read of it
+    (not even from the store's memo), no second request."""
+    from ocibridge.api.model_ops import pull
+    from ocibridge.cli import main
+
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "weights.bin").write_bytes(b"w" * 50_000)
+    (model / "config.json").write_text("{}")
+    ref = f"{fault_proxy.host}/{unique_repo}:v1"
+    assert main(["push", "-q", str(model), ref]) == 0
+    parsed: list[object] = []
+    validate = Manifest.model_validate
+    monkeypatch.setattr(Manifest, "model_validate",
+                        classmethod(lambda cls, doc: parsed.append(doc) or validate(doc)))
+    read_again: list[str] = []  # reads of a manifest from the store after the door's (memo or not)
+    fetch_bytes = RegistryStore.fetch_bytes
+
+    def counted_fetch(self: RegistryStore, desc: Descriptor) -> bytes:
+        if desc.mediaType == OCI_MANIFEST:
+            read_again.append(desc.digest)
+        return fetch_bytes(self, desc)
+
+    monkeypatch.setattr(RegistryStore, "fetch_bytes", counted_fetch)
+    before = len(fault_proxy.requests)
+    pull(ref, str(tmp_path / "out"))
+    assert (tmp_path / "out" / "weights.bin").read_bytes() == b"w" * 50_000
+    assert len(parsed) == 1 and read_again == []
+    assert len([r for r in fault_proxy.requests[before:] if "/manifests/" in r.path]) == 1

@@ -408,8 +408,13 @@ def pull(
         named = examined.model.desc.digest
     else:  # no model of a known family: read as it is, a plain OCI artifact of files
         store, desc = source.store, resolve_model(source.store, source.reference)
+    in_hand = None
+    if examined.model is not None and store is source.store and desc.digest == examined.model.desc.digest:
+        from ocibridge.oci.models import ManifestRead  # what the door read is the artifact exported
+
+        in_hand = ManifestRead(examined.model.desc, examined.model.data, examined.model.manifest)
     request = door.ExportRequest(registry, transfer.concurrency, progress, select, OnExisting(on_existing),
-                                 dest_ref)
+                                 dest_ref, manifest=in_hand)
     pulled = fmt.export(store, desc, dest, request)
     if oms is not None:
         from ocibridge.signing.omstravel import write_beside

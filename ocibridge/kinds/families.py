@@ -17,7 +17,7 @@ from ocibridge.kinds.family import ModelFamily, Probes
 from ocibridge.model.index import MAX_INDEX_ENTRIES, model_entry
 from ocibridge.oci.mediatypes import INDEX_TYPES
 from ocibridge.oci.models import Descriptor, Index, Manifest, parse_manifest_bytes
-from ocibridge.stores.base import MAX_MANIFEST_BYTES, Store, resolve_and_read
+from ocibridge.stores.base import MAX_MANIFEST_BYTES, Store, read_parsed
 from ocibridge.stores.tombstones import refuse_tombstone
 
 
@@ -100,9 +100,9 @@ def identify(store: Store, reference: str, *, shown: str | None = None) -> Ident
     index holds several models, the first by the table's order (ModelPack first) is taken.
     Anything else raises :class:`NotAModel` saying what it is.
     """
-    desc, data = resolve_and_read(store, reference)  # one request on a registry
+    desc, data, parsed = read_parsed(store, reference)  # one request and one parse on a registry
     refuse_tombstone(store, desc, shown or reference)  # a tag serve deleted: no model, said so
-    node = parse_manifest_bytes(data, desc.mediaType)
+    node = parsed if parsed is not None else parse_manifest_bytes(data, desc.mediaType)
     if isinstance(node, Manifest):
         family = family_of(node) or probed(store, desc, node)
         if family is None:

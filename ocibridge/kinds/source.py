@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from ocibridge.core.zipbound import ZipMember
     from ocibridge.model.package import ModelPackage
     from ocibridge.oci.mediatypes import Kind
-    from ocibridge.oci.models import Descriptor
+    from ocibridge.oci.models import Descriptor, ManifestRead
     from ocibridge.places.locators import Locator
     from ocibridge.stores.base import Store
     from ocibridge.stores.registry.options import RegistryOptions
@@ -48,6 +48,8 @@ class ExportRequest:
     select: PathFilter | None = None  # --include/--exclude: only for formats that pick files
     on_existing: OnExisting | None = None  # files already at the destination (directories)
     destination: Locator | None = None  # the destination as located (places/locate.py), for formats that use it
+    # the artifact's manifest as the door read, checked and parsed it (a pull): not read again
+    manifest: ManifestRead | None = None
 
 
 class SourceFormat(Protocol):

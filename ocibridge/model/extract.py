@@ -150,15 +150,17 @@ def extract(
 def extract_model(
     store: Store, desc: Descriptor, manifest: Manifest | None, dest: str | os.PathLike[str], *,
     concurrency: int = 4, progress: ProgressFn | None = None, select: Callable[[str], bool] | None = None,
-    on_existing: OnExisting = OnExisting.OVERWRITE,
+    on_existing: OnExisting = OnExisting.OVERWRITE, data: bytes | None = None,
 ) -> ExtractResult:
     """:func:`extract` of the model manifest at ``desc``, already resolved; ``manifest``, its
-    parsed form when the caller has it in hand (then it is judged as it is, not parsed again)."""
+    parsed form when the caller has it in hand (then it is judged as it is, not parsed again),
+    and ``data``, its bytes as read and checked (then the copy does not read them again)."""
     in_hand = {desc.digest: manifest} if manifest is not None else {}
     target = DirectoryTarget(dest, select=select, on_existing=on_existing, in_hand=in_hand)
     with target.writing():
         copy(store, desc, target, concurrency=concurrency, progress=progress,
-             hooks=CopyHooks(successors=target.successors))
+             hooks=CopyHooks(successors=target.successors,
+                             in_hand={desc.digest: data} if data is not None else {}))
     return target.result
 
 

@@ -321,6 +321,16 @@ class ImageConfig(_Wire):
                    history=f.optional("history", lambda v, w: _list(v, w, _dict)), model_extra=f.extra())
 
 
+@dataclass(frozen=True)
+class ManifestRead:
+    """A manifest as one read found it: its descriptor, its bytes (checked against the digest)
+    and their parse, handed down so that no later step reads or parses it again."""
+
+    desc: Descriptor
+    data: bytes
+    manifest: Manifest
+
+
 def parse_manifest_bytes(data: bytes, media_type: str | None = None) -> Manifest | Index:
     """Parse a manifest or index, by its declared media type or by its shape."""
     try:

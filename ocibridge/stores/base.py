@@ -27,7 +27,7 @@ from ocibridge.core.streams import Closable as Closable  # a store capability to
 from ocibridge.core.streams import close_if_closable
 from ocibridge.errors import NotFound
 from ocibridge.oci.mediatypes import ALL_MANIFEST_TYPES
-from ocibridge.oci.models import Descriptor
+from ocibridge.oci.models import Descriptor, Index, Manifest
 
 #: Manifests and configs are small; anything larger is refused rather than read into memory.
 MAX_MANIFEST_BYTES = 4 * 1024 * 1024
@@ -250,6 +250,25 @@ def resolve_and_read(store: ReadableStore, reference: str) -> tuple[Descriptor, 
         return store.read_manifest(reference)
     desc = store.resolve(reference)
     return desc, store.fetch_bytes(desc)
+
+
+@runtime_checkable
+class ReadsParsed(Protocol):
+    """A store that parses a manifest as it reads it (a registry, to learn where its blobs
+    live): the parse is handed over with the bytes rather than made twice."""
+
+    def read_parsed(self, reference: str) -> tuple[Descriptor, bytes, Manifest | Index | None]:
+        """:func:`resolve_and_read`'s answer, with the parse this read made (None: it made none)."""
+        ...
+
+
+def read_parsed(store: ReadableStore, reference: str) -> tuple[Descriptor, bytes, Manifest | Index | None]:
+    """What ``reference`` names, its verified bytes and the parse the store made of them as it
+    read them (None when it made none: the caller parses, once)."""
+    if isinstance(store, ReadsParsed):
+        return store.read_parsed(reference)
+    desc, data = resolve_and_read(store, reference)
+    return desc, data, None
 
 
 class UploadCounts(Protocol):

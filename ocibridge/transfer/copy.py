@@ -134,6 +134,9 @@ class CopyHooks:
     #: tag-named signatures), and which referrers are signatures. The signing layer supplies it
     #: (:class:`ocibridge.signing.attach.SignatureCompanions`), so the copy knows no signature.
     companions: Companions | None = None
+    #: manifests the caller has already read and checked against their digests (a pull's root,
+    #: read by the family check): taken as they are, not read from the source again
+    in_hand: Mapping[str, bytes] = field(default_factory=dict)
 
 
 def copy(
@@ -360,7 +363,7 @@ class _Copy:
         # answers apart (a HEAD and a GET to one registry) cost one round trip, not two.
         present = self.pool.submit(dst.exists, desc)
         try:
-            data = src.fetch_bytes(desc)
+            data = self.hooks.in_hand.get(desc.digest) or src.fetch_bytes(desc)
         except BaseException:
             _settle(present)
             raise

@@ -100,13 +100,15 @@ class DirectoryFormat:
 
         # resumable across runs, and files already in DEST with the right digest are not fetched;
         # with a chunk table, chunks the old files in DEST or the model cache hold are not either
-        # the model manifest read and parsed once here, handed to the delta and the extract
-        model, manifest = fetch_manifest(store, desc.digest)
+        # the model manifest the door read and parsed (else read here), handed to the delta and the extract
+        read = request.manifest
+        model, manifest = (read.desc, read.manifest) if read is not None else fetch_manifest(store, desc.digest)
         delta = pull_delta(store, model, manifest, Path(dest))
         with cached_pull(store, Path(dest), request.progress, delta) as cached:
             result = extract_model(cached, model, manifest, dest, concurrency=request.concurrency,
                                    progress=request.progress, select=request.select,
-                                   on_existing=request.on_existing or OnExisting.REFUSE)
+                                   on_existing=request.on_existing or OnExisting.REFUSE,
+                                   data=read.data if read is not None else None)
         reused = tuple(done.as_dict() for done in delta.results) if delta is not None else ()
         return PullResult(desc.digest, dest, self.name, tuple(result.files), result.bytes_written,
                           kept=tuple(result.kept), skipped=tuple(sorted(result.skipped)), delta=reused)

@@ -19,10 +19,10 @@ from collections.abc import Iterable
 
 from ocibridge.errors import OcibridgeError
 from ocibridge.oci.empty import EMPTY_DIGEST
-from ocibridge.oci.models import Manifest, parse_manifest_bytes
+from ocibridge.oci.models import Index, Manifest, parse_manifest_bytes
 from ocibridge.stores.registry.blobindex import HOMES_PER_BLOB, BlobIndex
 
-__all__ = ["BLOB_HOMES", "HOMES_PER_BLOB", "MAX_BLOBS", "BlobHomes"]
+__all__ = ["BLOB_HOMES", "HOMES_PER_BLOB", "MAX_BLOBS", "BlobHomes", "remember_blobs_of", "remember_manifest_blobs"]
 
 #: Blobs remembered per process; the least recently seen are forgotten first.
 MAX_BLOBS = 100_000
@@ -103,6 +103,12 @@ def remember_manifest_blobs(base: str, repository: str, data: bytes, media_type:
         manifest = parse_manifest_bytes(data, media_type)
     except OcibridgeError:
         return
+    remember_blobs_of(base, repository, manifest)
+
+
+def remember_blobs_of(base: str, repository: str, manifest: Manifest | Index) -> None:
+    """The blobs of a manifest already parsed, remembered as :func:`remember_manifest_blobs`
+    does (an index names no blobs)."""
     if isinstance(manifest, Manifest):
         digests = [d for d in (manifest.config.digest, *(layer.digest for layer in manifest.layers))
                    if d != EMPTY_DIGEST]  # the empty JSON blob (records, leases): sent, never mounted

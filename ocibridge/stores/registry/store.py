@@ -28,13 +28,13 @@ from ocibridge.oci.digest import (
     verify_bytes,
 )
 from ocibridge.oci.mediatypes import ALL_MANIFEST_TYPES, OCI_MANIFEST
-from ocibridge.oci.models import Descriptor, parse_manifest_bytes
+from ocibridge.oci.models import Descriptor, Index, Manifest, parse_manifest_bytes
 from ocibridge.oci.reference import RegistryReference, check_tag
 from ocibridge.stores.base import MAX_MANIFEST_BYTES, Reopen, blob_origin, is_manifest
 from ocibridge.stores.ranged import RangedPlan
 from ocibridge.stores.registry import errcodes
 from ocibridge.stores.registry.artifacthint import artifact_hint
-from ocibridge.stores.registry.blobhomes import BLOB_HOMES, remember_manifest_blobs
+from ocibridge.stores.registry.blobhomes import BLOB_HOMES, remember_blobs_of, remember_manifest_blobs
 from ocibridge.stores.registry.blobstream import BytesHook, pull_scope
 from ocibridge.stores.registry.bodies import decoded_chunks, read_prefix
 from ocibridge.stores.registry.client import RegistryClient, TransferStats
@@ -225,22 +225,32 @@ class RegistryStore(ClosesOnExit):
             return Descriptor(mediaType=media_type, digest=digest, size=int(length))
         data, got = self._get_manifest(reference)
         digest = reference if is_digest(reference) else sha256_bytes(data)
-        return self._keep_manifest(reference, digest, data, got.headers.get("content-type"))
+        return self._keep_manifest(reference, digest, data, got.headers.get("content-type"))[0]
 
     def read_manifest(self, reference: str) -> tuple[Descriptor, bytes]:
         """``GET`` the manifest a tag or digest names: its descriptor and verified bytes in one
         request, kept by digest (a later ``fetch_bytes`` or ``resolve`` of it sends none).
         A tag's bytes are checked against the ``Docker-Content-Digest`` the registry names."""
+        desc, data, _ = self._read_manifest(reference)
+        return desc, data
+
+    def read_parsed(self, reference: str) -> tuple[Descriptor, bytes, Manifest | Index | None]:
+        """:meth:`read_manifest`, with the parse the blob homes were learnt from on a ``GET``,
+        handed over rather than made again (None for a manifest already kept: not parsed here)."""
+        return self._read_manifest(reference)
+
+    def _read_manifest(self, reference: str) -> tuple[Descriptor, bytes, Manifest | Index | None]:
+        """The manifest, and its parse when this call made one (not for one already kept)."""
         if is_digest(reference):
             known = self._manifests.get(reference)
             if known is not None:
-                return Descriptor(mediaType=known[0], digest=reference, size=len(known[1])), known[1]
+                return Descriptor(mediaType=known[0], digest=reference, size=len(known[1])), known[1], None
         if short_of_tag(reference):
-            return self.read_manifest(commit_behind(reference, self.tags, self.resolve, self.describe()))
+            return self._read_manifest(commit_behind(reference, self.tags, self.resolve, self.describe()))
         try:
             data, got = self._get_manifest(reference)  # verified when named by digest
         except NotFound:
-            return self.read_manifest(commit_behind(reference, self.tags, self.resolve, self.describe()))
+            return self._read_manifest(commit_behind(reference, self.tags, self.resolve, self.describe()))
         named = got.headers.get("docker-content-digest")
         if is_digest(reference):
             digest = reference
@@ -249,18 +259,28 @@ class RegistryStore(ClosesOnExit):
             digest = named
         else:
             digest = sha256_bytes(data)
-        return self._keep_manifest(reference, digest, data, got.headers.get("content-type")), data
+        desc, node = self._keep_manifest(reference, digest, data, got.headers.get("content-type"))
+        return desc, data, node
 
-    def _keep_manifest(self, reference: str, digest: str, data: bytes, content_type: str | None) -> Descriptor:
+    def _keep_manifest(self, reference: str, digest: str, data: bytes,
+                       content_type: str | None) -> tuple[Descriptor, Manifest | Index | None]:
         """Keep a fetched manifest by digest (its media type from the answer, else from its bytes)
-        and learn where its blobs live: what ``resolve`` and ``read_manifest`` both do after a GET."""
+        and learn where its blobs live, from one parse (None when the bytes are no manifest: the
+        caller's own parse says so): what ``resolve`` and ``read_manifest`` both do after a GET."""
         check_commit_tag(reference, digest, self.describe())
         media_type = media_type_of(content_type)
-        if media_type not in ALL_MANIFEST_TYPES:
-            media_type = parse_manifest_bytes(data).mediaType or OCI_MANIFEST
+        named = media_type if media_type in ALL_MANIFEST_TYPES else None
+        try:
+            node: Manifest | Index | None = parse_manifest_bytes(data, named)
+        except OcibridgeError:
+            if named is None:
+                raise  # no type named and none readable from the bytes
+            node = None
+        media_type = named or (node.mediaType if node is not None else None) or OCI_MANIFEST
         self._manifests.put(digest, media_type, data)
-        remember_manifest_blobs(self.client.base, self.repository, data, media_type)
-        return Descriptor(mediaType=media_type, digest=digest, size=len(data))
+        if node is not None:
+            remember_blobs_of(self.client.base, self.repository, node)
+        return Descriptor(mediaType=media_type, digest=digest, size=len(data)), node
 
     def tags(self) -> list[str]:
         """Every tag, following ``Link: <…>; rel="next"`` pages (taglist.py)."""
