@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
+from ocibridge.core.freshcache import FreshCache
 from ocibridge.hubserver.repo.refsrecord import RecordUnread, RefsRecord, read_record
 from ocibridge.hubserver.repo.sources import repo_parts
 
@@ -35,7 +36,7 @@ class RepoStates:
         self.keep = keep
         self.clock = clock
         self._lock = threading.Lock()
-        self._known: dict[str, tuple[float, RefsRecord]] = {}
+        self._known: FreshCache[str, RefsRecord] = FreshCache(keep, REMEMBERED, clock)
         #: how many changes this serve made (a listing of repositories kept from before is read again)
         self.changes = 0
 
@@ -45,12 +46,10 @@ class RepoStates:
         parts = repo_parts(repo_id)
         if parts is None:
             return RefsRecord()
-        key = "/".join(parts)
-        now = self.clock()
-        with self._lock:
-            known = self._known.get(key)
-        if known is not None and now - known[0] < self.keep:
-            return known[1]
+        return self._known.get("/".join(parts), lambda: self._read(parts))
+
+    def _read(self, parts: list[str]) -> RefsRecord:
+        """The record of the first source holding a non-empty one (else the empty one)."""
         record = RefsRecord()
         for source in self.sources:
             repo = source.repository(parts)
@@ -58,10 +57,6 @@ class RepoStates:
                 record = read_record(repo)
                 if record != RefsRecord():
                     break
-        with self._lock:
-            if len(self._known) >= REMEMBERED:
-                self._known.clear()
-            self._known[key] = (now, record)
         return record
 
     def private(self, repo_id: str) -> bool:
@@ -78,8 +73,8 @@ class RepoStates:
         """This serve changed the record: the next question reads it again."""
         parts = repo_parts(repo_id)
         if parts is not None:
+            self._known.forget("/".join(parts))  # before the count: a listing that sees it reads anew
             with self._lock:
-                self._known.pop("/".join(parts), None)
                 self.changes += 1
 
 

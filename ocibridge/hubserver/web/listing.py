@@ -17,6 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
+from ocibridge.core.freshcache import FreshCache
 from ocibridge.errors import NotFound, OcibridgeError, RegistryError
 from ocibridge.hubserver.repo.catalog import Catalog, Resolved
 from ocibridge.hubserver.repo.rules import rules_in_force
@@ -69,7 +70,7 @@ class Listing:
         self.catalog = catalog
         self._lock = threading.Lock()
         self._ids: tuple[float, int, list[str]] | None = None
-        self._rows: dict[str, tuple[float, Row]] = {}
+        self._rows: FreshCache[str, Row] = FreshCache(FRESH, 100_000)
         self._configs: OrderedDict[str, dict[str, Any]] = OrderedDict()
 
     def repo_ids(self) -> list[str]:
@@ -104,17 +105,7 @@ class Listing:
         return CatalogPage(rows, number, pages, len(chosen), cut)
 
     def row(self, repo_id: str) -> Row:
-        now = time.monotonic()
-        with self._lock:
-            known = self._rows.get(repo_id)
-        if known is not None and now - known[0] < FRESH:
-            return known[1]
-        made = self._read(repo_id)
-        with self._lock:
-            if len(self._rows) > 100_000:
-                self._rows.clear()
-            self._rows[repo_id] = (now, made)
-        return made
+        return self._rows.get(repo_id, lambda: self._read(repo_id))
 
     def config(self, resolved: Resolved) -> dict[str, Any]:
         """The model's config document, read once per model digest."""

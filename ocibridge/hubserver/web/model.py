@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
+from ocibridge.core.freshcache import FreshCache
 from ocibridge.errors import OcibridgeError, SignatureError
 from ocibridge.hubserver.repo.catalog import Catalog, Refs, Resolved
 from ocibridge.hubserver.repo.files import HubFile, ModelFiles, read_small
@@ -121,7 +122,7 @@ class ModelPages:
         self.catalog = catalog
         self._lock = threading.Lock()
         self._kept: OrderedDict[str, tuple[float, Gathered]] = OrderedDict()
-        self._refs: dict[str, tuple[float, Refs]] = {}
+        self._refs: FreshCache[str, Refs] = FreshCache(FRESH, 4096)
         self._rows: dict[str, tuple[FileRow, ...]] = {}
 
     def view(self, resolved: Resolved, files: ModelFiles) -> ModelView:
@@ -142,18 +143,12 @@ class ModelPages:
         return known
 
     def refs(self, repo_id: str) -> Refs:
-        now = time.monotonic()
-        with self._lock:
-            known = self._refs.get(repo_id)
-        if known is not None and now - known[0] < FRESH:
-            return known[1]
-        found = self.catalog.refs(repo_id)  # less cosign's sha256-HEX.sig/.att tags: evidence, not versions
-        found = dataclasses.replace(found, tags=tuple(t for t in found.tags if not EVIDENCE_TAG.fullmatch(t[0])))
-        with self._lock:
-            if len(self._refs) > 4096:
-                self._refs.clear()
-            self._refs[repo_id] = (now, found)
-        return found
+        return self._refs.get(repo_id, lambda: self._read_refs(repo_id))
+
+    def _read_refs(self, repo_id: str) -> Refs:
+        """The repository's refs less cosign's sha256-HEX.sig/.att tags: evidence, not versions."""
+        found = self.catalog.refs(repo_id)
+        return dataclasses.replace(found, tags=tuple(t for t in found.tags if not EVIDENCE_TAG.fullmatch(t[0])))
 
     def gathered(self, resolved: Resolved, files: ModelFiles) -> Gathered:
         key = f"{resolved.repo.shown}@{resolved.top.digest}"

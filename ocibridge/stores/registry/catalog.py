@@ -9,10 +9,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from ocibridge.core import boundedjson
 from ocibridge.errors import RegistryError
 from ocibridge.stores.registry.client import RegistryClient
-from ocibridge.stores.registry.nextpage import next_page
+from ocibridge.stores.registry.nextpage import listing_pages
 
 #: repositories asked for per page (distribution serves up to 1000 by default)
 PAGE = 1000
@@ -38,26 +37,14 @@ def catalog_pages(client: RegistryClient, prefix: str = "", *, page_size: int = 
     catalog (its status kept, so a 401 is told to log in) or answers what is no catalog;
     ``what`` names the catalog in the refusal of a next page on another origin."""
     head = f"{prefix.strip('/')}/" if prefix.strip("/") else ""
-    url: str | None = "/v2/_catalog"
-    params: dict[str, str] | None = {"n": str(page_size)}
-    while url is not None:
-        response = client.send("GET", url, scopes=("registry:catalog:*",), params=params)
-        if response.status_code != 200:
-            raise client.error(response, "catalog (listing repositories)")
-        try:
-            names = boundedjson.loads(response.content).get("repositories") or []
-            if not isinstance(names, list):
-                raise ValueError("repositories is not a list")
-        except (ValueError, AttributeError) as e:
-            raise RegistryError(f"registry {client.host} catalog: not a catalog answer ({e})") from None
-        under = [n for n in names if isinstance(n, str) and n.startswith(head)]
-        try:
-            url = next_page(response, client.origin, what or f"registry {client.host} catalog")
-        except RegistryError as e:
-            yield CatalogPage(under, None, e)
-            return
-        yield CatalogPage(under, url)
-        params = None
+    pages = listing_pages(
+        lambda url, params: client.send("GET", url, scopes=("registry:catalog:*",), params=params),
+        "/v2/_catalog", page_size, "repositories", client.origin, what or f"registry {client.host} catalog",
+        lambda response: client.error(response, "catalog (listing repositories)"),
+        lambda e: RegistryError(f"registry {client.host} catalog: not a catalog answer ({e})"))
+    for page in pages:
+        under = [n for n in page.entries if isinstance(n, str) and n.startswith(head)]
+        yield CatalogPage(under, page.following, page.stopped)
 
 
 def list_catalog(client: RegistryClient, prefix: str = "", *, max_pages: int = MAX_PAGES) -> list[str]:

@@ -1,18 +1,17 @@
-"""A repository's tag list, page after page (``Link: <…>; rel="next"``), bounded: a server that
+"""A repository's tag list, page after page (nextpage.py's pager), bounded: a server that
 pages on forever cannot make the list grow without end."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from itertools import islice
 
 import httpx
 
-from ocibridge.core import boundedjson
 from ocibridge.core.environment import MAX_TAGS as ENV_MAX_TAGS
 from ocibridge.core.limits import env_limit
 from ocibridge.errors import RegistryError, TooLarge
-from ocibridge.stores.registry.nextpage import next_page
+from ocibridge.stores.registry.nextpage import listing_pages
 from ocibridge.stores.registry.transport import Origin
 
 TAGS_PAGE_SIZE = 1000
@@ -30,29 +29,20 @@ def read_tags(send: Callable[..., httpx.Response], url: str, origin: Origin, hos
     names: set[str] = set()
     held = 0  # bytes of the distinct tags kept: the total a hostile server can make us hold
     cap_count, cap_bytes = env_limit(ENV_MAX_TAGS, MAX_TAGS), env_limit(ENV_MAX_TAGS, MAX_TAGS) * 128
-    page_url: str | None = url
-    params: dict[str, Any] | None = {"n": str(TAGS_PAGE_SIZE)}
-    for _ in range(MAX_TAG_PAGES):
-        if page_url is None:
-            break
-        response = send("GET", page_url, params=params)
-        if response.status_code == 404 and not names:
+    pages = listing_pages(lambda page_url, params: send("GET", page_url, params=params), url, TAGS_PAGE_SIZE,
+                          "tags", origin, f"registry {host}: tags of {repository}",
+                          lambda response: None if response.status_code == 404 and not names else fail(response),
+                          lambda e: RegistryError(f"registry {host}: bad tag list: {e}"))
+    for page in islice(pages, MAX_TAG_PAGES):
+        if page.absent:
             return None
-        if response.status_code != 200:
-            raise fail(response)
-        try:
-            page = boundedjson.loads(response.content).get("tags") or []
-            if not isinstance(page, list):
-                raise ValueError("'tags' is not a list")
-        except (ValueError, AttributeError) as e:
-            raise RegistryError(f"registry {host}: bad tag list: {e}") from None
-        for name in page:
+        for name in page.entries:
             if isinstance(name, str) and name not in names:
                 names.add(name)
                 held += len(name)
         if len(names) > cap_count or held > cap_bytes:
             raise TooLarge(f"{host}/{repository}: more than {cap_count} tags (or {cap_bytes} bytes of "
                            f"them), refused (raise ${ENV_MAX_TAGS} if it is genuine)")
-        page_url = next_page(response, origin, f"registry {host}: tags of {repository}")
-        params = None
+        if page.stopped is not None:
+            raise page.stopped
     return sorted(names)
