@@ -16,6 +16,7 @@ from typing import Any
 from ocibridge.api.load_ops import WORKING_SET, iter_tensors
 from ocibridge.api.options import TransferOptions
 from ocibridge.api.policy import Verification, verification
+from ocibridge.core import environment
 from ocibridge.errors import OcibridgeError
 from ocibridge.lazyread.model import Warn, warn_stderr
 
@@ -23,7 +24,7 @@ from ocibridge.lazyread.model import Warn, warn_stderr
 SETTINGS = {
     "reference": "the model's registry reference (REGISTRY/REPO:TAG or @sha256:...)",
     "verify_keys": "public key file(s): only a model signed by one of them (as --verify-key)",
-    "policy": "a containers policy file (as --policy; default: $OCIBRIDGE_POLICY, the user's, the system's)",
+    "policy": f"a containers policy file (as --policy; default: ${environment.POLICY}, the user's, the system's)",
     "device": "where the tensors are made ('cuda:0': copied there as each completes; default: host memory)",
     "max_bytes": "bytes of tensors held that were not yet handed over (default 256 MiB)",
 }
