@@ -290,7 +290,7 @@ class RateLimited(Quirk):
     every one, without ``Retry-After`` (the pull limit of a 6-hour window is spent)."""
 
     every: int = 5
-    retry_after: float | None = 0.2
+    retry_after: float | None = 0  # a whole number of seconds: "0.2" is no Retry-After a client reads
     #: after this many requests every one is refused, with no Retry-After (quota spent)
     quota: int | None = None
     seen: int = 0
