@@ -540,3 +540,18 @@ def test_replicas_share_one_fetch_the_writer_fetches_and_the_reader_forwards(pro
         before = len(proxied.counted.requests)
         assert HfApi(endpoint=reader, token=CLIENT_TOKEN).model_info("acme/shared", revision=sha).sha == sha
         assert proxied.counted.requests[before:] == []
+
+
+def test_a_reader_whose_writer_is_down_answers_a_miss_503_and_never_asks_the_upstream(proxied: Proxied,
+                                                                                       tmp_path: Path):
+    flags = ["--upstream", proxied.counted.url, "--upstream-token-file", str(proxied.root / "up-token.txt"),
+             "--writer", "http://127.0.0.1:9"]  # the discard port: nothing answers
+    (tmp_path / "orphan").mkdir()
+    with serve_over(proxied.registry, tmp_path / "orphan", f"{CLIENT_TOKEN}\n",
+                    lambda host: [f"{host}/orphan", "--plain-http", *flags], HF_HUB_DISABLE_XET="1") as reader:
+        before = len(proxied.counted.requests)
+        auth = {"Authorization": f"Bearer {CLIENT_TOKEN}"}
+        for extra in ({}, {"X-Ocibridge-Forwarded": "1"}):  # forwarded here: never sent on
+            answer = httpx.get(f"{reader}/api/models/acme/other", headers={**auth, **extra})
+            assert answer.status_code == 503 and answer.headers["retry-after"] == "5", answer.text
+        assert proxied.counted.requests[before:] == []  # the upstream not asked
