@@ -502,3 +502,56 @@ def test_a_branch_fetched_by_its_name_is_listed_as_a_branch_and_a_tag_as_a_tag(p
     assert {b.name: b.target_commit for b in refs.branches} == {"main": proxied.main, "dev": proxied.dev}
     assert {t.name: t.target_commit for t in refs.tags} == {"v1": proxied.main}
     assert api.model_info("acme/tiny", revision="refs/heads/dev").sha == proxied.dev
+
+
+def test_replicas_share_one_fetch_the_writer_fetches_and_the_reader_forwards(proxied: Proxied, tmp_path: Path):
+    """A writer and a ``--writer`` reader, proxies over one registry prefix: clients asking both at
+    once for a model neither holds get its bytes, each file asked of the upstream once in all."""
+    up = HfApi(endpoint=proxied.upstream, token=UP_TOKEN)
+    up.create_repo("acme/shared")
+    files = {"config.json": b'{"shared": 1}', "w.safetensors": bytes(range(256)) * 1024}
+    for path, data in files.items():
+        sha = up.upload_file(path_or_fileobj=data, path_in_repo=path, repo_id="acme/shared").oid
+    proxied.counted.add("GET", r"/acme/shared/resolve/.*/w\.safetensors", delay(1))  # a fetch still under way
+    flags = ["--upstream", proxied.counted.url, "--upstream-token-file", str(proxied.root / "up-token.txt")]
+    for name in ("writer", "reader"):
+        (tmp_path / name).mkdir()
+    with serve_over(proxied.registry, tmp_path / "writer", f"{CLIENT_TOKEN}\n",
+                    lambda host: [f"{host}/shared", "--plain-http", *flags], HF_HUB_DISABLE_XET="1") as writer, \
+            serve_over(proxied.registry, tmp_path / "reader", f"{CLIENT_TOKEN}\n",
+                       lambda host: [f"{host}/shared", "--plain-http", *flags, "--writer", writer],
+                       HF_HUB_DISABLE_XET="1") as reader:
+
+        def load(n: int) -> dict[str, bytes]:
+            via = (writer, reader)[n % 2]
+            return {path: Path(huggingface_hub.hf_hub_download("acme/shared", path, endpoint=via, token=CLIENT_TOKEN,
+                                                               cache_dir=tmp_path / f"c{n}")).read_bytes()
+                    for path in sorted(files)}
+
+        with ThreadPoolExecutor(6) as pool:
+            loaded = list(pool.map(load, range(6)))
+        assert loaded == [files] * 6
+        for path in files:
+            assert len(proxied.counted.requests_matching("GET", f"/acme/shared/resolve/.*/{path}")) == 1, path
+        assert len(proxied.asked("/api/models/acme/shared/tree/")) == 1
+        tags = proxied.landed("shared/acme/shared", sha)
+        assert [t for t in tags if t.startswith("ocibridge-upstream-")] == [f"ocibridge-upstream-{sha}"]
+        # once landed, the reader answers the commit from the registry: the upstream is not asked again
+        before = len(proxied.counted.requests)
+        assert HfApi(endpoint=reader, token=CLIENT_TOKEN).model_info("acme/shared", revision=sha).sha == sha
+        assert proxied.counted.requests[before:] == []
+
+
+def test_a_reader_whose_writer_is_down_answers_a_miss_503_and_never_asks_the_upstream(proxied: Proxied,
+                                                                                       tmp_path: Path):
+    flags = ["--upstream", proxied.counted.url, "--upstream-token-file", str(proxied.root / "up-token.txt"),
+             "--writer", "http://127.0.0.1:9"]  # the discard port: nothing answers
+    (tmp_path / "orphan").mkdir()
+    with serve_over(proxied.registry, tmp_path / "orphan", f"{CLIENT_TOKEN}\n",
+                    lambda host: [f"{host}/orphan", "--plain-http", *flags], HF_HUB_DISABLE_XET="1") as reader:
+        before = len(proxied.counted.requests)
+        auth = {"Authorization": f"Bearer {CLIENT_TOKEN}"}
+        for extra in ({}, {"X-Ocibridge-Forwarded": "1"}):  # forwarded here: never sent on
+            answer = httpx.get(f"{reader}/api/models/acme/other", headers={**auth, **extra})
+            assert answer.status_code == 503 and answer.headers["retry-after"] == "5", answer.text
+        assert proxied.counted.requests[before:] == []  # the upstream not asked

@@ -52,7 +52,7 @@ from ocibridge.hubserver.lfs.routes import UPLOAD_PATH, LfsRoutes
 from ocibridge.hubserver.metrics import Metrics
 from ocibridge.hubserver.reading.blobs import Blobs
 from ocibridge.hubserver.reading.routes import ReadRoutes
-from ocibridge.hubserver.replicas.forward import Forwarder
+from ocibridge.hubserver.replicas.forward import FORWARDED, Forwarder
 from ocibridge.hubserver.replicas.identity import release as release_identity
 from ocibridge.hubserver.replicas.lease import Lease, LeaseLost
 from ocibridge.hubserver.replicas.leasing import lease_for
@@ -68,6 +68,7 @@ from ocibridge.hubserver.tokenfile import TokenFile
 from ocibridge.hubserver.uploads.ingest import ingest_for
 from ocibridge.hubserver.uploads.relay import handing_for, relay_for, relays
 from ocibridge.hubserver.uploads.staging import Staging
+from ocibridge.hubserver.upstream.errors import FetchedElsewhere
 from ocibridge.hubserver.upstream.inflight import Fetching
 from ocibridge.hubserver.upstream.proxy import ProxyCatalog
 from ocibridge.hubserver.upstream.staleness import StaleWarning
@@ -156,6 +157,8 @@ class ServeApp:
         self.lease = Lease() if self.forwarder else lease_for(first, settings.lease, self.staging.root.parent,
                                                               settings.public_url)
         self.repos.lease = self.lease
+        if isinstance(catalog, ProxyCatalog):  # --upstream over replicas: only the writer asks the upstream
+            catalog.fetches_here = self.fetches_here
 
     def standing_by(self) -> str | None:
         """Why writes are not taken here, for the start line (None: they are): refused, or sent
@@ -164,6 +167,16 @@ class ServeApp:
         if holder is not None and self.peers.forwarder_for(holder) is not None:
             return f"writes sent to {holder.shown()}, which holds the writer lease (--peer)"
         return self.lease.standing_by()
+
+    def fetches_here(self) -> bool:
+        """Whether a proxy's miss is fetched by this serve: not on a ``--writer`` reader, nor on a
+        standby while another serve holds the writer lease (the writer fetches once for all)."""
+        return self.forwarder is None and self.lease.holder() is None
+
+    def writer_of_reads(self) -> Forwarder | None:
+        """Where a read that would start a fetch goes: the ``--writer``, or the lease holder when
+        it is a ``--peer``; None when no writer is known here."""
+        return self.forwarder or self.peers.forwarder_for(self.lease.holder())
 
     def close(self) -> None:
         """Leave the sources and the blobs being read in chunks (the chunks verified so far
@@ -222,6 +235,13 @@ class ServeApp:
                 return await answer(request)
             except Fetching as e:  # serve --upstream: the commit read is being fetched (upstream/inflight.py)
                 return await e.answer(request, lambda: endpoint(request))
+            except FetchedElsewhere as e:  # serve --upstream, not the writer: the writer fetches it, once
+                busy = error(503, None, f"{e}; try again shortly", {"Retry-After": str(e.retry_after)})
+                writer = self.writer_of_reads()
+                if writer is None or FORWARDED in request.headers:  # forwarded here: never sent on again
+                    return busy
+                note(request, forwarded_to=writer.writer)
+                return await writer.forward(request, unreachable=busy)
             except CAUGHT as e:
                 if isinstance(e, RepoMoved) and request.method in ("GET", "HEAD"):
                     return moved_answer(request, e)

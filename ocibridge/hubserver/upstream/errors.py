@@ -20,3 +20,12 @@ class UpstreamDown(OcibridgeError):
 class UpstreamRefused(Refused):
     """A rule at the door keeps the repository or one of its files out: the Hub's 403, the rule
     named; nothing fetched past the metadata the rule needs."""
+
+
+class FetchedElsewhere(OcibridgeError):
+    """A read that would start a fetch on a serve that is not the writer (a ``--writer`` reader,
+    or a standby while another serve holds the writer lease): the writer fetches, so that a commit
+    is asked of the upstream and lands once for all the replicas. The route forwards the read to
+    the writer (replicas/forward.py), or answers the Hub's 503 with Retry-After."""
+
+    retry_after = 5

@@ -18,6 +18,11 @@ The rules, in the order a miss meets them:
    that meets the fetch under way is :class:`.inflight.Fetching`: its file streamed as it arrives,
    its metadata asked of the upstream (upstream/inflight.py), rather than waiting for the commit.
 
+Only the writer fetches (``fetches_here``, set by the app): on a ``--writer`` reader, or a standby
+while another serve holds the writer lease, a miss that would ask the upstream is
+:class:`.errors.FetchedElsewhere` (the read forwarded to the writer, which fetches once for every
+replica), and a branch is not re-checked there (the writer's re-check moves its tag).
+
 A write's resolution (``ref``, ``kind``) is never proxied: it resolves the registry as it is."""
 
 from __future__ import annotations
@@ -46,7 +51,7 @@ from ocibridge.hubserver.repo.sources import (
 )
 from ocibridge.hubserver.repo.upstreamids import is_proxied
 from ocibridge.hubserver.upstream.client import UpstreamHub, UpstreamRevision
-from ocibridge.hubserver.upstream.errors import UpstreamDown, UpstreamRefused
+from ocibridge.hubserver.upstream.errors import FetchedElsewhere, UpstreamDown, UpstreamRefused
 from ocibridge.hubserver.upstream.inflight import Fetching
 from ocibridge.hubserver.upstream.ingest import Audit, Ingest, writable
 from ocibridge.hubserver.upstream.staleness import note_stale
@@ -75,6 +80,8 @@ class ProxyCatalog(Catalog):
         self._lock_checked = threading.Lock()
         self._checked: dict[tuple[str, str], float] = {}  # (repo id, branch) -> when its head was asked
         self._stale: dict[tuple[str, str], str] = {}  # (repo id, branch) -> why its last check failed
+        #: whether this serve asks the upstream itself (the writer); False: the writer does (app.py)
+        self.fetches_here: Callable[[], bool] = lambda: True
 
     def describe(self) -> str:
         """serve's second start line: where a miss goes and what the door lets in."""
@@ -125,6 +132,8 @@ class ProxyCatalog(Catalog):
                                                                           or is_proxied(repo)):
             raise missing
         self._door_repo(repo_id, revision)
+        if not self.fetches_here():
+            raise FetchedElsewhere(f"{repo_id}@{revision}: not here yet; the writer fetches it from the upstream")
         joined = self.ingest.in_flight(repo, revision) if COMMIT.fullmatch(revision) else None
         if joined is not None:  # a commit id whose fetch is under way: its door was passed
             raise Fetching(joined, revision, self.upstream.url, self.upstream.token)
@@ -226,7 +235,8 @@ class ProxyCatalog(Catalog):
         fresh = self.upstream.fresh
         if fresh <= 0 or COMMIT.fullmatch(revision) or DIGEST.fullmatch(revision) \
                 or found.commit == commit_of(found.top.digest) \
-                or found.source is not self.sources[0]:  # a commit id; no commit of the upstream; not filled here
+                or found.source is not self.sources[0] \
+                or not self.fetches_here():  # a commit id; no upstream commit; not filled here; not the writer
             return found
         key = (repo_id.lower(), revision)
         with self._lock_checked:
