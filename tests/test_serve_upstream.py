@@ -358,13 +358,14 @@ def test_a_file_streams_to_its_readers_before_the_commit_lands_fetched_once_for_
                                                     endpoint=proxied.proxy, token=CLIENT_TOKEN,
                                                     cache_dir=tmp_path / str(n))).read_bytes()
 
-    started = time.monotonic()
     with ThreadPoolExecutor(4) as pool:
         loaded = list(pool.map(load, range(4)))
-    took = time.monotonic() - started
     assert loaded == [weights] * 4
-    # read while the commit's other file was still on its way: not one tag of it in the registry
-    assert proxied.tags("proxy/acme/streamed") == [] and took < 8, took
+    # read while the commit's other file was still on its way (not a byte of it sent to serve yet):
+    # not one tag of it in the registry
+    late = proxied.counted.requests_matching("GET", r"/acme/streamed/resolve/.*/late\.safetensors")
+    assert late and all(r.response_bytes == 0 for r in late), [(r.path, r.response_bytes) for r in late]
+    assert proxied.tags("proxy/acme/streamed") == []
     # the metadata while in flight is the upstream's, listing the files serve will hold (no .gitattributes)
     listed = proxied.api().model_info("acme/streamed", revision=sha).siblings or []
     assert sorted(s.rfilename for s in listed) == ["late.safetensors", "w.safetensors"]

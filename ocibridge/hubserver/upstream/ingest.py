@@ -120,9 +120,21 @@ class Ingest:
                 flight.thens += [then] if then is not None else []
                 return flight
             flight = self._flights[key] = Flight(threading.Event(), [then] if then is not None else [])
+            # made before the thread starts: a read that joins at once finds the files to follow
+            # (a flight without it yet would have its readers wait for the whole commit)
+            flight.fetch = self._streamed(repo_id, commit)
         threading.Thread(target=self._lead, args=(key, flight, repo, repo_id, commit, revision),
                          name=f"upstream-{repo_id}", daemon=True).start()
         return flight
+
+    def _streamed(self, repo_id: str, commit: str) -> StreamedFetch:
+        """The download of ``commit``'s files, readable as they arrive."""
+        from ocibridge.kinds.hf.commitdownload import HubSource
+        from ocibridge.kinds.hf.hubcache import hub_cache
+
+        settings = self.settings
+        source = HubSource(repo_id, settings.url, settings.token, None)
+        return StreamedFetch(source, commit, settings.concurrency, settings.hub_cache or hub_cache())
 
     def _lead(self, key: tuple[str, str], flight: Flight, repo: Repository, repo_id: str, commit: str,
               revision: str) -> None:
@@ -145,8 +157,6 @@ class Ingest:
             flight.done.set()
 
     def _fetch(self, flight: Flight, repo: Repository, repo_id: str, commit: str, revision: str) -> Descriptor:
-        from ocibridge.kinds.hf.commitdownload import HubSource
-        from ocibridge.kinds.hf.hubcache import hub_cache
         from ocibridge.transfer.copy import copy
         from ocibridge.transfer.writer import write_artifact
 
@@ -155,8 +165,7 @@ class Ingest:
         line: dict[str, Any] = {"action": "upstream_ingest", "repository": repo_id, "revision": revision,
                                 "commit": commit, "upstream": settings.url}
         try:
-            source = HubSource(repo_id, settings.url, settings.token, None)
-            flight.fetch = StreamedFetch(source, commit, settings.concurrency, settings.hub_cache or hub_cache())
+            assert flight.fetch is not None
             artifact, reference = flight.fetch()
             store = writable(repo)
             mapping = repo.reference(upstream_tag(commit))
