@@ -543,6 +543,43 @@ def test_replicas_share_one_fetch_the_writer_fetches_and_the_reader_forwards(pro
         assert proxied.counted.requests[before:] == []
 
 
+def test_read_only_proxies_over_one_prefix_fetch_once_the_lease_holder_fetching_its_peer_forwarding(
+        proxied: Proxied, tmp_path: Path):
+    """Two proxies with read tokens only, no ``--writer``: the first takes the writer lease of the
+    prefix (it writes what it fetches), the second, given it as ``--peer``, stands by and sends its
+    misses there. Before, neither took the lease and each asked the upstream for every file."""
+    up = HfApi(endpoint=proxied.upstream, token=UP_TOKEN)
+    up.create_repo("acme/peered")
+    files = {"config.json": b'{"peered": 1}', "w.safetensors": bytes(range(256)) * 2048}
+    for path, data in files.items():
+        sha = up.upload_file(path_or_fileobj=data, path_in_repo=path, repo_id="acme/peered").oid
+    proxied.counted.add("GET", r"/acme/peered/resolve/.*/w\.safetensors", delay(1))  # a fetch still under way
+    flags = ["--upstream", proxied.counted.url, "--upstream-token-file", str(proxied.root / "up-token.txt")]
+    for name in ("first", "second"):
+        (tmp_path / name).mkdir()
+    with serve_over(proxied.registry, tmp_path / "first", f"{CLIENT_TOKEN}\n",
+                    lambda host: [f"{host}/peered", "--plain-http", *flags], HF_HUB_DISABLE_XET="1") as first, \
+            serve_over(proxied.registry, tmp_path / "second", f"{CLIENT_TOKEN}\n",
+                       lambda host: [f"{host}/peered", "--plain-http", *flags, "--peer", first],
+                       HF_HUB_DISABLE_XET="1") as second:
+        said = (tmp_path / "second" / "serve.log").read_text()
+        assert f"misses fetched by {first} (host " in said and f"sent to {first}" in said, said
+
+        def load(n: int) -> dict[str, bytes]:
+            via = (first, second)[n % 2]
+            return {path: Path(huggingface_hub.hf_hub_download("acme/peered", path, endpoint=via, token=CLIENT_TOKEN,
+                                                               cache_dir=tmp_path / f"c{n}")).read_bytes()
+                    for path in sorted(files)}
+
+        with ThreadPoolExecutor(6) as pool:
+            loaded = list(pool.map(load, range(6)))
+        assert loaded == [files] * 6
+        for path in files:
+            assert len(proxied.counted.requests_matching("GET", f"/acme/peered/resolve/.*/{path}")) == 1, path
+        tags = proxied.landed("peered/acme/peered", sha)
+        assert [t for t in tags if t.startswith("ocibridge-upstream-")] == [f"ocibridge-upstream-{sha}"]
+
+
 def test_a_reader_whose_writer_is_down_answers_a_miss_503_and_never_asks_the_upstream(proxied: Proxied,
                                                                                        tmp_path: Path):
     flags = ["--upstream", proxied.counted.url, "--upstream-token-file", str(proxied.root / "up-token.txt"),

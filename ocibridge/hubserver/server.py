@@ -23,6 +23,7 @@ from ocibridge.hubserver.uploads.staging import BUDGET as STAGING_BUDGET  # noqa
 if TYPE_CHECKING:
     from starlette.applications import Starlette
 
+    from ocibridge.hubserver.app import ServeApp
     from ocibridge.hubserver.repo.catalog import Catalog
     from ocibridge.hubserver.repo.publishing import Publishing
     from ocibridge.hubserver.web.compare import Diff
@@ -207,7 +208,10 @@ def run(app: Starlette, options: ServerSettings) -> None:
         state.close()
         raise
     writes = any(g.write for g in state.gate.grants)
-    if writes:  # the writer lease taken, or its holder known, before the start line says which
+    # the writer lease taken, or its holder known, before the start line says which; a proxy
+    # (--upstream) writes what it fetches, so it leases even with read tokens only: of the proxies
+    # over one prefix, the holder alone asks the upstream (app.fetches_here)
+    if writes or isinstance(state.catalog, ProxyCatalog):
         try:
             state.lease.start(url)
         except BaseException:
@@ -218,10 +222,21 @@ def run(app: Starlette, options: ServerSettings) -> None:
         [s.shown for s in state.catalog.sources], url, writes=writes, tokens=bool(state.gate.grants),
         writer=options.writer, standing_by=state.standing_by()))
     if isinstance(state.catalog, ProxyCatalog):  # --upstream: where a miss goes, and what is let in
-        logging.getLogger("ocibridge.serve").info(state.catalog.describe())
+        logging.getLogger("ocibridge.serve").info(state.catalog.describe() + fetched_by(state))
     warn_when_silent(state.catalog.sources[0].shown, state.catalog.sources[0].ready)
     try:
         with sock, state.staging.sweeping():  # abandoned uploads go on a timer
             served.run(sockets=[sock])
     finally:
         state.close()  # the chunks verified so far are in the model cache when it returns
+
+
+def fetched_by(state: ServeApp) -> str:
+    """A proxy that does not fetch, for its start line: which serve does, and where its misses go."""
+    if state.fetches_here():
+        return ""
+    holder = state.lease.holder()
+    writer = state.writer_of_reads()
+    by = holder.shown() if holder is not None else writer.writer if writer is not None else "the writer"
+    goes = f"sent to {writer.writer}" if writer is not None else "answered 503 until it holds them"
+    return f"; misses fetched by {by}, which holds the writer lease: {goes}"
