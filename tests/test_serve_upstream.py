@@ -505,6 +505,32 @@ def test_a_branch_fetched_by_its_name_is_listed_as_a_branch_and_a_tag_as_a_tag(p
     assert api.model_info("acme/tiny", revision="refs/heads/dev").sha == proxied.dev
 
 
+def test_branch_names_first_fetched_at_the_same_moment_are_all_listed_as_branches(proxied: Proxied):
+    """Three branches, each at a commit of its own, fetched at once: three fetches whose threads each
+    record their name in the refs record. Each re-reads the record under one lock; before, each
+    wrote back the record it had read, and a later write dropped another's branch (listed a tag)."""
+    up = HfApi(endpoint=proxied.upstream, token=UP_TOKEN)
+    up.create_repo("acme/branchy")
+    base = up.upload_file(path_or_fileobj=b"{}", path_in_repo="config.json", repo_id="acme/branchy").oid
+    heads = {}
+    for n in range(3):
+        up.create_branch("acme/branchy", branch=f"b{n}", revision=base)
+        heads[f"b{n}"] = up.upload_file(path_or_fileobj=f"{n}\n".encode(), path_in_repo="N.txt",
+                                        repo_id="acme/branchy", revision=f"b{n}").oid
+    api = proxied.api()
+    with ThreadPoolExecutor(len(heads)) as pool:
+        asked = pool.map(lambda name: api.model_info("acme/branchy", revision=name).sha, heads)
+        shas = dict(zip(heads, asked, strict=True))
+    assert shas == heads
+    proxied.landed("proxy/acme/branchy", *heads.values())
+    until = time.monotonic() + 30
+    while len((refs := refs_or_none(api, "acme/branchy")).branches) + len(refs.tags) < len(heads):
+        assert time.monotonic() < until, refs  # each name is recorded and tagged once its commit landed
+        time.sleep(0.1)
+    assert {b.name: b.target_commit for b in refs.branches} == heads
+    assert refs.tags == []
+
+
 def test_replicas_share_one_fetch_the_writer_fetches_and_the_reader_forwards(proxied: Proxied, tmp_path: Path):
     """A writer and a ``--writer`` reader, proxies over one registry prefix: clients asking both at
     once for a model neither holds get its bytes, each file asked of the upstream once in all."""

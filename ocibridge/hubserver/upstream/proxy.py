@@ -78,6 +78,7 @@ class ProxyCatalog(Catalog):
         self.hub = UpstreamHub(upstream.url, upstream.token)
         self.ingest = Ingest(upstream, evidence=evidence)  # evidence: serve's --sign-key/--sbom/--provenance
         self._lock_checked = threading.Lock()
+        self._recording = threading.Lock()  # the refs record's branches, written as names are fetched
         self._checked: dict[tuple[str, str], float] = {}  # (repo id, branch) -> when its head was asked
         self._stale: dict[tuple[str, str], str] = {}  # (repo id, branch) -> why its last check failed
         #: whether this serve asks the upstream itself (the writer); False: the writer does (app.py)
@@ -217,7 +218,10 @@ class ProxyCatalog(Catalog):
             return
         from ocibridge.hubserver.repo.refsrecord import write_record
 
-        write_record(repo, writable(repo), record.with_ref(name, branch=True))
+        with self._recording:  # read again under the lock: two names fetched at once both stay branches
+            record = read_record(repo)
+            if name not in record.branches and name not in record.tags:
+                write_record(repo, writable(repo), record.with_ref(name, branch=True))
 
     def _fetched_tag(self, repo: Repository, revision: str, commit: str) -> str | None:
         """The registry tag a fetched revision's name moves (main: the default tag); None for a
