@@ -9,10 +9,10 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from ocibridge.cli.common import CommandAdder, add_transfer_flags, emit, plural, transfer_options
+from ocibridge.cli.progress_flags import add_progress_flags, progress_display
 from ocibridge.cli.signing import add_verify_flags, policy_from_args
 from ocibridge.core.lazy import LazyModule
 from ocibridge.core.terminal import one_line
-from ocibridge.transfer.progress_modes import MODES, choose_progress
 
 if TYPE_CHECKING:
     from ocibridge.api import bundle
@@ -24,7 +24,7 @@ else:  # loaded on first use: --help must not load pydantic and httpx
 @contextmanager
 def _progress(args: argparse.Namespace, label: str) -> Iterator[Any]:
     """The bar (or plain lines) ``--progress`` asks for, closed however the command ends."""
-    bar = choose_progress(args.progress, label, quiet=args.quiet, machine_output=args.json)
+    bar = progress_display(args, label)
     try:
         yield bar
     finally:
@@ -69,7 +69,7 @@ def register(command: CommandAdder) -> None:
     p.add_argument("refs", metavar="REF", nargs="+")
     p.add_argument("-o", "--output", metavar="FILE", required=True, help="the bundle (a tar holding an OCI layout)")
     add_verify_flags(p)
-    _add_progress_flags(p)
+    add_progress_flags(p)
     add_transfer_flags(p)
     p = command("load", cmd_load)
     p.add_argument("bundle", metavar="FILE")
@@ -78,11 +78,5 @@ def register(command: CommandAdder) -> None:
                         "store, each model as NAME:TAG (NAME the last part of its repository)")
     p.add_argument("--list", action="store_true", help="only list the models the bundle holds")
     add_verify_flags(p)
-    _add_progress_flags(p)
+    add_progress_flags(p)
     add_transfer_flags(p)
-
-
-def _add_progress_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("-q", "--quiet", "--no-tty", action="store_true", help="no progress bar")
-    p.add_argument("--progress", choices=MODES, default="auto",
-                   help="auto (a bar on a terminal), bar, plain (a line per blob), none")

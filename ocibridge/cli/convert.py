@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any
 from ocibridge.api import choices
 from ocibridge.cli.common import CommandAdder, add_transfer_flags, counts, transfer_options
 from ocibridge.cli.evidence_flags import add_evidence_flags, attest_options, evidence_lines
+from ocibridge.cli.progress_flags import add_progress_flags, progress_display
 from ocibridge.core.lazy import LazyModule
-from ocibridge.transfer.progress_modes import MODES, choose_progress
 
 if TYPE_CHECKING:
     from ocibridge import ConvertResult
@@ -62,7 +62,7 @@ def family_choices() -> list[str]:
 
 def cmd_convert(args: argparse.Namespace) -> int:
     attest = attest_options(args, "convert")
-    bar = choose_progress(args.progress, "convert", quiet=args.quiet, machine_output=args.json)
+    bar = progress_display(args, "convert")
     try:
         result = api_convert.convert(args.src, args.dst, args.to, media_types=args.media_types,
                                      overrides=overrides_of(args), transfer=transfer_options(args), progress=bar,
@@ -83,8 +83,7 @@ def register(command: CommandAdder) -> None:
                    help="ModelPack naming to write with --to modelpack (default cnai)")
     add_override_flags(p)
     add_evidence_flags(p, "convert")
-    p.add_argument("-q", "--quiet", "--no-tty", action="store_true", help="no progress bar")
-    p.add_argument("--progress", choices=MODES, default="auto", help="progress display (default auto)")
+    add_progress_flags(p)
     add_transfer_flags(p)
 
 

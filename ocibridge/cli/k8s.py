@@ -24,6 +24,7 @@ from ocibridge.cli.common import (
     warn,
 )
 from ocibridge.cli.signing import add_verify_flags, policy_from_args
+from ocibridge.cli.upstream_flags import add_upstream_policy_flags, upstream_policy
 from ocibridge.core.lazy import LazyModule
 from ocibridge.core.terminal import human_size, one_line, printable
 from ocibridge.errors import OcibridgeError, UsageError
@@ -182,9 +183,7 @@ def cmd_k8s_serve(args: argparse.Namespace) -> int:
         storage_class=args.storage_class, token_secret=args.token_secret, default_tag=args.default_tag,
         public_url=args.public_url, cpu=args.cpu, memory=args.memory, upstream=args.upstream,
         upstream_token_secret=args.upstream_token_secret, upstream_fresh=args.upstream_fresh,
-        upstream_allow=tuple(args.upstream_allow or ()), upstream_deny=tuple(args.upstream_deny or ()),
-        upstream_allow_pickle=args.upstream_allow_pickle, upstream_licenses=tuple(args.upstream_license or ()),
-        upstream_refuse_files=tuple(args.upstream_refuse_files or ()))
+        **upstream_policy(args))
     access = api_k8s.PodRegistryAccess(plain_http=args.plain_http, insecure=args.insecure, ca_file=args.ca_file,
                                        docker_config_secret=args.docker_config_secret,
                                        docker_config=not args.no_docker_config)
@@ -375,12 +374,7 @@ def _register_serve(ksub: Any) -> None:
                    help="a Secret whose key 'token' is the token sent to the upstream (mounted as "
                         "--upstream-token-file; never in the args)")
     g.add_argument("--upstream-fresh", type=float, metavar="SECONDS", help="serve --upstream-fresh")
-    g.add_argument("--upstream-allow", action="append", metavar="GLOB", help="serve --upstream-allow (repeatable)")
-    g.add_argument("--upstream-deny", action="append", metavar="GLOB", help="serve --upstream-deny (repeatable)")
-    g.add_argument("--upstream-allow-pickle", action="store_true", help="serve --upstream-allow-pickle")
-    g.add_argument("--upstream-license", action="append", metavar="ID", help="serve --upstream-license (repeatable)")
-    g.add_argument("--upstream-refuse-files", action="append", metavar="GLOB",
-                   help="serve --upstream-refuse-files (repeatable)")
+    add_upstream_policy_flags(g)
     g = _pod_registry_access(p, "pods")
     g.add_argument("--ca-file", metavar="PEM", help="CA of the registries: read here, put in a ConfigMap mounted "
                    "where ocibridge looks for each registry's CA")

@@ -11,11 +11,11 @@ from typing import Any
 
 from ocibridge.api.session import OFFLINE_ENV as OFFLINE
 from ocibridge.cli.common import CommandAdder, add_transfer_flags, emit, plural, transfer_options
+from ocibridge.cli.progress_flags import add_progress_flags, progress_display
 from ocibridge.cli.signing import add_verify_flags, policy_from_args
 from ocibridge.cli.transfer_flags import parse_bytes
 from ocibridge.core.terminal import human_size
 from ocibridge.errors import UsageError
-from ocibridge.transfer.progress_modes import MODES, choose_progress
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
@@ -61,8 +61,7 @@ class _BarOnFirstEvent:
     def __call__(self, kind: str, desc: Any, nbytes: int) -> None:
         if not self._made:
             self._made = True
-            self._bar = choose_progress(self._args.progress, "path", quiet=self._args.quiet,
-                                        machine_output=self._args.json)
+            self._bar = progress_display(self._args, "path")
         if self._bar:
             self._bar(kind, desc, nbytes)
 
@@ -125,8 +124,6 @@ def _path_arguments(p: argparse.ArgumentParser) -> None:
                    help=f"contact nothing: REF as last resolved (also {OFFLINE}=1)")
     p.add_argument("--hf", metavar="ORG/NAME",
                    help="also lay the model out in the Hugging Face cache as this repo id (hard links)")
-    p.add_argument("-q", "--quiet", "--no-tty", action="store_true", help="no progress bar")
-    p.add_argument("--progress", choices=MODES, default="auto",
-                   help="auto (a bar on a terminal), bar, plain (a line per blob), none")
+    add_progress_flags(p)
     add_verify_flags(p)
     add_transfer_flags(p)

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from ocibridge.cli.common import CommandAdder, add_transfer_flags, transfer_options
 from ocibridge.cli.evidence_flags import add_evidence_flags, attest_options
 from ocibridge.cli.signing import add_policy_flag, policy_from_args
+from ocibridge.cli.upstream_flags import add_upstream_policy_flags, upstream_policy
 from ocibridge.core.lazy import LazyModule
 from ocibridge.errors import UsageError
 
@@ -37,12 +38,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
                                      compare_budget=_size(args, "compare_budget",
                                                           api_serve.ServeOptions.compare_budget),
                                      upstream=args.upstream, upstream_token_file=args.upstream_token_file,
-                                     upstream_fresh=args.upstream_fresh,
-                                     upstream_allow=tuple(args.upstream_allow or ()),
-                                     upstream_deny=tuple(args.upstream_deny or ()),
-                                     upstream_allow_pickle=args.upstream_allow_pickle,
-                                     upstream_licenses=tuple(args.upstream_license or ()),
-                                     upstream_refuse_files=tuple(args.upstream_refuse_files or ()))
+                                     upstream_fresh=args.upstream_fresh, **upstream_policy(args))
     listen = api_serve.ListenOptions(args.listen, cert=args.cert, key=args.key, access_log=not args.no_access_log)
     # its models are checked as pull checks them: the containers policy file that applies
     # (--policy, else the one found; read at start) and the --verify-key keys (docs/serve.md)
@@ -132,17 +128,7 @@ def register(command: CommandAdder) -> None:
                         "docs/serve.md names for it); a client's token is never sent")
     g.add_argument("--upstream-fresh", type=float, default=300.0, metavar="SECONDS",
                    help="re-check a branch's head at the upstream at most every SECONDS (default 300; 0: never)")
-    g.add_argument("--upstream-allow", action="append", metavar="GLOB",
-                   help="only repositories whose id matches may be fetched (repeatable)")
-    g.add_argument("--upstream-deny", action="append", metavar="GLOB",
-                   help="repositories whose id matches are never fetched (repeatable; before --upstream-allow)")
-    g.add_argument("--upstream-allow-pickle", action="store_true",
-                   help="fetch repositories with pickle files (*.bin, *.pt, *.pth, *.pkl, *.ckpt), refused by default")
-    g.add_argument("--upstream-license", action="append", metavar="ID",
-                   help="only repositories whose card names this license (its license: id, e.g. apache-2.0, or "
-                        "license_name with license: other) may be fetched (repeatable)")
-    g.add_argument("--upstream-refuse-files", action="append", metavar="GLOB",
-                   help="a commit with a file whose path or name matches is never fetched (repeatable)")
+    add_upstream_policy_flags(g)
     g = p.add_argument_group("evidence on publish (docs/serve.md, Publishing)")
     g.add_argument("--sign-key", metavar="KEY",
                    help="sign every commit published, before its branch's tag moves (ECDSA P-256 PEM or a "

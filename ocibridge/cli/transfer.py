@@ -15,12 +15,12 @@ from ocibridge.cli.common import CommandAdder, add_transfer_flags, counts, emit,
 from ocibridge.cli.common import annotation_values as _annotations
 from ocibridge.cli.convert import add_override_flags, family_choices, overrides_of
 from ocibridge.cli.evidence_flags import add_evidence_flags, attest_options, evidence_lines
+from ocibridge.cli.progress_flags import add_progress_flags, progress_display
 from ocibridge.cli.signing import add_verify_flags, policy_from_args
 from ocibridge.cli.transfer_flags import parse_bytes
 from ocibridge.core.lazy import LazyModule
 from ocibridge.core.terminal import human_size
 from ocibridge.errors import UsageError
-from ocibridge.transfer.progress_modes import MODES, choose_progress
 
 if TYPE_CHECKING:
     from ocibridge import BuildOptions, Kind, Variant
@@ -105,7 +105,7 @@ def cmd_push(args: argparse.Namespace) -> int:
         if args.dest is not None:
             raise UsageError(f"push takes DEST or -t/--tag, not both ({args.dest}, {args.tag_dest})")
         args.dest = args.tag_dest
-    bar = choose_progress(args.progress, "push", quiet=args.quiet, machine_output=args.json)
+    bar = progress_display(args, "push")
     try:
         result = api.push(args.source, args.dest, options=options, transfer=transfer_options(args),
                           attest=attest, progress=bar)
@@ -128,7 +128,7 @@ def cmd_pull(args: argparse.Namespace) -> int:
     dest = api.pull_destination(args.dest, args.format)  # the edge: located once (SRC: by the API)
     # exports into an archive or the Ollama store report no progress (yet): no frozen bar
     export = not dest.shows_progress
-    bar = choose_progress(args.progress, "pull", quiet=args.quiet, machine_output=args.json or export)
+    bar = progress_display(args, "pull", machine_output=export)
     on_existing = "overwrite" if args.overwrite else "keep" if args.keep_old_files else "refuse"
     try:
         wanted = api_options.PullOptions(format=args.format, include=tuple(args.include),
@@ -197,7 +197,7 @@ def _add_pull_file_flags(p: argparse.ArgumentParser) -> None:
 
 def cmd_copy(args: argparse.Namespace) -> int:
     attest = attest_options(args, "copy")
-    bar = choose_progress(args.progress, "copy", quiet=args.quiet, machine_output=args.json)
+    bar = progress_display(args, "copy")
     try:
         result = api_copy.copy_reference(args.src, args.dst, referrers=args.referrers, transfer=transfer_options(args),
                                          progress=bar, verify=policy_from_args(args), attest=attest)
@@ -263,9 +263,7 @@ def register(command: CommandAdder) -> None:
                         "ocibridge releases read lazily, docs/lazy.md)")
     p.add_argument("--created", nargs="?", const="now", default=None, metavar="RFC3339",
                    help="set descriptor.createdAt (now, honouring SOURCE_DATE_EPOCH, or a time)")
-    p.add_argument("-q", "--quiet", "--no-tty", action="store_true", help="no progress bar")
-    p.add_argument("--progress", choices=MODES, default="auto",
-                   help="auto (a bar on a terminal), bar, plain (a line per blob), none")
+    add_progress_flags(p)
     add_transfer_flags(p)
 
     p = command("pull", cmd_pull)
@@ -278,9 +276,7 @@ def register(command: CommandAdder) -> None:
                    help="what to write at DEST (default auto: by its name: *.carton, *.mlarchive, else a "
                         "directory); given, it overrides the name")
     _add_pull_file_flags(p)
-    p.add_argument("-q", "--quiet", "--no-tty", action="store_true", help="no progress bar")
-    p.add_argument("--progress", choices=MODES, default="auto",
-                   help="auto (a bar on a terminal), bar, plain (a line per blob), none")
+    add_progress_flags(p)
     add_verify_flags(p)
     add_transfer_flags(p, uploads=False)
 
@@ -290,9 +286,7 @@ def register(command: CommandAdder) -> None:
     p.add_argument("-r", "--referrers", "--recursive", action="store_true",
                    help="copy signatures and other referrers too (oras: --recursive)")
     add_evidence_flags(p, "copy")
-    p.add_argument("-q", "--quiet", "--no-tty", action="store_true", help="no progress bar")
-    p.add_argument("--progress", choices=MODES, default="auto",
-                   help="auto (a bar on a terminal), bar, plain (a line per blob), none")
+    add_progress_flags(p)
     add_verify_flags(p)
     add_transfer_flags(p)
 

@@ -18,8 +18,13 @@ from typing import TYPE_CHECKING, TextIO
 from ocibridge.core.terminal import human_size, one_line
 
 if TYPE_CHECKING:  # imported when used: the CLI's --help must not load pydantic
+    from typing import TypeAlias
+
     from ocibridge.oci.models import Descriptor
     from ocibridge.transfer.progress import ProgressBar
+
+    #: what :func:`choose_progress` makes when a display is wanted
+    Display: TypeAlias = "ProgressBar | PlainProgress"
 
 MODES = ("auto", "bar", "plain", "none")
 

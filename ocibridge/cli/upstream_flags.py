@@ -1,0 +1,31 @@
+"""What may come from an upstream Hub (serve's ``--upstream-allow`` and its kin): ``serve`` enforces
+these flags and ``k8s serve`` hands them to its pods' serve, so both parse them here, one way, into
+the ``upstream_*`` options that ``ServeOptions`` and ``K8sServeOptions`` share."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+
+def add_upstream_policy_flags(g: Any) -> None:
+    """The flags that decide which repositories and commits the upstream proxy may fetch."""
+    g.add_argument("--upstream-allow", action="append", metavar="GLOB",
+                   help="only repositories whose id matches may be fetched (repeatable)")
+    g.add_argument("--upstream-deny", action="append", metavar="GLOB",
+                   help="repositories whose id matches are never fetched (repeatable; before --upstream-allow)")
+    g.add_argument("--upstream-allow-pickle", action="store_true",
+                   help="fetch repositories with pickle files (*.bin, *.pt, *.pth, *.pkl, *.ckpt), refused by default")
+    g.add_argument("--upstream-license", action="append", metavar="ID",
+                   help="only repositories whose card names this license (its license: id, e.g. apache-2.0, or "
+                        "license_name with license: other) may be fetched (repeatable)")
+    g.add_argument("--upstream-refuse-files", action="append", metavar="GLOB",
+                   help="a commit with a file whose path or name matches is never fetched (repeatable)")
+
+
+def upstream_policy(args: argparse.Namespace) -> dict[str, Any]:
+    """Those flags as the keyword arguments of ``ServeOptions`` and ``K8sServeOptions``."""
+    return {"upstream_allow": tuple(args.upstream_allow or ()), "upstream_deny": tuple(args.upstream_deny or ()),
+            "upstream_allow_pickle": args.upstream_allow_pickle,
+            "upstream_licenses": tuple(args.upstream_license or ()),
+            "upstream_refuse_files": tuple(args.upstream_refuse_files or ())}
