@@ -491,7 +491,7 @@ def test_concurrent_copies_send_a_shared_blob_once_and_a_failed_send_blocks_nobo
     assert outcomes.count("failed") == 1 and outcomes.count("ok") == 5
     assert pushes.count(shared_digest) == 1
     assert sorted(dst.tags()) == sorted(f"v{n}" for n in range(6) if outcomes[n] == "ok")
-    assert locks._locks == {}  # nothing left held
+    assert len(locks._locks) == 0  # nothing left held
 
 
 def test_local_ollama_endpoint_is_named_without_tag_or_digest(monkeypatch: pytest.MonkeyPatch,

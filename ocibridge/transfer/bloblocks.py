@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
+
+from ocibridge.core.keyedlocks import KeyedLocks
 
 
 class BlobLocks:
@@ -22,7 +23,7 @@ class BlobLocks:
 
     def __init__(self) -> None:
         self._guard = threading.Lock()
-        self._locks: dict[str, tuple[threading.Lock, int]] = {}
+        self._locks: KeyedLocks[str] = KeyedLocks()
         self._placed: set[str] = set()
 
     def placed(self, digest: str) -> bool:
@@ -34,18 +35,5 @@ class BlobLocks:
         with self._guard:
             self._placed.add(digest)
 
-    @contextmanager
-    def hold(self, digest: str) -> Iterator[None]:
-        with self._guard:
-            lock, users = self._locks.get(digest, (threading.Lock(), 0))
-            self._locks[digest] = (lock, users + 1)
-        try:
-            with lock:
-                yield
-        finally:
-            with self._guard:
-                lock, users = self._locks[digest]
-                if users == 1:
-                    del self._locks[digest]
-                else:
-                    self._locks[digest] = (lock, users - 1)
+    def hold(self, digest: str) -> AbstractContextManager[None]:
+        return self._locks.hold(digest)

@@ -10,14 +10,13 @@ each file from what it holds (a ``Range`` request), so a cut costs the bytes aft
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import threading
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ocibridge.core.keyedlocks import KeyedLocks
 from ocibridge.errors import OcibridgeError
 from ocibridge.hubserver.upstream.tee import FileCut, FileFlight
 
@@ -32,35 +31,11 @@ PARTIAL = "ocibridge-partial"
 CHUNK = 512 << 10
 
 
-class PartialFiles:
-    """One writer at a time for a partial file: two commits fetched at once that share a file (the
-    same bytes at the same path) name one partial file, and two writers appending to it would mix
-    their bytes (the check then refuses both). The second waits; the first's was moved into its
-    own snapshot, so the second fetches it whole (correct, not yet shared across commits)."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._held: dict[Path, tuple[threading.Lock, int]] = {}  # partial file -> (its lock, its users)
-
-    @contextlib.contextmanager
-    def writing(self, partial: Path) -> Iterator[None]:
-        with self._lock:
-            lock, users = self._held.get(partial, (threading.Lock(), 0))
-            self._held[partial] = (lock, users + 1)
-        try:
-            with lock:
-                yield
-        finally:
-            with self._lock:
-                lock, users = self._held[partial]
-                if users == 1:
-                    del self._held[partial]
-                else:
-                    self._held[partial] = (lock, users - 1)
-
-
-#: the partial files being written in this process
-PARTIALS = PartialFiles()
+#: one writer a partial file in this process: two commits fetched at once that share a file (the
+#: same bytes at the same path) name one partial file, and two writers appending to it would mix
+#: their bytes (the check then refuses both). The second waits; the first's was moved into its own
+#: snapshot, so the second fetches it whole (correct, not yet shared across commits)
+PARTIALS: KeyedLocks[Path] = KeyedLocks()
 
 
 class StreamedFetch:
@@ -137,7 +112,7 @@ class StreamedFetch:
         try:
             url = hf_hub_url(src.repo_id, flight.path, revision=self.commit, endpoint=src.endpoint)
             headers = build_hf_headers(token=src.token, library_name="ocibridge")
-            with PARTIALS.writing(flight.partial), flight.opened() as tee:
+            with PARTIALS.hold(flight.partial), flight.opened() as tee:
                 held = tee.tell()
                 # the engine's GET (its retries, a Range from ``held``); a redirect to another host
                 # goes without the token (httpx drops Authorization across origins)
