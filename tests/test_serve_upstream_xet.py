@@ -21,7 +21,7 @@ import huggingface_hub
 import pytest
 from huggingface_hub import HfApi
 from serving import ROOT, files_of, make_model, own_registry_and_serve, serve_over
-from support.faultproxy import FaultProxy, corrupt, drop_response, server_error
+from support.faultproxy import FaultProxy, corrupt, drop_response, server_error, status
 from support.registry import RegistryProcess
 
 from ocibridge.hubserver.upstream.tee import FileFlight
@@ -192,6 +192,18 @@ def test_a_file_whose_xorbs_do_not_hash_to_its_sha256_is_cut_for_its_reader_and_
     assert len(asked) == 2 and "range" not in asked[-1].headers  # whole again
     assert re.fullmatch(r"bytes=0-[0-9]+", upstream.counted.requests_matching("GET", xorb_path("acme/bad", 0))[-1]
                         .headers.get("range", "")) is not None
+
+
+def test_an_upstream_that_grants_no_xet_read_gives_the_file_by_resolve(upstream: Upstream, tmp_path: Path):
+    weights = bytes(range(256)) * 512
+    upstream.upload("acme/nogrant", "w.safetensors", weights)
+    refused = upstream.counted.add("GET", "/api/models/acme/nogrant/xet-read-token/", status(404), times=None)
+    got = huggingface_hub.hf_hub_download("acme/nogrant", "w.safetensors", endpoint=upstream.proxy,
+                                          token=CLIENT_TOKEN, cache_dir=tmp_path / "c")
+    assert Path(got).read_bytes() == weights
+    assert refused.applied >= 1
+    assert len(upstream.counted.requests_matching("GET", "/acme/nogrant/resolve/.*/w.safetensors")) == 1
+    assert upstream.counted.requests_matching("GET", "/acme/nogrant/v1/reconstructions/") == []
 
 
 def test_a_xet_hash_holds_only_when_it_is_the_hash_of_the_chunks_or_the_name_of_the_stated_sha256(tmp_path: Path):
