@@ -140,11 +140,12 @@ def store() -> Iterator[tuple[Store, str]]:
         server.server_close()
 
 
-def fetch(s: Store, url: str, tmp: Path, name: str | None = None) -> FileFlight:
-    """The file fetched over Xet into a flight's partial file, then checked as the proxy checks it."""
+def fetch(s: Store, url: str, tmp: Path, name: str | None = None, size: int | None = None) -> FileFlight:
+    """The file fetched over Xet into a flight's partial file, then checked as the proxy checks it
+    (``size``: what the listing says, when not the store's)."""
     data = s.data
-    flight = FileFlight("w.bin", len(data), "sha256", hashlib.sha256(data).hexdigest(), tmp / "partial" / "w",
-                        tmp / "snapshot" / "w.bin")
+    flight = FileFlight("w.bin", len(data) if size is None else size, "sha256", hashlib.sha256(data).hexdigest(),
+                        tmp / "partial" / "w", tmp / "snapshot" / "w.bin")
     xet = XetGet(HubSource("acme/m", url, "up-token", None), COMMIT, {"w.bin": name or s.name})
     try:
         with flight.opened() as tee:
@@ -172,6 +173,13 @@ def test_a_file_whose_chunks_are_not_its_xet_name_is_refused_and_kept_nowhere(st
     partial = tmp_path / "partial" / "w"
     assert not partial.exists() or partial.stat().st_size == 0  # fetched whole next time
     assert not (tmp_path / "snapshot" / "w.bin").exists()
+
+
+def test_a_store_that_sends_more_than_the_listed_size_is_stopped_there(store, tmp_path):
+    s, url = store
+    with pytest.raises(OcibridgeError, match="hold more than"):
+        fetch(s, url, tmp_path, size=len(s.data) - 1)
+    assert (tmp_path / "partial" / "w").stat().st_size <= len(s.data) - 1
 
 
 def test_a_cut_in_the_second_term_resumes_there_with_the_first_terms_chunks_kept(store, tmp_path, monkeypatch):

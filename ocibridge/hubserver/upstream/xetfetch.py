@@ -122,10 +122,10 @@ class XetGet:
             return self._rest(name, flight, tee, chunks)
         received = 0
         for term in plan.terms:
-            received += self._term(plan, term, tee, chunks)
+            received += self._term(plan, term, flight, tee, chunks)
         return received
 
-    def _term(self, plan: Reconstruction, term: Term, tee: TeeFile, chunks: ChunkLog) -> int:
+    def _term(self, plan: Reconstruction, term: Term, flight: FileFlight, tee: TeeFile, chunks: ChunkLog) -> int:
         """One term's chunks written to the tee and logged; the bytes received."""
         import httpx
 
@@ -140,6 +140,9 @@ class XetGet:
                     raise OcibridgeError(f"a xorb's URL answered {answer.status_code}")
                 body = Body(answer.iter_bytes(), span.start if answer.status_code == 200 else 0)
                 for data in shards.chunks(body, length, term.first - span.first, term.end - span.first):
+                    if tee.tell() + len(data) > flight.size:  # a store that sends more: not this file
+                        raise OcibridgeError(f"{flight.path}: the upstream's xorbs hold more than its "
+                                             f"{flight.size} bytes")
                     tee.write(data)
                     chunks.add(merkle.chunk_hash(data), len(data))
                     wrote += len(data)
