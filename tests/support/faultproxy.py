@@ -364,6 +364,14 @@ class FaultProxy:
     def url(self) -> str:
         return f"http://{self.host}"
 
+    def point_at(self, upstream: str) -> None:
+        """Forward to ``upstream`` from now on: for a server that must know the proxy's URL
+        before it starts (``serve --public-url``), the proxy is made first."""
+        parts = urlsplit(upstream)
+        self.upstream_url = f"{parts.scheme}://{parts.netloc}"
+        self.upstream_netloc = parts.netloc
+        self._upstream_tls = parts.scheme == "https"
+
     # -- scripting ------------------------------------------------------------------------
     def add(self, method: str | None, path: str, action: Action, *,
             times: int | None = 1, skip: int = 0) -> Rule:

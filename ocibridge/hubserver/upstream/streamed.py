@@ -1,16 +1,22 @@
-"""A commit's files fetched from the upstream with huggingface_hub's download engine (its GET:
-``http_get``, retried and resumed within a call), each teed (:mod:`.tee`) so that the clients that
+"""A commit's files fetched from the upstream, each teed (:mod:`.tee`) so that the clients that
 asked for a file read it as it arrives; each checked against the listing's sha256 or git blob id,
 then the snapshot read as ``push hf:ORG/NAME@COMMIT`` reads it (kinds/hf/commitdownload.py's listing
 and reading: the same artifact, the same digest).
 
+A file comes over Xet where the upstream offers it (the listing names its ``xetHash``:
+:mod:`.xetfetch`), else, or where the upstream grants no Xet read, by its ``resolve`` route with
+huggingface_hub's download engine (LFS, or a file in git: :class:`.fileget.ResolveGet`).
+``HF_HUB_DISABLE_XET`` (huggingface_hub's switch) keeps every file on ``resolve``.
+
 The files land in serve's own Hub cache as a snapshot (``snapshots/<commit>/<path>``) once checked;
 until then in ``ocibridge-partial/`` beside it, kept when the fetch is cut: the next fetch resumes
-each file from what it holds (a ``Range`` request), so a cut costs the bytes after the cut."""
+each file from what it holds (a ``Range`` request; over Xet, from the chunk it lacks), so a cut
+costs the bytes after the cut."""
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -18,17 +24,18 @@ from typing import TYPE_CHECKING, Any
 
 from ocibridge.core.keyedlocks import KeyedLocks
 from ocibridge.errors import OcibridgeError
+from ocibridge.hubserver.upstream.fileget import FileGet, ResolveGet, XetUnavailable
 from ocibridge.hubserver.upstream.tee import FileCut, FileFlight
 
 if TYPE_CHECKING:
+    from ocibridge.hubserver.upstream.tee import TeeFile
+    from ocibridge.hubserver.upstream.xetfetch import XetGet
     from ocibridge.kinds.hf.commitdownload import HubSource
     from ocibridge.stores.base import Store
 
+log = logging.getLogger("ocibridge.hubserver")
 #: the folder of a repository's Hub cache folder where files in flight are written
 PARTIAL = "ocibridge-partial"
-#: bytes the engine reads from the upstream at once (its default, 10 MB, is what a reader waits
-#: for before its first byte, and what a cut loses): set in serve's process, the engine's only user
-CHUNK = 512 << 10
 
 
 #: one writer a partial file in this process: two commits fetched at once that share a file (the
@@ -50,6 +57,8 @@ class StreamedFetch:
         self.listed = threading.Event()  # set once :attr:`files` is filled (or the listing failed)
         self.bytes_received = 0  # from the upstream, this fetch (a resumed file: the rest only)
         self._count = threading.Lock()
+        self.resolve = ResolveGet(src, commit)
+        self.xet: XetGet | None = None  # made with the listing, when it names a file's Xet hash
 
     def __call__(self) -> tuple[Store, str]:
         """The artifact of the commit, every file fetched and checked."""
@@ -59,6 +68,7 @@ class StreamedFetch:
         try:
             listed = self.download.listing()
             self.files = {entry.path: self._flight(entry) for entry in listed}
+            self.xet = self._over_xet(listed)
         except Exception as e:
             raise self._failed(e) from None
         finally:
@@ -70,7 +80,22 @@ class StreamedFetch:
             for flight in self.files.values():
                 flight.fail(f"{src.repo_id}@{self.commit}: the fetch from the upstream failed: {said(e)}")
             raise self._failed(e) from None
+        finally:
+            if self.xet is not None:
+                self.xet.close()
         return self.download.snapshot(listed)
+
+    def _over_xet(self, listed: list[Any]) -> XetGet | None:
+        """What fetches the files the listing names a Xet hash of (none under ``HF_HUB_DISABLE_XET``)."""
+        from huggingface_hub import constants
+
+        from ocibridge.hubserver.upstream.xetfetch import XetGet, is_xet_hash
+
+        names = {e.path: str(e.xet_hash).lower() for e in listed
+                 if e.size and isinstance(e.xet_hash, str) and is_xet_hash(e.xet_hash)}
+        if not names or constants.HF_HUB_DISABLE_XET:
+            return None
+        return XetGet(self.src, self.commit, names)
 
     def _failed(self, e: Exception) -> OcibridgeError:
         from ocibridge.kinds.hf.commitdownload import said
@@ -97,29 +122,16 @@ class StreamedFetch:
                           folder / "snapshots" / self.commit / entry.path)
 
     def _fetch(self, flight: FileFlight) -> None:
-        """One file from the upstream into its partial file (resumed from its length), checked,
+        """One file from the upstream into its partial file (resumed from what it holds), checked,
         moved into the snapshot."""
-        from huggingface_hub import constants, hf_hub_url
-        from huggingface_hub.file_download import http_get
-        from huggingface_hub.utils import build_hf_headers  # type: ignore[attr-defined]
-
-        from ocibridge.kinds.hf.commitdownload import _quiet_tqdm
-
         src = self.src
         if flight.adopt():
             return
-        constants.DOWNLOAD_CHUNK_SIZE = min(constants.DOWNLOAD_CHUNK_SIZE, CHUNK)
         try:
-            url = hf_hub_url(src.repo_id, flight.path, revision=self.commit, endpoint=src.endpoint)
-            headers = build_hf_headers(token=src.token, library_name="ocibridge")
             with PARTIALS.hold(flight.partial), flight.opened() as tee:
-                held = tee.tell()
-                # the engine's GET (its retries, a Range from ``held``); a redirect to another host
-                # goes without the token (httpx drops Authorization across origins)
-                http_get(url, tee, resume_size=held, headers=headers, expected_size=flight.size,  # type: ignore[arg-type]
-                         tqdm_class=_quiet_tqdm())  # type: ignore[arg-type]
+                received = self._got(flight, tee)
                 with self._count:
-                    self.bytes_received += tee.tell() - held
+                    self.bytes_received += received
                 flight.finish(tee.hexdigest())
         except FileCut as e:
             raise OcibridgeError(f"{src.name}@{self.commit}: {e} (removed: fetched whole next time)") from None
@@ -128,3 +140,16 @@ class StreamedFetch:
 
             flight.fail(f"{src.repo_id}@{self.commit}: {flight.path}: the fetch from the upstream failed: {said(e)}")
             raise
+
+    def _got(self, flight: FileFlight, tee: TeeFile) -> int:
+        """The file's bytes by the first way that gives it: Xet where it is offered, else resolve."""
+        ways: list[FileGet] = [self.resolve]
+        if self.xet is not None and self.xet.offers(flight.path):
+            ways.insert(0, self.xet)
+        for way in ways[:-1]:
+            try:
+                return way.get(flight, tee)
+            except XetUnavailable as e:
+                log.info("upstream: %s@%s: %s not over Xet (%s): by resolve", self.src.repo_id, self.commit,
+                         flight.path, e)
+        return ways[-1].get(flight, tee)

@@ -20,7 +20,7 @@ import struct
 from array import array
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import BinaryIO
+from typing import BinaryIO, Protocol
 
 import lz4.frame
 
@@ -42,6 +42,15 @@ ENTRY = 48
 BOOKEND = b"\xff" * 32
 WITH_VERIFICATION = 1 << 31
 WITH_METADATA_EXT = 1 << 30
+
+
+class XorbReader(Protocol):
+    """What a xorb's chunks are read from: a file, or a body read as it arrives (a seek forward:
+    hubserver/upstream/xetfetch.py)."""
+
+    def read(self, n: int, /) -> bytes: ...
+
+    def seek(self, offset: int, whence: int = 0, /) -> int: ...
 
 
 class BadUpload(ValueError):
@@ -105,7 +114,7 @@ def chunk_header(head: bytes | bytearray, k: int) -> tuple[int, int, int]:
     return stored, scheme, length
 
 
-def chunks(f: BinaryIO, size: int, first: int = 0, end: int | None = None,
+def chunks(f: XorbReader, size: int, first: int = 0, end: int | None = None,
            offsets: Sequence[int] = ()) -> Iterator[bytes]:
     """The (decompressed) chunks ``[first, end)`` of the xorb of ``size`` bytes open as ``f``;
     the chunks before ``first`` are skipped without reading their bytes, and without reading
