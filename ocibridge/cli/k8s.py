@@ -184,7 +184,9 @@ def cmd_k8s_serve(args: argparse.Namespace) -> int:
         upstream_token_secret=args.upstream_token_secret, upstream_fresh=args.upstream_fresh,
         upstream_allow=tuple(args.upstream_allow or ()), upstream_deny=tuple(args.upstream_deny or ()),
         upstream_allow_pickle=args.upstream_allow_pickle, upstream_licenses=tuple(args.upstream_license or ()),
-        upstream_refuse_files=tuple(args.upstream_refuse_files or ()))
+        upstream_refuse_files=tuple(args.upstream_refuse_files or ()),
+        upstream_allow_gated=tuple(args.upstream_allow_gated or ()),
+        upstream_allow_private=tuple(args.upstream_allow_private or ()))
     access = api_k8s.PodRegistryAccess(plain_http=args.plain_http, insecure=args.insecure, ca_file=args.ca_file,
                                        docker_config_secret=args.docker_config_secret,
                                        docker_config=not args.no_docker_config)
@@ -381,6 +383,10 @@ def _register_serve(ksub: Any) -> None:
     g.add_argument("--upstream-license", action="append", metavar="ID", help="serve --upstream-license (repeatable)")
     g.add_argument("--upstream-refuse-files", action="append", metavar="GLOB",
                    help="serve --upstream-refuse-files (repeatable)")
+    g.add_argument("--upstream-allow-gated", action="append", metavar="GLOB",
+                   help="serve --upstream-allow-gated (repeatable; needs --token-secret)")
+    g.add_argument("--upstream-allow-private", action="append", metavar="GLOB",
+                   help="serve --upstream-allow-private (repeatable; needs --token-secret)")
     g = _pod_registry_access(p, "pods")
     g.add_argument("--ca-file", metavar="PEM", help="CA of the registries: read here, put in a ConfigMap mounted "
                    "where ocibridge looks for each registry's CA")

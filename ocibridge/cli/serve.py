@@ -42,7 +42,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
                                      upstream_deny=tuple(args.upstream_deny or ()),
                                      upstream_allow_pickle=args.upstream_allow_pickle,
                                      upstream_licenses=tuple(args.upstream_license or ()),
-                                     upstream_refuse_files=tuple(args.upstream_refuse_files or ()))
+                                     upstream_refuse_files=tuple(args.upstream_refuse_files or ()),
+                                     upstream_allow_gated=tuple(args.upstream_allow_gated or ()),
+                                     upstream_allow_private=tuple(args.upstream_allow_private or ()))
     listen = api_serve.ListenOptions(args.listen, cert=args.cert, key=args.key, access_log=not args.no_access_log)
     # its models are checked as pull checks them: the containers policy file that applies
     # (--policy, else the one found; read at start) and the --verify-key keys (docs/serve.md)
@@ -143,6 +145,14 @@ def register(command: CommandAdder) -> None:
                         "license_name with license: other) may be fetched (repeatable)")
     g.add_argument("--upstream-refuse-files", action="append", metavar="GLOB",
                    help="a commit with a file whose path or name matches is never fetched (repeatable)")
+    g.add_argument("--upstream-allow-gated", action="append", metavar="GLOB",
+                   help="repositories whose id matches are fetched though gated at the upstream (with the upstream "
+                        "token) and kept gated here: their files go to the readers on their gate's list only "
+                        "(repeatable; needs --token-file; default: gated ones refused)")
+    g.add_argument("--upstream-allow-private", action="append", metavar="GLOB",
+                   help="repositories whose id matches are fetched though private at the upstream (with the upstream "
+                        "token) and kept private here: readers without a private grant learn nothing of them "
+                        "(repeatable; needs --token-file; default: private ones refused, as not found)")
     g = p.add_argument_group("evidence on publish (docs/serve.md, Publishing)")
     g.add_argument("--sign-key", metavar="KEY",
                    help="sign every commit published, before its branch's tag moves (ECDSA P-256 PEM or a "
