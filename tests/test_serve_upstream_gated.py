@@ -81,7 +81,7 @@ def kept(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kept]:
         for repo, gate in (("gp/gated", "auto"), ("gp/manual", "manual"), ("other/gated", "auto")):
             api.update_repo_settings(repo, gated=gate)
         flags = ["--upstream", counted.url, "--upstream-token-file", str(root / "up-token.txt"),
-                 "--upstream-allow-gated", "gp/*", "--upstream-allow-private", "GP/*"]
+                 "--upstream-allow-gated", "gp/*", "--upstream-allow-private", "GP/*", "--upstream-fresh", "1"]
         with serve_over(registry, root / "proxy", TOKENS, lambda host: [f"{host}/kept", "--plain-http", *flags],
                         HF_HUB_DISABLE_XET="1") as proxy:
             yield Kept(up, counted, proxy, registry, commits)
@@ -195,6 +195,27 @@ def test_a_private_upstream_repository_goes_to_private_grants_only_and_tells_no_
         kept.api(PLAIN).hf_hub_download("gp/private", "w.safetensors", cache_dir=tmp_path / "p2")
     assert "gp/private" not in {m.id for m in kept.api(PLAIN).list_models(search="gp/")}
     assert "gp/private" in {m.id for m in kept.api(GRANTED).list_models(search="gp/")}
+
+
+def test_a_repository_made_private_or_gated_at_the_upstream_after_it_was_fetched_is_so_here_at_its_next_check(
+        kept: Kept, tmp_path: Path):
+    up = HfApi(endpoint=kept.upstream, token=UP_TOKEN)
+    for repo in ("gp/later-private", "gp/later-gated"):
+        up.create_repo(repo)
+        up.upload_file(path_or_fileobj=b"{}", path_in_repo="config.json", repo_id=repo)
+        assert kept.api(PLAIN).model_info(repo).sha  # public: fetched for anyone
+    up.update_repo_settings("gp/later-private", private=True)
+    up.update_repo_settings("gp/later-gated", gated="manual")
+    time.sleep(1.2)  # past --upstream-fresh: main is asked again
+    with pytest.raises(RepositoryNotFoundError):
+        kept.api(PLAIN).model_info("gp/later-private")
+    with pytest.raises(GatedRepoError):
+        kept.api(PLAIN).hf_hub_download("gp/later-gated", "config.json", cache_dir=tmp_path / "p")
+    assert kept.api(GRANTED).model_info("gp/later-private").private is True
+    assert kept.api(GRANTED).model_info("gp/later-gated").gated == "manual"
+    kept.api(GRANTED).hf_hub_download("gp/later-gated", "config.json", cache_dir=tmp_path / "g")
+    with pytest.raises(RepositoryNotFoundError):  # recorded: no re-check needed to keep it so
+        kept.api(PLAIN).model_info("gp/later-private")
 
 
 def test_the_allow_flags_need_serves_own_tokens(tmp_path: Path):
