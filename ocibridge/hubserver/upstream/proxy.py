@@ -232,10 +232,12 @@ class ProxyCatalog(Catalog):
 
     def _metadata_refuses(self, info: UpstreamRevision) -> tuple[str, str] | None:
         u = self.upstream
-        if info.private and not u.keeps_private(info.repo_id) or info.gated and not u.keeps_gated(info.repo_id):
-            said = "private" if info.private else f"gated ({info.gated})"
-            flag = "--upstream-allow-private" if info.private else "--upstream-allow-gated"
-            return (f"it is {said} at the upstream, and {flag} does not name it", flag)
+        if info.private and not u.keeps_private(info.repo_id):
+            flag = "--upstream-allow-private"
+            return f"it is private at the upstream, and {flag} does not name it", flag
+        if info.gated and not u.keeps_gated(info.repo_id):
+            flag = "--upstream-allow-gated"
+            return f"it is gated ({info.gated}) at the upstream, and {flag} does not name it", flag
         why = self.upstream.license_refused(info.card)
         if why is not None:
             return why, "--upstream-license"
