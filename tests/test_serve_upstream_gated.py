@@ -8,6 +8,7 @@ huggingface_hub's own."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
@@ -21,7 +22,7 @@ import pytest
 from huggingface_hub import HfApi
 from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError
 from serving import ROOT, own_registry_and_serve, serve_over
-from support.faultproxy import FaultProxy
+from support.faultproxy import FaultProxy, server_error
 from support.registry import RegistryProcess
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
@@ -43,6 +44,18 @@ class Kept:
     proxy: str
     registry: RegistryProcess
     commits: dict[str, str]  # repo id -> its main commit at the upstream
+    audit: Path
+
+    def ended(self, repo_id: str, count: int, timeout: float = 60) -> list[str]:
+        """The repository's ingest outcomes once ``count`` fetches of it ended."""
+        until = time.monotonic() + timeout
+        while True:
+            lines = [json.loads(line) for line in self.audit.read_text().splitlines()] if self.audit.exists() else []
+            said = [e["outcome"] for e in lines if e["action"] == "upstream_ingest" and e["repository"] == repo_id]
+            if len(said) >= count:
+                return said
+            assert time.monotonic() < until, f"{repo_id}: {said}"
+            time.sleep(0.1)
 
     def api(self, token: str | bool) -> HfApi:
         return HfApi(endpoint=self.proxy, token=token)
@@ -81,10 +94,11 @@ def kept(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kept]:
         for repo, gate in (("gp/gated", "auto"), ("gp/manual", "manual"), ("other/gated", "auto")):
             api.update_repo_settings(repo, gated=gate)
         flags = ["--upstream", counted.url, "--upstream-token-file", str(root / "up-token.txt"),
-                 "--upstream-allow-gated", "gp/*", "--upstream-allow-private", "GP/*", "--upstream-fresh", "1"]
+                 "--upstream-allow-gated", "gp/*", "--upstream-allow-private", "GP/*", "--upstream-fresh", "1",
+                 "--audit-log", str(root / "audit.jsonl")]
         with serve_over(registry, root / "proxy", TOKENS, lambda host: [f"{host}/kept", "--plain-http", *flags],
                         HF_HUB_DISABLE_XET="1") as proxy:
-            yield Kept(up, counted, proxy, registry, commits)
+            yield Kept(up, counted, proxy, registry, commits, root / "audit.jsonl")
 
 
 @pytest.fixture(autouse=True)
@@ -216,6 +230,25 @@ def test_a_repository_made_private_or_gated_at_the_upstream_after_it_was_fetched
     kept.api(GRANTED).hf_hub_download("gp/later-gated", "config.json", cache_dir=tmp_path / "g")
     with pytest.raises(RepositoryNotFoundError):  # recorded: no re-check needed to keep it so
         kept.api(PLAIN).model_info("gp/later-private")
+
+
+def test_a_first_fetch_that_fails_leaves_the_repository_private_and_the_upstreams_to_fill(kept: Kept,
+                                                                                        tmp_path: Path):
+    up = HfApi(endpoint=kept.upstream, token=UP_TOKEN)
+    up.create_repo("gp/flaky", private=True)
+    up.upload_file(path_or_fileobj=b'{"flaky": 1}', path_in_repo="config.json", repo_id="gp/flaky")
+    down = kept.counted.add("GET", r"/gp/flaky/resolve/", server_error(503), times=None)
+    headers = {"Authorization": f"Bearer {GRANTED}"}
+    with pytest.raises(httpx.HTTPError):  # its reader is cut (or refused) when the fetch fails
+        httpx.get(f"{kept.proxy}/gp/flaky/resolve/main/config.json", headers=headers, timeout=120).raise_for_status()
+    assert kept.ended("gp/flaky", 1) == ["failed"]
+    assert kept.tags("gp/flaky") == ["ocibridge-refs"]  # its record alone: private before anything landed
+    commit = up.model_info("gp/flaky").sha
+    assert _answers(kept, "gp/flaky", commit, PLAIN) == _answers(kept, NOWHERE, commit, PLAIN)
+    down.times = down.applied  # the upstream whole again: the repository is still the upstream's to fill
+    got = kept.api(GRANTED).hf_hub_download("gp/flaky", "config.json", cache_dir=tmp_path / "g")
+    assert Path(got).read_bytes() == b'{"flaky": 1}'
+    assert kept.ended("gp/flaky", 2) == ["failed", "landed"]
 
 
 def test_the_allow_flags_need_serves_own_tokens(tmp_path: Path):
