@@ -203,6 +203,19 @@ def test_an_upstream_proxy_takes_its_flags_and_its_token_from_a_secret(tmp_path,
         assert "--upstream-allow-pickle" not in args
 
 
+def test_an_upstream_proxy_keeps_gated_and_private_repositories_it_is_allowed(tmp_path, capsys):
+    assert main(["k8s", "serve", "registry.internal:5000/proxied", "--upstream", "https://huggingface.co",
+                 "--token-secret", "hf-tokens", "--upstream-allow-gated", "meta-llama/*",
+                 "--upstream-allow-gated", "google/gemma-*", "--upstream-allow-private", "acme/*",
+                 "--no-docker-config"]) == 0
+    [pod] = [d["spec"]["template"]["spec"] for d in checked_list(tmp_path, capsys.readouterr().out)
+             if d["kind"] == "Deployment"]
+    args = pod["containers"][0]["args"]
+    pairs = set(zip(args[:-1], args[1:], strict=True))
+    assert {("--upstream-allow-gated", "meta-llama/*"), ("--upstream-allow-gated", "google/gemma-*"),
+            ("--upstream-allow-private", "acme/*")} <= pairs
+
+
 def test_refusals(tmp_path, capsys):
     src = "registry.internal:5000/models"
     for args, words in (
@@ -220,6 +233,8 @@ def test_refusals(tmp_path, capsys):
         ([src, "--upstream", "ftp://hub"], "--upstream 'ftp://hub'"),
         ([src, "--upstream", "https://hub", "--upstream-token-secret", "Bad_Name"], "--upstream-token-secret"),
         ([src, "--upstream", "https://hub", "--upstream-fresh", "-1"], "--upstream-fresh"),
+        ([src, "--upstream-allow-gated", "a/*"], "go with --upstream URL"),
+        ([src, "--upstream", "https://hub", "--upstream-allow-private", "a/*"], "go with --token-secret"),
     ):
         assert main(["k8s", "serve", *args]) == 2, args
         err = capsys.readouterr().err

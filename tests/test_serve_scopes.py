@@ -253,3 +253,26 @@ def test_may_take_is_the_rule_a_download_meets(lines):
             assert gate.may_take(grant, repo) is downloads, (grant, repo)
             seen.add(downloads)
     assert seen == {True, False}  # both answers were asked for
+
+
+def test_a_proxys_gated_or_private_upstream_repository_is_decided_for_the_reader_the_request_was_let_in_as():
+    """Gate.upstream_refuses (serve --upstream-allow-gated/-private): the rules of a repository
+    made so here, for the reader :meth:`Gate.require` let in, in the request's own context."""
+    import contextvars
+
+    gate = Gate(["alice-token user=alice read=* private=gp/", "bob-token user=bob read=*", "anonymous read=*"])
+
+    def refused(token: str | None, private: bool, gated: str) -> int | None:
+        def decide() -> int | None:
+            gate.require(request(token), "gp/m", Access.READ)
+            said = gate.upstream_refuses("gp/m", private=private, gated=gated)
+            return None if said is None else said.status
+        return contextvars.copy_context().run(decide)
+
+    assert refused("alice-token", True, "") is None and refused("alice-token", False, "manual") is None
+    assert refused("bob-token", True, "") == 404 and refused(None, True, "") == 404
+    assert refused("bob-token", False, "auto") == 403 and refused(None, False, "auto") == 401
+    assert refused("bob-token", False, "") is None
+    # no reader decided in this context (nor an open serve): no one
+    assert contextvars.copy_context().run(gate.upstream_refuses, "gp/m", private=True, gated="").status == 404
+    assert Gate().upstream_refuses("gp/m", private=False, gated="auto").status == 401

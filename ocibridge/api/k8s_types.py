@@ -111,6 +111,8 @@ class K8sServeOptions:
     upstream_allow_pickle: bool = False
     upstream_licenses: tuple[str, ...] = ()
     upstream_refuse_files: tuple[str, ...] = ()
+    upstream_allow_gated: tuple[str, ...] = ()
+    upstream_allow_private: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -67,6 +67,8 @@ class ServeOptions:
     upstream_allow_pickle: bool = False  # fetch pickle formats (*.bin, *.pt, *.pth, *.pkl, *.ckpt) too
     upstream_licenses: tuple[str, ...] = ()  # the card must name one of these licenses (none: any)
     upstream_refuse_files: tuple[str, ...] = ()  # file globs that keep a commit out
+    upstream_allow_gated: tuple[str, ...] = ()  # repo id globs fetched though gated upstream: gated here
+    upstream_allow_private: tuple[str, ...] = ()  # repo id globs fetched though private upstream: private here
 
 
 @dataclass(frozen=True)
@@ -266,10 +268,16 @@ def _upstream(options: ServeOptions, concurrency: int) -> UpstreamSettings | Non
 
     if options.upstream is None:
         if options.upstream_token_file or options.upstream_allow or options.upstream_deny \
-                or options.upstream_allow_pickle or options.upstream_licenses or options.upstream_refuse_files:
+                or options.upstream_allow_pickle or options.upstream_licenses or options.upstream_refuse_files \
+                or options.upstream_allow_gated or options.upstream_allow_private:
             raise UsageError("--upstream-token-file, --upstream-allow, --upstream-deny, --upstream-allow-pickle, "
-                             "--upstream-license and --upstream-refuse-files go with --upstream URL")
+                             "--upstream-license, --upstream-refuse-files, --upstream-allow-gated and "
+                             "--upstream-allow-private go with --upstream URL")
         return None
+    if (options.upstream_allow_gated or options.upstream_allow_private) and not (options.tokens or options.token_file):
+        raise UsageError("--upstream-allow-gated and --upstream-allow-private go with --token-file: a repository "
+                         "kept gated or private here is given to the readers serve's own tokens name, and a serve "
+                         "without them has none")
     from ocibridge.cache.models import ModelCache
 
     url = parse_public_url(options.upstream, "--upstream")
@@ -279,4 +287,6 @@ def _upstream(options: ServeOptions, concurrency: int) -> UpstreamSettings | Non
                             options.upstream_allow_pickle, concurrency,
                             hub_cache=ModelCache().root.parent / "upstream-hub",  # beside serve's model cache
                             licenses=tuple(options.upstream_licenses),
-                            refuse_files=tuple(options.upstream_refuse_files))
+                            refuse_files=tuple(options.upstream_refuse_files),
+                            allow_gated=tuple(options.upstream_allow_gated),
+                            allow_private=tuple(options.upstream_allow_private))

@@ -21,6 +21,15 @@ def add_upstream_policy_flags(g: Any) -> None:
                         "license_name with license: other) may be fetched (repeatable)")
     g.add_argument("--upstream-refuse-files", action="append", metavar="GLOB",
                    help="a commit with a file whose path or name matches is never fetched (repeatable)")
+    g.add_argument("--upstream-allow-gated", action="append", metavar="GLOB",
+                   help="repositories whose id matches are fetched though gated at the upstream (with the upstream "
+                        "token) and kept gated here: their files go to the readers on their gate's list only "
+                        "(repeatable; needs serve's own tokens: --token-file, k8s serve --token-secret; "
+                        "default: gated ones refused)")
+    g.add_argument("--upstream-allow-private", action="append", metavar="GLOB",
+                   help="repositories whose id matches are fetched though private at the upstream (with the upstream "
+                        "token) and kept private here: readers without a private grant learn nothing of them "
+                        "(repeatable; needs serve's own tokens; default: private ones refused, as not found)")
 
 
 def upstream_policy(args: argparse.Namespace) -> dict[str, Any]:
@@ -28,4 +37,6 @@ def upstream_policy(args: argparse.Namespace) -> dict[str, Any]:
     return {"upstream_allow": tuple(args.upstream_allow or ()), "upstream_deny": tuple(args.upstream_deny or ()),
             "upstream_allow_pickle": args.upstream_allow_pickle,
             "upstream_licenses": tuple(args.upstream_license or ()),
-            "upstream_refuse_files": tuple(args.upstream_refuse_files or ())}
+            "upstream_refuse_files": tuple(args.upstream_refuse_files or ()),
+            "upstream_allow_gated": tuple(args.upstream_allow_gated or ()),
+            "upstream_allow_private": tuple(args.upstream_allow_private or ())}

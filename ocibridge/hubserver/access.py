@@ -49,6 +49,7 @@ import logging
 import secrets
 import threading
 from collections.abc import Callable, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -78,6 +79,10 @@ COOKIE = "ocibridge_session"
 READER = "ocibridge.reader"
 #: ... and the grant of its bearer token (the audit's token name)
 GRANT = "ocibridge.grant"
+#: the grant a read was let in with (the anonymous line's for none), as :meth:`Gate.require` or
+#: :meth:`Gate.page_allowed` found it, for what the request's answer decides later in a worker thread
+#: (a copy of this context): :meth:`Gate.upstream_refuses`. Unset: no reader was decided (refused)
+_READING: ContextVar[Grant | None] = ContextVar("ocibridge_reading", default=None)
 
 
 class Access(enum.Enum):
@@ -222,6 +227,7 @@ class Gate:
             anonymous = self._lines.anonymous
             if not given and anonymous is not None:  # the anonymous line: public repositories under it
                 request.scope[READER] = self.reader(anonymous)
+                _READING.set(anonymous)
                 if not self.reader(anonymous)(repo_id):
                     raise self.missing(str(repo_id))
                 return None
@@ -231,6 +237,7 @@ class Gate:
             raise Denied(401, "Invalid credentials in Authorization header")
         request.scope[READER] = self.reader(grant)
         request.scope[GRANT] = grant
+        _READING.set(grant)
         if not self.reader(grant)(repo_id):
             raise self.missing(str(repo_id))
         return grant
@@ -264,15 +271,21 @@ class Gate:
     def _gate_refuses(self, grant: Grant | None, repo_id: str) -> Denied | None:
         """Why ``grant`` (None: an anonymous reader) may not fetch the files of ``repo_id``'s gate
         (:meth:`may_fetch`), None when it may or there is no gate."""
-        if not self.gated(repo_id):
-            return None
-        if grant is None:
-            return Denied(401, f"Access to model {repo_id} is restricted. You must have access to it and be "
-                          "authenticated to access it. Please log in.", code="GatedRepo")
-        if not (grant.may_write(repo_id) or grant.may_read_private(repo_id)):
-            return Denied(403, f"Access to model {repo_id} is restricted and you are not in the authorized list. "
-                          "On this server the list is the tokens whose write or private prefixes cover it "
-                          "(serve's --token-file): ask its operator", code="GatedRepo")
+        return _off_the_list(grant, repo_id) if self.gated(repo_id) else None
+
+    def upstream_refuses(self, repo_id: str, *, private: bool, gated: str) -> Denied | None:
+        """Why the reader of the request being answered may not have ``repo_id`` were it
+        ``private`` or ``gated`` here already: asked by a proxy (upstream/proxy.py) before it
+        fetches a repository the upstream keeps so, which it records so here before any of it
+        lands. The rules :meth:`reader` and :meth:`may_fetch` apply to such a repository: a private
+        one needs a private prefix (else 404: the caller answers it as a repository that is not
+        there at all), a gated one its gate's list (else the Hub's GatedRepo 401 or 403). An open
+        serve, or a request no reader was decided for, has no one it may go to."""
+        grant = None if self.open else _READING.get()
+        if private and (grant is None or not grant.may_read_private(repo_id)):
+            return Denied(404, f"{repo_id}: no such repository")
+        if gated:
+            return _off_the_list(None if grant is None or grant.anonymous else grant, repo_id)
         return None
 
     def may_take(self, grant: Grant | None, repo_id: str) -> bool:
@@ -368,9 +381,11 @@ class Gate:
             if lines.anonymous is None or not self.reader(lines.anonymous)(repo_id):
                 return False  # the login form: a signed-in visitor may read it
             request.scope[READER] = self.reader(lines.anonymous)  # the anonymous line's public pages
+            _READING.set(lines.anonymous)
             return True
         request.scope[READER] = self.reader(found[0])
         request.scope[GRANT] = found[0]  # (the page's signed-in token: :meth:`may_fetch`)
+        _READING.set(found[0])
         if not self.reader(found[0])(repo_id):
             raise self.missing(str(repo_id))
         return True
@@ -379,6 +394,19 @@ class Gate:
         """The cookie's value for ``token``, None when no such token is served."""
         grant = None if self.open else find(self._fresh().grants, token)
         return None if grant is None else self._session(grant)
+
+
+def _off_the_list(grant: Grant | None, repo_id: str) -> Denied | None:
+    """Why ``grant`` (None: an anonymous reader) is not on the list of ``repo_id``'s gate
+    (:meth:`Gate.may_fetch`), None when it is."""
+    if grant is None:
+        return Denied(401, f"Access to model {repo_id} is restricted. You must have access to it and be "
+                      "authenticated to access it. Please log in.", code="GatedRepo")
+    if not (grant.may_write(repo_id) or grant.may_read_private(repo_id)):
+        return Denied(403, f"Access to model {repo_id} is restricted and you are not in the authorized list. "
+                      "On this server the list is the tokens whose write or private prefixes cover it "
+                      "(serve's --token-file): ask its operator", code="GatedRepo")
+    return None
 
 
 def _everyone(repo_id: str | None) -> bool:

@@ -125,6 +125,7 @@ class ServeApp:
         self.audit = AuditLog(settings.audit_log)  # a JSON line per write (audit.py)
         if isinstance(catalog, ProxyCatalog):  # --upstream: a line per ingest too
             catalog.attach_audit(self.audit.record)
+            catalog.reader_refuses = self.gate.upstream_refuses  # a gated or private one's reader
         self.xet = XetRoutes(self.model, blobs, ranges, signer=self.gate.xet, xet_min=settings.xet_min,
                              public_url=settings.public_url, still_reads=self.gate.still_reads)
         self.staging = staging or Staging()  # one staging area: an upload by either protocol, any commit

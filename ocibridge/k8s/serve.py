@@ -71,6 +71,8 @@ class ServeUpstream:
     allow_pickle: bool = False
     licenses: tuple[str, ...] = ()
     refuse_files: tuple[str, ...] = ()
+    allow_gated: tuple[str, ...] = ()
+    allow_private: tuple[str, ...] = ()
 
     def args(self) -> list[str]:
         args = ["--upstream", self.url]
@@ -79,7 +81,9 @@ class ServeUpstream:
         if self.fresh is not None:
             args += ["--upstream-fresh", f"{self.fresh:g}"]
         for flag, values in (("--upstream-allow", self.allow), ("--upstream-deny", self.deny),
-                             ("--upstream-license", self.licenses), ("--upstream-refuse-files", self.refuse_files)):
+                             ("--upstream-license", self.licenses), ("--upstream-refuse-files", self.refuse_files),
+                             ("--upstream-allow-gated", self.allow_gated),
+                             ("--upstream-allow-private", self.allow_private)):
             for value in values:
                 args += [flag, value]
         return args + (["--upstream-allow-pickle"] if self.allow_pickle else [])

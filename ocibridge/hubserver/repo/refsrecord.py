@@ -11,8 +11,9 @@ repository (:mod:`..visibility`), ``"gated": "auto"`` or ``"manual"`` for a gate
 go to its authorized list only: :mod:`..access`) and ``"deleted": true`` for one ``delete_repo`` deleted (its
 tags name serve's tombstone, :mod:`.tombstone`), ``"recreated": true`` for one made again over a
 deleted one of its name (a commit named by digest or id is then its own only when its commit tag
-names it: :mod:`.reborn`). A plain tag the record does not name is a
-Hub tag. :mod:`ocibridge.hubserver.repo.refsrecord` writes it.
+names it: :mod:`.reborn`), ``"upstream": true`` for one a proxy recorded gated or private before
+the upstream's first commit of it landed (it is the upstream's to fill: upstream/keptaccess.py).
+A plain tag the record does not name is a Hub tag. :mod:`ocibridge.hubserver.repo.refsrecord` writes it.
 
 Fail closed (issue 85): only a registry that says the tag is not there (not found) means "no
 record" (a public, ungated repository whose tags are Hub tags). A record serve cannot read (the
@@ -66,6 +67,7 @@ class RefsRecord:
     tags_aside: frozenset[str] = frozenset()  # Hub tags at ``ocibridge-tag-NAME`` (a branch had NAME)
     gated: str = ""  # "auto" or "manual" (GATES): who may fetch its files (access.py); "": not gated
     recreated: bool = False  # made again over a deleted repository of its name (reborn.py)
+    upstream: bool = False  # recorded by a proxy before the upstream's first commit landed (keptaccess.py)
 
     def with_ref(self, name: str, branch: bool, aside: bool = False) -> RefsRecord:
         """The record with ``name`` added as a branch (``branch``) or a tag, at the registry tag
@@ -98,6 +100,8 @@ class RefsRecord:
             doc["moved"] = self.moved
         if self.recreated:
             doc["recreated"] = True
+        if self.upstream:
+            doc["upstream"] = True
         return json.dumps(doc, separators=(",", ":")).encode()
 
 
@@ -174,7 +178,8 @@ def parsed(data: bytes) -> RefsRecord:
     moved = moved if isinstance(moved, str) and repo_parts(moved) is not None else ""
     gated = doc.get("gated")
     return RefsRecord(branches, tags, doc.get("private") is True, doc.get("deleted") is True, moved,
-                      branches_aside, tags_aside, gated if gated in GATES else "", doc.get("recreated") is True)
+                      branches_aside, tags_aside, gated if gated in GATES else "", doc.get("recreated") is True,
+                      doc.get("upstream") is True)
 
 
 # Writing the record: rewritten whole by ``create_branch`` and ``create_tag``, before the plain tag of

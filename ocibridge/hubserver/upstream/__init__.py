@@ -7,6 +7,8 @@ artifact ``push hf:ORG/NAME@COMMIT`` makes, written to the registry and answered
 - :mod:`.door`: which repositories and files may enter on model_info's metadata (license, file
   globs, pickle formats; the repo id globs are :mod:`.settings`').
 - :mod:`.ingest`: one fetch per (repository, commit), written to the registry with its tags.
+- :mod:`.keptaccess`: a repository gated or private at the upstream, let in, kept so here (its refs
+  record), its reader asked about first.
 - :mod:`ocibridge.hubserver.repo.upstreamids`: the upstream's commit ids as the ids of what was fetched (a
   bookkeeping tag the repository keeps).
 - :mod:`.proxy`: the catalog that asks the upstream on a miss and re-checks a branch's head.

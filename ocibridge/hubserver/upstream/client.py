@@ -29,6 +29,12 @@ class UpstreamRevision:
     private: bool = False
 
 
+def not_found(repo_id: str, url: str) -> RepoNotFound:
+    """A repository neither here nor at the upstream, in words that never say more: a private one
+    a reader may not have is answered the same (upstream/proxy.py), its existence not told."""
+    return RepoNotFound(f"{repo_id}: not here, nor at the upstream {url}")
+
+
 class UpstreamHub:
     """The upstream's API, with serve's token."""
 
@@ -59,7 +65,7 @@ class UpstreamHub:
             code = answer.headers.get("X-Error-Code", "")
             if code == "RevisionNotFound":
                 raise RevisionNotFound(f"{repo_id}: no revision {revision} here nor at the upstream {self.url}")
-            raise RepoNotFound(f"{repo_id}: not here, nor at the upstream {self.url} ({answer.status_code})")
+            raise not_found(repo_id, self.url)
         if answer.status_code != 200:
             raise UpstreamDown(f"{repo_id}@{revision}: the upstream {self.url} answered {answer.status_code}")
         try:

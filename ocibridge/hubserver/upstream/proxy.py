@@ -6,15 +6,21 @@ re-checked against the upstream's head at most every ``--upstream-fresh`` second
 The rules, in the order a miss meets them:
 
 1. a repository made here (no commit of it came from the upstream) never takes the upstream's
-   commits: only a repository no source holds, or one the upstream filled, is asked for;
+   commits: only a repository no source holds, or one the upstream filled (or whose record a
+   proxy wrote before its first commit landed: :mod:`.keptaccess`), is asked for;
 2. ``--upstream-deny``/``--upstream-allow``: decided on the repo id, before the upstream is asked;
 3. the upstream resolves the revision (model_info: its commit, its files): nothing else is asked
    before the pickle rule has read the file names;
-4. on that metadata (door.py): a repository gated or private at the upstream is refused (it would
-   not stay gated or private here); ``--upstream-license`` (the card must name an allowed
-   license); ``--upstream-refuse-files`` globs; pickle formats (door.PICKLE) unless
-   ``--upstream-allow-pickle``;
-5. the commit fetched (or found fetched: its upstream tag), the revision's name tagged; a read
+4. on that metadata (door.py): a repository gated or private at the upstream is refused unless
+   ``--upstream-allow-gated``/``--upstream-allow-private`` names it; ``--upstream-license`` (the
+   card must name an allowed license); ``--upstream-refuse-files`` globs; pickle formats
+   (door.PICKLE) unless ``--upstream-allow-pickle``;
+5. one let in gated or private: the request's reader must be one serve's own grants would let
+   have it were it so here already (``reader_refuses``: :meth:`.access.Gate.upstream_refuses`),
+   else nothing is fetched and it is answered as a repository that is not there (private) or the
+   gate's 401/403 (gated); then the refs record says private or gated (:mod:`.keptaccess`) before
+   anything of it lands, so every later request is decided here as for one made so here;
+6. the commit fetched (or found fetched: its upstream tag), the revision's name tagged; a read
    that meets the fetch under way is :class:`.inflight.Fetching`: its file streamed as it arrives,
    its metadata asked of the upstream (upstream/inflight.py), rather than waiting for the commit.
 
@@ -50,10 +56,11 @@ from ocibridge.hubserver.repo.sources import (
     revision_named,
 )
 from ocibridge.hubserver.repo.upstreamids import is_proxied
-from ocibridge.hubserver.upstream.client import UpstreamHub, UpstreamRevision
+from ocibridge.hubserver.upstream.client import UpstreamHub, UpstreamRevision, not_found
 from ocibridge.hubserver.upstream.errors import FetchedElsewhere, UpstreamDown, UpstreamRefused
 from ocibridge.hubserver.upstream.inflight import Fetching
 from ocibridge.hubserver.upstream.ingest import Audit, Ingest, writable
+from ocibridge.hubserver.upstream.keptaccess import ReaderRefuses, keep_access, nobody_reads
 from ocibridge.hubserver.upstream.staleness import note_stale
 from ocibridge.oci.bookkeeping import is_reserved
 
@@ -83,6 +90,8 @@ class ProxyCatalog(Catalog):
         self._stale: dict[tuple[str, str], str] = {}  # (repo id, branch) -> why its last check failed
         #: whether this serve asks the upstream itself (the writer); False: the writer does (app.py)
         self.fetches_here: Callable[[], bool] = lambda: True
+        #: why the request's reader may not have a repository were it private or gated (app.py: the Gate's)
+        self.reader_refuses: ReaderRefuses = nobody_reads
 
     def describe(self) -> str:
         """serve's second start line: where a miss goes and what the door lets in."""
@@ -92,6 +101,8 @@ class ProxyCatalog(Catalog):
         rules += [f"licenses {', '.join(u.licenses)} only"] if u.licenses else []
         rules += [f"files {', '.join(u.refuse_files)} refused"] if u.refuse_files else []
         rules += [] if u.allow_pickle else ["pickle formats refused"]
+        rules += [f"gated {', '.join(u.allow_gated)} kept gated"] if u.allow_gated else []
+        rules += [f"private {', '.join(u.allow_private)} kept private"] if u.allow_private else []
         fresh = f"a branch re-checked every {u.fresh:g} s" if u.fresh > 0 else "a branch never re-checked"
         token = "with --upstream-token-file's token" if u.token else "with no token"
         return (f"a proxy of {u.url} ({token}): what {self.sources[0].shown} lacks is fetched from it once; "
@@ -129,14 +140,16 @@ class ProxyCatalog(Catalog):
         if parts is None or DIGEST.fullmatch(revision) or not revision_named(revision) or is_reserved(revision):
             raise missing
         repo = self.sources[0].repository(parts)
-        if repo is None or isinstance(missing, RevisionNotFound) and not (self.ingest.fetching(repo)
-                                                                          or is_proxied(repo)):
+        if repo is None or isinstance(missing, RevisionNotFound) and not (
+                self.ingest.fetching(repo) or is_proxied(repo) or self.states.of(repo_id).upstream):
             raise missing
         self._door_repo(repo_id, revision)
         if not self.fetches_here():
             raise FetchedElsewhere(f"{repo_id}@{revision}: not here yet; the writer fetches it from the upstream")
         joined = self.ingest.in_flight(repo, revision) if COMMIT.fullmatch(revision) else None
         if joined is not None:  # a commit id whose fetch is under way: its door was passed
+            state = self.states.of(repo_id)  # (recorded private or gated before it began)
+            self._reader_may(repo_id, state.private, state.gated)
             raise Fetching(joined, revision, self.upstream.url, self.upstream.token)
         info = self.hub.revision(repo_id, revision)
         named = self._let_in(repo, revision, info, stream=True)
@@ -156,6 +169,8 @@ class ProxyCatalog(Catalog):
         ``stream``: a fetch under way is :class:`Fetching` (its files read as they arrive), not
         waited for; its starter's thread tags the revision once the commit landed."""
         self._door_revision(revision, info)
+        self._reader_may(info.repo_id, info.private, info.gated)
+        self._keep_access(repo, info)
         if self._fetched_tag(repo, revision, info.commit) is not None:
             self._mark(info.repo_id, revision)  # its head asked now: re-checked --upstream-fresh from now
         flight = self.ingest.begin(repo, info.repo_id, info.commit, revision,
@@ -189,14 +204,41 @@ class ProxyCatalog(Catalog):
             message = f"{info.repo_id}@{info.commit}: not fetched from the upstream: {reason}"
             self.ingest.refused(info.repo_id, revision, message)
             if info.private:  # its existence is the upstream's secret: not found here (the audit says why)
-                raise RepoNotFound(f"{info.repo_id}: not here (a private repository of the upstream is not fetched)")
+                raise not_found(info.repo_id, self.upstream.url)
             raise UpstreamRefused(message, rule)
 
+    def _reader_may(self, repo_id: str, private: bool, gated: str) -> None:
+        refused = self._kept_from_reader(repo_id, private, gated)
+        if refused is not None:
+            raise refused
+
+    def _kept_from_reader(self, repo_id: str, private: bool, gated: str) -> Exception | None:
+        """What the request's reader is answered for a repository private or gated here (or
+        about to be), None when it may have it: a private one it may not read is not found, in
+        the very words of one the upstream lacks; a gate it is not on the list of, the Hub's
+        GatedRepo 401/403."""
+        if not (private or gated):
+            return None
+        refused = self.reader_refuses(repo_id, private=private, gated=gated)
+        if refused is None:
+            return None
+        return not_found(repo_id, self.upstream.url) if private else refused
+
+    def _keep_access(self, repo: Repository, info: UpstreamRevision) -> None:
+        """The upstream's private or gated recorded here (before anything of the repository is
+        written), and what this serve knew of its state forgotten: every request after is decided
+        by serve's own grants, as for a repository made so here."""
+        if (info.private or info.gated) and keep_access(repo, info.private, info.gated):
+            self.forget(info.repo_id)
+
     def _metadata_refuses(self, info: UpstreamRevision) -> tuple[str, str] | None:
-        if info.private or info.gated:
-            said = "private" if info.private else f"gated ({info.gated})"
-            return (f"it is {said} at the upstream, and a repository fetched with serve's token would not "
-                    "keep the upstream's access rules here", "gated and private upstream repositories")
+        u = self.upstream
+        if info.private and not u.keeps_private(info.repo_id):
+            flag = "--upstream-allow-private"
+            return f"it is private at the upstream, and {flag} does not name it", flag
+        if info.gated and not u.keeps_gated(info.repo_id):
+            flag = "--upstream-allow-gated"
+            return f"it is gated ({info.gated}) at the upstream, and {flag} does not name it", flag
         why = self.upstream.license_refused(info.card)
         if why is not None:
             return why, "--upstream-license"
@@ -251,13 +293,19 @@ class ProxyCatalog(Catalog):
                     note_stale(stale)
                 return found
         self._mark(repo_id, revision)
+        kept_out: Exception | None = None
         try:
             info = self.hub.revision(repo_id, revision)
-            if info.commit == found.commit:
+            if info.private or info.gated:  # made so at the upstream since: so here too (if let), and decided
+                self._door_revision(revision, info)
+                self._keep_access(found.repo, info)
+                kept_out = self._kept_from_reader(repo_id, info.private, info.gated)
+            if kept_out is None and info.commit == found.commit:
                 self._stale.pop(key, None)
                 return found
-            self._door_repo(repo_id, revision)
-            self._let_in(found.repo, revision, info)
+            if kept_out is None:
+                self._door_repo(repo_id, revision)
+                self._let_in(found.repo, revision, info)
         except UpstreamDown as e:
             log.warning("upstream: %s@%s: its head not re-checked, %s answered as last fetched: %s",
                         repo_id, revision, found.commit, e)
@@ -270,6 +318,8 @@ class ProxyCatalog(Catalog):
             log.warning("upstream: %s@%s: its head not re-checked, %s answered as last fetched: %s",
                         repo_id, revision, found.commit, e)
             return found
+        if kept_out is not None:  # outside the try: it is this request's answer, not a failed re-check
+            raise kept_out
         self._stale.pop(key, None)
         self.forget(repo_id)
         return local(revision)

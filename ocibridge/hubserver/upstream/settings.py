@@ -33,6 +33,8 @@ class UpstreamSettings:
     # fetch (None: huggingface_hub's cache, the operator's, left as it is)
     licenses: tuple[str, ...] = ()  # the card must name one of these licenses (none: any card, or none)
     refuse_files: tuple[str, ...] = ()  # file globs (a path or a name) that keep a commit out
+    allow_gated: tuple[str, ...] = ()  # repo id globs fetched though gated upstream, kept gated here
+    allow_private: tuple[str, ...] = ()  # repo id globs fetched though private upstream, kept private here
 
     def denied_by(self, repo_id: str) -> str | None:
         """The rule that keeps ``repo_id`` out (``--upstream-deny GLOB``, or no ``--upstream-allow``
@@ -41,9 +43,17 @@ class UpstreamSettings:
         for glob in self.deny:
             if fnmatch.fnmatchcase(lowered, glob.lower()):
                 return f"--upstream-deny {glob}"
-        if self.allow and not any(fnmatch.fnmatchcase(lowered, glob.lower()) for glob in self.allow):
+        if self.allow and not _matched(lowered, self.allow):
             return f"--upstream-allow ({', '.join(self.allow)}) does not match it"
         return None
+
+    def keeps_gated(self, repo_id: str) -> bool:
+        """Whether a repository gated at the upstream may enter (``--upstream-allow-gated GLOB``)."""
+        return _matched(repo_id, self.allow_gated)
+
+    def keeps_private(self, repo_id: str) -> bool:
+        """Whether a repository private at the upstream may enter (``--upstream-allow-private GLOB``)."""
+        return _matched(repo_id, self.allow_private)
 
     def files_refused(self, paths: list[str]) -> tuple[list[str], str] | None:
         """The files a rule refuses and the rule (door.py); None when all may enter."""
@@ -56,6 +66,10 @@ class UpstreamSettings:
         from ocibridge.hubserver.upstream.door import license_refused
 
         return license_refused(self.licenses, card)
+
+
+def _matched(repo_id: str, globs: tuple[str, ...]) -> bool:
+    return any(fnmatch.fnmatchcase(repo_id.lower(), glob.lower()) for glob in globs)
 
 
 def upstream_token(token_file: str | None) -> str | None:

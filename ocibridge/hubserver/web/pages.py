@@ -23,11 +23,11 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from ocibridge.hubserver.access import Denied, Gate, reads
+from ocibridge.hubserver.access import Denied, Gate, grant_of, reads
 from ocibridge.hubserver.answers import in_thread, int_param, requested_repo
 from ocibridge.hubserver.failures import CAUGHT, failure_of
 from ocibridge.hubserver.repo.files import read_small
-from ocibridge.hubserver.repo.sources import RevisionNotFound
+from ocibridge.hubserver.repo.sources import RepoNotFound, RevisionNotFound
 from ocibridge.hubserver.routing import HubRoute
 from ocibridge.hubserver.web import auth, facts, render
 from ocibridge.hubserver.web.listing import Listing
@@ -104,6 +104,10 @@ class WebPages:
                         raise
                 return await answer(request)
             except CAUGHT as e:  # the API's table (failures.py), answered as a page
+                if isinstance(e, RepoNotFound) and self.gate.pages_need_login and grant_of(request) is None:
+                    # a visitor not signed in: the login form, as for a private one (never a 404 that
+                    # would tell a repository that is not there from one it may not see)
+                    return auth.to_login(request)
                 failure = failure_of(e, f"{request.method} {request.url.path}")
                 return self.error(request, failure.status, failure.title, failure.message, failure.retry_after)
 
