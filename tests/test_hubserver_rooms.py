@@ -101,3 +101,28 @@ def test_no_room_of_serve_imports_another_rooms_route_classes():
             if taken:
                 wrong.append(f"{module_of(path)} imports {module}'s {sorted(taken)}")
     assert not wrong, wrong
+
+
+#: what does a write's work, which a route of ``writes/`` leaves to ``repo/``: the registry written
+#: (a manifest, a tag, a blob), a commit landed, the refs record written or locked
+WORK = ("ocibridge.transfer", "ocibridge.hubserver.repo.landing", "ocibridge.hubserver.repo.publishing.publish")
+RECORD_WRITES = {"write_record", "record_store", "RECORD_LOCK"}
+
+
+def test_the_write_routes_leave_the_work_to_the_hub_repository():
+    """A route of ``writes/`` reads the request, calls ``repo/`` and answers: it neither writes the
+    registry nor the refs record, nor takes a branch's lock (``repo/repos.py``'s ``branches``)."""
+    files = sorted((HUBSERVER / "writes").rglob("*.py"))
+    assert len(files) > 5
+    wrong = []
+    for path in files:
+        for module, name in imports(path):
+            full = f"{module}.{name}" if name is not None else module
+            if any(full == w or full.startswith(f"{w}.") for w in WORK):
+                wrong.append(f"{path.name} imports {full}")
+            elif module == "ocibridge.hubserver.repo.refsrecord" and name in RECORD_WRITES:
+                wrong.append(f"{path.name} imports {name} of refsrecord")
+        tree = ast.parse(path.read_text(), str(path))
+        wrong += [f"{path.name}:{node.lineno} takes a branch lock" for node in ast.walk(tree)
+                  if isinstance(node, ast.Attribute) and node.attr == "branches"]
+    assert not wrong, wrong
