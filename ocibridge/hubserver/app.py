@@ -135,15 +135,13 @@ class ServeApp:
         self.metrics = Metrics(self.staging.used, lambda: blobs.hits, lambda: blobs.fetched)  # GET /metrics
         self.staging.writers = lambda: sum(1 for g in self.gate.grants if g.write)  # each one's share (shares.py)
         first = catalog.sources[0] if catalog.sources else None
-        # the Hub repositories as the writes share them (repo/repos.py): no HTTP; what it lends, implemented here
         mounts = Mounts(first if isinstance(first, RegistrySource) else None)  # unchanged files, not sent
-        self.repos = Repos(catalog, lists, self.staging, mounts, self.staging.root.parent / "created")
+        self.repos = Repos(catalog, lists, self.staging, mounts, self.staging.root.parent / "created")  # no HTTP
         self.writers = Writers(self.gate, settings)  # who may write: every write route asks it
         self.account = AccountRoutes(self.gate)
         relay = partial(relay_for, first)  # to the first source
-        self.lfs = LfsRoutes(self.writers, self.repos, self.staging, partial(handing_for, first),  # in memory
-                             partial(relays, first),
-                             partial(write_grant, self.gate.xet, self.xet.base))  # a client offering xet
+        self.lfs = LfsRoutes(self.writers, self.repos, self.staging, partial(handing_for, first),
+                             partial(relays, first), partial(write_grant, self.gate.xet, self.xet.base))
         self.committer = Committer(self.repos, publish)  # the one commit path (repo/committing.py)
         self.commits = CommitRoutes(self.writers, self.committer)
         self.refs = RefRoutes(self.writers, self.committer)

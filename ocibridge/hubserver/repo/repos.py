@@ -21,7 +21,7 @@ from ocibridge.hubserver.repo.files import FileLists, ModelFiles, read_small
 from ocibridge.hubserver.repo.mountable import admitted
 from ocibridge.hubserver.repo.ports import Author, BlobHomes, UploadStaging, WriterLease
 from ocibridge.hubserver.repo.refnames import HEADS, TAGS
-from ocibridge.hubserver.repo.sources import COMMIT, RepoNotFound, Repository, RevisionNotFound
+from ocibridge.hubserver.repo.sources import COMMIT, RepoNotFound, Repository, RevisionNotFound, repo_parts
 from ocibridge.oci.models import Descriptor
 from ocibridge.stores.base import AsksNow, Store
 
@@ -54,8 +54,6 @@ class Repos:
 
     def first_repository(self, repo_id: str) -> Repository | None:
         """Where a new repository ``repo_id`` goes: its place in the first source (None: none)."""
-        from ocibridge.hubserver.repo.sources import repo_parts
-
         parts = repo_parts(repo_id)
         return self.catalog.sources[0].repository(parts) if parts is not None and self.catalog.sources else None
 
