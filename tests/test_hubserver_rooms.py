@@ -63,10 +63,12 @@ def test_the_hub_repository_has_no_http_and_stands_below_every_route():
     assert len(files) > 10
     wrong = []
     for path in files:
-        for module, _ in imports(path):
+        for module, name in imports(path):
+            # ``from ocibridge.hubserver.repo import commits`` takes a module of repo/ (its package's name alone is not)
+            taken = f"{module}.{name}" if name is not None and module == "ocibridge.hubserver.repo" else module
             if module.split(".")[0] in HTTP:
                 wrong.append(f"{path.name} imports {module}")
-            elif module.startswith("ocibridge.hubserver") and folder_of(module) != "repo":
+            elif module.startswith("ocibridge.hubserver") and folder_of(taken) != "repo":
                 wrong.append(f"{path.name} imports {module} (outside hubserver/repo/)")
     assert not wrong, wrong
 
@@ -98,4 +100,29 @@ def test_no_room_of_serve_imports_another_rooms_route_classes():
                 taken = routes[f"{module}.{name}"]
             if taken:
                 wrong.append(f"{module_of(path)} imports {module}'s {sorted(taken)}")
+    assert not wrong, wrong
+
+
+#: what does a write's work, which a route of ``writes/`` leaves to ``repo/``: the registry written
+#: (a manifest, a tag, a blob), a commit landed, the refs record written or locked
+WORK = ("ocibridge.transfer", "ocibridge.hubserver.repo.landing", "ocibridge.hubserver.repo.publishing.publish")
+RECORD_WRITES = {"write_record", "record_store", "RECORD_LOCK"}
+
+
+def test_the_write_routes_leave_the_work_to_the_hub_repository():
+    """A route of ``writes/`` reads the request, calls ``repo/`` and answers: it neither writes the
+    registry nor the refs record, nor takes a branch's lock (``repo/repos.py``'s ``branches``)."""
+    files = sorted((HUBSERVER / "writes").rglob("*.py"))
+    assert len(files) > 5
+    wrong = []
+    for path in files:
+        for module, name in imports(path):
+            full = f"{module}.{name}" if name is not None else module
+            if any(full == w or full.startswith(f"{w}.") for w in WORK):
+                wrong.append(f"{path.name} imports {full}")
+            elif module == "ocibridge.hubserver.repo.refsrecord" and name in RECORD_WRITES:
+                wrong.append(f"{path.name} imports {name} of refsrecord")
+        tree = ast.parse(path.read_text(), str(path))
+        wrong += [f"{path.name}:{node.lineno} takes a branch lock" for node in ast.walk(tree)
+                  if isinstance(node, ast.Attribute) and node.attr == "branches"]
     assert not wrong, wrong

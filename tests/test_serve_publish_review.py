@@ -190,7 +190,7 @@ def test_two_creates_of_one_branch_at_once_are_one_200_and_one_409(served, monke
     import threading
     import time
 
-    from ocibridge.hubserver.writes import refs as publish
+    from ocibridge.hubserver.repo import refedits as publish
 
     assert httpx.post(f"{served.url}/api/models/acme/m/tag/main", json={"tag": "v1"},
                       headers=auth("alice")).status_code == 200

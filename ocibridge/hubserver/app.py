@@ -59,13 +59,18 @@ from ocibridge.hubserver.replicas.leasing import lease_for
 from ocibridge.hubserver.replicas.peers import Peers
 from ocibridge.hubserver.replicas.trusted import TrustedForwarded
 from ocibridge.hubserver.repo.catalog import Catalog, Resolved
+from ocibridge.hubserver.repo.committing import Committer
+from ocibridge.hubserver.repo.deletes import home
 from ocibridge.hubserver.repo.files import FileLists, ModelFiles
-from ocibridge.hubserver.repo.sources import RepoMoved, RepoNotFound
+from ocibridge.hubserver.repo.lfsobjects import LfsObjects
+from ocibridge.hubserver.repo.repos import Repos
+from ocibridge.hubserver.repo.sources import RegistrySource, RepoMoved, RepoNotFound
 from ocibridge.hubserver.requestid import RequestId
 from ocibridge.hubserver.routing import HubRoute, route_path
 from ocibridge.hubserver.settings import ServeSettings
 from ocibridge.hubserver.tokenfile import TokenFile
 from ocibridge.hubserver.uploads.ingest import ingest_for
+from ocibridge.hubserver.uploads.mounts import Mounts
 from ocibridge.hubserver.uploads.relay import handing_for, relay_for, relays
 from ocibridge.hubserver.uploads.staging import Staging
 from ocibridge.hubserver.upstream.errors import FetchedElsewhere
@@ -75,15 +80,14 @@ from ocibridge.hubserver.upstream.staleness import StaleWarning
 from ocibridge.hubserver.web.compare import Compare
 from ocibridge.hubserver.web.historypages import HistoryPages
 from ocibridge.hubserver.web.pages import WebPages
+from ocibridge.hubserver.writers import Writers
 from ocibridge.hubserver.writes.account import AccountRoutes
 from ocibridge.hubserver.writes.commit import CommitRoutes
-from ocibridge.hubserver.writes.committing import Committer
 from ocibridge.hubserver.writes.creating import Creating
 from ocibridge.hubserver.writes.deleting import Deleting
 from ocibridge.hubserver.writes.lfsfiles import LfsFiles
 from ocibridge.hubserver.writes.moving import Moving
 from ocibridge.hubserver.writes.refs import RefRoutes
-from ocibridge.hubserver.writes.repos import Repos
 from ocibridge.hubserver.writes.reserved import refusing_reserved
 from ocibridge.hubserver.writes.squashing import Squashing
 from ocibridge.hubserver.xet.routes import XetRoutes
@@ -130,23 +134,26 @@ class ServeApp:
                              public_url=settings.public_url, still_reads=self.gate.still_reads)
         self.staging = staging or Staging()  # one staging area: an upload by either protocol, any commit
         self.metrics = Metrics(self.staging.used, lambda: blobs.hits, lambda: blobs.fetched)  # GET /metrics
-        self.repos = Repos(catalog, lists, self.staging, self.gate, settings)  # what the writes share
-        self.account = AccountRoutes(self.gate)
+        self.staging.writers = lambda: sum(1 for g in self.gate.grants if g.write)  # each one's share (shares.py)
         first = catalog.sources[0] if catalog.sources else None
+        mounts = Mounts(first if isinstance(first, RegistrySource) else None)  # unchanged files, not sent
+        self.repos = Repos(catalog, lists, self.staging, mounts, self.staging.root.parent / "created")  # no HTTP
+        self.writers = Writers(self.gate, settings)  # who may write: every write route asks it
+        self.account = AccountRoutes(self.gate)
         relay = partial(relay_for, first)  # to the first source
-        self.lfs = LfsRoutes(self.repos, partial(handing_for, first), partial(relays, first),  # in memory
-                             partial(write_grant, self.gate.xet, self.xet.base))  # a client offering xet
-        self.committer = Committer(self.repos, publish)  # the one commit path
-        self.commits = CommitRoutes(self.repos, self.committer)
-        self.refs = RefRoutes(self.repos, self.committer)
-        self.creating = Creating(self.repos, self.committer)  # create_repo, settings
-        self.deleting = Deleting(self.repos)
-        self.squashing = Squashing(self.repos, publish)
-        self.moving = Moving(self.deleting)
-        self.lfs_files = LfsFiles(self.repos, publish)
+        self.lfs = LfsRoutes(self.writers, self.repos, self.staging, partial(handing_for, first),
+                             partial(relays, first), partial(write_grant, self.gate.xet, self.xet.base))
+        self.committer = Committer(self.repos, publish)  # the one commit path (repo/committing.py)
+        self.commits = CommitRoutes(self.writers, self.committer)
+        self.refs = RefRoutes(self.writers, self.committer)
+        self.creating = Creating(self.writers, self.committer)  # create_repo, settings
+        self.deleting = Deleting(self.writers, self.repos)
+        self.squashing = Squashing(self.writers, self.repos, publish)
+        self.moving = Moving(self.writers, self.repos)
+        self.lfs_files = LfsFiles(self.writers, LfsObjects(self.repos, publish))
         self.reads = ReadRoutes(catalog, self.model, blobs, ranges, self.xet, settings, self.repos.created_empty)
         self.xet_upload = XetUpload(self.staging, self.gate.xet, self.xet.base,  # uploads over Xet
-                                    blobs=self.repos.mounts, relay=relay, ingest=partial(ingest_for, first))
+                                    blobs=mounts, relay=relay, ingest=partial(ingest_for, first))
         self.metrics.xorbs_reading = lambda: self.xet_upload.reading
         # the compare pages' diffs (ocibridge diff's), under their read budgets, kept
         self.compare = Compare(catalog, diff, page_budget=settings.compare_budget)
@@ -418,17 +425,17 @@ class ServeApp:
     async def auth_check(self, request: Request) -> Response:
         """``auth_check``: the request's token reads the repository (the guard checked it), and
         it exists; else the Hub's RepoNotFound."""
-        await self._run(self.deleting.home, requested_repo(request))
+        await self._run(home, self.repos, requested_repo(request))
         return JSONResponse({})
 
     async def auth_check_write(self, request: Request) -> Response:
         """``auth_check(write=True)``: and the token writes it."""
-        self.repos.writer(request, requested_repo(request))
+        self.writers.writer(request, requested_repo(request))
         return await self.auth_check(request)
 
     async def xet_write_token(self, request: Request) -> Response:
         """A Xet write grant, for a write token of the repository only (the LFS routes' check)."""
-        self.repos.writer(request, requested_repo(request))
+        self.writers.writer(request, requested_repo(request))
         return await self.xet_upload.token(request)
 
     async def xet_token(self, request: Request) -> Response:

@@ -22,8 +22,8 @@ import datetime
 import json
 import os
 import threading
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import asdict, dataclass
+from collections.abc import Awaitable, Callable
+from dataclasses import asdict
 from typing import Any
 
 from starlette.requests import Request
@@ -32,21 +32,11 @@ from starlette.responses import Response
 from ocibridge.errors import UsageError
 from ocibridge.hubserver.access import grant_of
 from ocibridge.hubserver.answers import error
+from ocibridge.hubserver.repo.committing import Landed
 
 Handler = Callable[[Request], Awaitable[Response]]
 #: where a route leaves what its write did, in the request's scope
 NOTE = "ocibridge.audit"
-
-
-@dataclass(frozen=True)
-class Landed:
-    """What a commit did, for its audit line."""
-
-    commit: str
-    digest: str
-    added: Sequence[str] = ()
-    removed: Sequence[str] = ()
-    bytes_received: int = 0
 
 
 def note(request: Request, **facts: Any) -> None:

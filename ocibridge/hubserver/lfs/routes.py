@@ -50,9 +50,10 @@ from ocibridge.hubserver.lfs import modes
 from ocibridge.hubserver.lfs.gitignore import GITIGNORE, GITIGNORE_MAX, ignoring
 from ocibridge.hubserver.lfs.multipart import Multipart
 from ocibridge.hubserver.repo.commits import clean_path
+from ocibridge.hubserver.repo.repos import Repos
 from ocibridge.hubserver.uploads.relay import Handed, HandingFor, Relay
-from ocibridge.hubserver.uploads.staging import hash_pieces, write_pieces
-from ocibridge.hubserver.writes.repos import Repos
+from ocibridge.hubserver.uploads.staging import Staging, hash_pieces, write_pieces
+from ocibridge.hubserver.writers import Writers
 
 log = logging.getLogger("ocibridge.hubserver")
 
@@ -70,22 +71,23 @@ class LfsRoutes:
     """The LFS routes, over what the write routes share; their upload URLs signed for the
     write tokens (:attr:`.access.Gate.uploads`), large files offered in parts."""
 
-    def __init__(self, repos: Repos, relay_for: HandingFor, relays: Callable[[str, int], bool],
-                 xet_grant: XetGrant | None = None):
-        self.repos = repos
+    def __init__(self, writers: Writers, repos: Repos, staging: Staging, relay_for: HandingFor,
+                 relays: Callable[[str, int], bool], xet_grant: XetGrant | None = None):
+        self.writers = writers  # who may write (the write tokens)
+        self.repos = repos  # what a branch holds, what is uploaded for a repository
         self.xet_grant = xet_grant  # the batch's Xet transfer, for a client that offers it (None: never)
         self.relay_for = relay_for  # a large upload on to the registry as it arrives (uploads/relay.py)
         self.relays = relays  # whether it is: then it takes no room in staging
-        self.staging = repos.staging
-        self.signer = repos.gate.uploads
-        self.multipart = Multipart(repos.staging, self.signer, repos.settings)
+        self.staging = staging
+        self.signer = writers.gate.uploads
+        self.multipart = Multipart(staging, self.signer, writers.settings)
 
     async def _written_list(self, request: Request, key: str, expected: str) -> tuple[str, Grant, dict[str, Any],
                                                                                    list[Any]] | Response:
         """The repository a listing write names (preupload's files, a batch's objects), once the
         token may write it, its grant, with the JSON body and its list under ``key``; else the Hub's error."""
         repo_id = requested_repo(request)
-        grant = self.repos.writer(request, repo_id)
+        grant = self.writers.writer(request, repo_id)
         read = await listed(request, key, expected)
         return read if isinstance(read, Response) else (repo_id, grant, *read)
 
@@ -95,7 +97,7 @@ class LfsRoutes:
             return read
         repo_id, _, body, asked = read
         branch = branch_of(request.path_params["revision"])
-        listing = await self.repos.branch_listing(repo_id, branch)
+        listing = await in_thread(self.repos.branch_listing, repo_id, branch)
         held = listing[1].files if listing is not None else {}
         rules = await in_thread(modes.branch_rules, listing)
         sent = body.get("gitIgnore")  # the .gitignore of this commit, else the branch's
@@ -120,13 +122,13 @@ class LfsRoutes:
         if isinstance(read, Response):
             return read
         repo_id, grant, body, objects = read
-        writer = self.repos.writer_of(grant)  # whose share of the staging budget its uploads take
+        writer = self.writers.writer_of(grant)  # whose share of the staging budget its uploads take
         if body.get("operation") != "upload":
             return error(400, None, "serve's LFS batch API takes uploads (downloads: the resolve API)")
         ref = body.get("ref")
         name = ref.get("name") if isinstance(ref, dict) else None
         branch = branch_of(name) if isinstance(name, str) else "main"
-        held = set((await self.repos.branch_files(repo_id, branch)).values())
+        held = set((await in_thread(self.repos.branch_files, repo_id, branch)).values())
         wanted = {o["oid"]: o["size"] for o in objects if isinstance(o, dict) and is_sha256(o.get("oid"))
                   and isinstance(o.get("size"), int) and o["size"] >= 0 and o["oid"] not in held}
         staged = {oid for oid in wanted  # here already, and uploaded for repo_id (Staging.pinned)
@@ -142,7 +144,8 @@ class LfsRoutes:
         if full:  # git-lfs's batch API: 507, the server has no room for the objects
             await in_thread(self.staging.unpin, staged, repo_id, writer)
             return error(507, None, full)
-        base = self.repos.base(request)
+        base = self.writers.base(request)
+        author = self.writers.author(grant)
         expires = self.signer.expiry()
         answered: list[dict[str, Any]] = []
         for item in objects:
@@ -150,10 +153,10 @@ class LfsRoutes:
             if refused is not None:
                 answered.append(refused)
                 continue
-            # another repository's file only when this writer could read it there (writes/mountable.py):
+            # another repository's file only when this writer could read it there (repo/mountable.py):
             # otherwise it is asked for, as a file no repository holds is
             if oid in held or oid in staged or \
-                    await in_thread(self.repos.mount_home, grant, repo_id, oid) is not None:  # mounted at the commit
+                    await in_thread(self.repos.mount_home, author, repo_id, oid) is not None:  # mounted at the commit
                 answered.append({"oid": oid, "size": size})  # no actions: the client skips it
                 continue
             path = upload_path(str(oid), str(size), repo_id)
@@ -178,14 +181,15 @@ class LfsRoutes:
         no actions (the client skips them)."""
         assert self.xet_grant is not None
         cas, token, expires = self.xet_grant(request, repo_id)
-        refresh = f"{self.repos.base(request)}/api/models/{repo_id}/xet-write-token/{quote(branch, safe='')}"
+        refresh = f"{self.writers.base(request)}/api/models/{repo_id}/xet-write-token/{quote(branch, safe='')}"
+        author = self.writers.author(grant)
         header = {"X-Xet-Cas-Url": cas, "X-Xet-Access-Token": token, "X-Xet-Token-Expiration": str(expires)}
         answered: list[dict[str, Any]] = []
         for item in objects:
             oid, size, refused = _requested(item)
             if refused is not None:
                 answered.append(refused)
-            elif oid in held or await in_thread(self.repos.mount_home, grant, repo_id, oid) is not None:
+            elif oid in held or await in_thread(self.repos.mount_home, author, repo_id, oid) is not None:
                 answered.append({"oid": oid, "size": size})  # no actions: the client skips it
             else:
                 answered.append({"oid": oid, "size": size, "authenticated": True,
@@ -300,7 +304,7 @@ class LfsRoutes:
         return Response(status_code=200)
 
     async def lfs_verify(self, request: Request) -> Response:
-        allowed = self.repos.writer(request, None)
+        allowed = self.writers.writer(request, None)
         try:
             body = await json_body(request)
             oid, size = body["oid"], body["size"]

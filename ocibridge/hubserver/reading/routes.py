@@ -75,7 +75,7 @@ class XetNames(Protocol):
 class ReadRoutes:
     """The read routes, over the app's resolver (``model``), blobs and chunk tables (``ranges``:
     None, none); ``created_empty``: a repository made here holds no file yet
-    (:meth:`.writes.repos.Repos.created_empty`)."""
+    (:meth:`.repo.repos.Repos.created_empty`)."""
 
     catalog: Catalog
     model: Resolver

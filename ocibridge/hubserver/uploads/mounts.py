@@ -9,7 +9,7 @@ made of (a config.json, a weights header, a chunk table nobody made).
 
 Which repositories count: those under serve's registry source (``host/path``) that serve's
 blob homes saw holding the blob (commits serve pushed, manifests it resolved, earlier pushes
-with the same cache) and that ``admits`` (the writer's own question, :mod:`ocibridge.hubserver.writes.mountable`:
+with the same cache) and that ``admits`` (the writer's own question, :mod:`ocibridge.hubserver.repo.mountable`:
 its token could download the file there, its prefixes, private scope and gate all asked, and
 the policy serve enforces lets serve serve it from there). Bytes a writer could never read are
 never mounted: it uploads them. Knowledge only: a home that no longer holds the blob is a

@@ -1,6 +1,6 @@
 """The account's routes: ``whoami-v2`` (who the token is) and ``validate-yaml`` (a model card's
 metadata checked as the Hub checks it). Neither touches a repository, so they need nothing of
-:class:`.repos.Repos`: the gate alone."""
+:class:`ocibridge.hubserver.repo.repos.Repos`: the gate alone."""
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ from the branch's head, or mounted from another repository) become a new manifes
     POST /api/models/REPO/commit/{rev}       the commit (:mod:`.commits`): a new manifest
 
 The commit itself (the branch locked, the tree built, the artifact written) is
-:class:`.committing.Committer`'s, the one path every commit takes.
+:class:`.repo.committing.Committer`'s, the one path every commit takes.
 """
 
 from __future__ import annotations
@@ -17,25 +17,25 @@ from ocibridge.errors import OcibridgeError
 from ocibridge.hubserver.answers import branch_of, error, in_thread, requested_repo
 from ocibridge.hubserver.audit import noted
 from ocibridge.hubserver.repo import commits
+from ocibridge.hubserver.repo.committing import Committer
 from ocibridge.hubserver.repo.refrules import hub_ref_name
 from ocibridge.hubserver.repo.sources import COMMIT
-from ocibridge.hubserver.writes.committing import Committer
+from ocibridge.hubserver.writers import Writers
 from ocibridge.hubserver.writes.inlinebudget import InlineBudget, InlineBusy, InlineHold, declared_length
-from ocibridge.hubserver.writes.repos import Repos
 from ocibridge.oci.bookkeeping import PREFIX, is_bookkeeping
 
 
 class CommitRoutes:
     """The commit route: the request read and answered; ``committer`` makes the commit."""
 
-    def __init__(self, repos: Repos, committer: Committer):
-        self.repos = repos
+    def __init__(self, writers: Writers, committer: Committer):
+        self.writers = writers
         self.committer = committer
         self.inline_budget = InlineBudget()  # every commit's inline lines held at once
 
     async def commit(self, request: Request) -> Response:
         repo_id = requested_repo(request)
-        allowed = self.repos.writer(request, repo_id)
+        allowed = self.writers.writer(request, repo_id)
         if self.committer.publishing is None:
             return error(403, None, "this serve does not publish (its application was built without publishing)")
         if request.query_params.get("create_pr") in ("1", "true"):
@@ -51,12 +51,13 @@ class CommitRoutes:
         except OcibridgeError as e:
             raise commits.BadCommit(f"{branch}: not a branch serve can write: {e}") from None
         # a BadCommit: 400, StagingFull: 507 (failures.py)
-        payload = await self._read(request, repo_id, self.repos.writer_of(allowed))
+        author = self.writers.author(allowed)
+        payload = await self._read(request, repo_id, author.staged_as)
         # StaleParent: 412, MissingEntry: 404, BadCommit: 400, UnknownContent: 422 (failures.py)
-        landed = await in_thread(self.committer.commit, repo_id, branch, payload, allowed)
+        landed = await in_thread(self.committer.commit, repo_id, branch, payload, author)
         noted(request, landed)  # its audit line (audit.py)
         oid = landed.commit
-        url = f"{self.repos.base(request)}/{repo_id}/commit/{oid}"
+        url = f"{self.writers.base(request)}/{repo_id}/commit/{oid}"
         return JSONResponse({"success": True, "commitOid": oid, "commitUrl": url, "pullRequestUrl": None})
 
     async def _read(self, request: Request, repo_id: str, writer: str) -> commits.CommitRequest:

@@ -7,17 +7,12 @@
 A bare name (no organization, no ``/``: what ``push_to_hub("name")`` sends) lands in the token's
 namespace (:attr:`.access.Grant.namespace`, the name ``whoami`` answers), as the Hub does. A new
 repository gets the Hub's first commit at once (:mod:`.initial`), with the files the create sent
-and the model card of its license. A private one is recorded in
-its refs record before that commit is written, so it is never readable by others for a moment.
-One made again over a deleted one of its name is recorded so (``recreated``): the deleted one's
-commits, still in the registry until its garbage collection, are never reached through it by
-digest or commit id (:mod:`ocibridge.hubserver.repo.reborn`).
+and the model card of its license; what is written, and in which order, is
+:mod:`ocibridge.hubserver.repo.creates`'s.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import logging
 from typing import Any
 
 from starlette.requests import Request
@@ -28,12 +23,10 @@ from ocibridge.hubserver.answers import NOT_JSON, error, in_thread, json_body, r
 from ocibridge.hubserver.audit import note
 from ocibridge.hubserver.repo import initial
 from ocibridge.hubserver.repo.commits import BadCommit
-from ocibridge.hubserver.repo.refsrecord import GATES, RECORD_LOCK, RefsRecord, read_record, record_store, write_record
-from ocibridge.hubserver.repo.sources import repo_parts
-from ocibridge.hubserver.writes.committing import Committer
-from ocibridge.hubserver.writes.repos import Repos
-
-log = logging.getLogger("ocibridge.hubserver")
+from ocibridge.hubserver.repo.committing import Committer
+from ocibridge.hubserver.repo.creates import create_repo, set_settings
+from ocibridge.hubserver.repo.refsrecord import GATES
+from ocibridge.hubserver.writers import Writers
 
 
 def visibility_of(body: dict[str, object]) -> bool | None:
@@ -74,13 +67,13 @@ async def model_repo_body(request: Request) -> dict[str, Any] | Response:
     return body
 
 
-async def named_repo(repos: Repos, request: Request) -> tuple[dict[str, Any], Grant, str] | Response:
+async def named_repo(writers: Writers, request: Request) -> tuple[dict[str, Any], Grant, str] | Response:
     """The body of a create or delete, the writer's grant (any repository: the name is read from the
     body), and the repo id it names (:func:`repo_id_of`); or the 400 that answers the body."""
     body = await model_repo_body(request)
     if isinstance(body, Response):
         return body
-    grant = repos.writer(request, None)
+    grant = writers.writer(request, None)
     return body, grant, repo_id_of(body.get("name"), body.get("organization"), grant)
 
 
@@ -95,22 +88,23 @@ def repo_id_of(name: object, organization: object, grant: Grant) -> str:
 
 
 class Creating:
-    """``create_repo`` and the repository's settings, over what the write routes share."""
+    """``create_repo`` and the repository's settings: the request read and answered; the
+    repository made by :func:`.repo.creates.create_repo` (its first commit: ``committer``)."""
 
-    def __init__(self, repos: Repos, commits: Committer):
-        self.repos = repos
-        self.commits = commits
+    def __init__(self, writers: Writers, committer: Committer):
+        self.writers = writers
+        self.committer = committer
 
     async def create_repo(self, request: Request) -> Response:
-        named = await named_repo(self.repos, request)
+        named = await named_repo(self.writers, request)
         if isinstance(named, Response):
             return named
         body, grant, repo_id = named
-        if repo_parts(repo_id) is None or self.repos.catalog.sources[0].repository(repo_parts(repo_id) or []) is None:
+        if self.committer.repos.first_repository(repo_id) is None:
             return error(400, None, f"Invalid repo name: {repo_id}")
         note(request, repository=repo_id)  # its audit line names it (audit.py)
         try:
-            self.repos.writer(request, repo_id)
+            self.writers.writer(request, repo_id)
         except Denied as e:
             name = body.get("name")
             if isinstance(name, str) and "/" not in name and not body.get("organization"):
@@ -119,54 +113,23 @@ class Creating:
             raise
         private = visibility_of(body)
         files = initial.first_files(body)  # a malformed one: 400 before anything is made
-        url = f"{self.repos.base(request)}/{repo_id}"
-        made = await in_thread(self._create, repo_id, grant, bool(private), files)
+        url = f"{self.writers.base(request)}/{repo_id}"
+        made = await in_thread(create_repo, self.committer, repo_id, self.writers.author(grant), bool(private), files)
         if not made:
             return JSONResponse({"error": "You already created this model repo", "url": url}, status_code=409,
                                 headers={"X-Error-Message": "You already created this model repo"})
         return JSONResponse({"url": url, "name": repo_id, "id": repo_id})
 
-    def _create(self, repo_id: str, grant: Grant, private: bool, files: dict[str, bytes]) -> bool:
-        """The repository with its first commit; False when it exists. Under the lock of its
-        ``main``: two creates at once are one made and one 409."""
-        with self.repos.branches.lock(repo_id, "main"):
-            if self.repos.exists(repo_id):
-                return False
-            repo = self.repos.catalog.sources[0].repository(repo_parts(repo_id) or [])
-            assert repo is not None  # checked by the route
-            with self.repos.branches.lock(repo_id, RECORD_LOCK):
-                old = read_record(repo)
-                # a deleted repository of that name made again: none of its commits is this one's (reborn.py)
-                fresh = RefsRecord(private=private, recreated=old.deleted or old.recreated)
-                if old != fresh:
-                    write_record(repo, record_store(repo), fresh)
-            self.repos.catalog.forget(repo_id)
-            self.commits.first_commit(repo_id, grant, files)
-            log.info("%s: created by %s%s", repo_id, grant.name, " (private)" if private else "")
-            return True
-
     async def settings(self, request: Request) -> Response:
         """``update_repo_settings``: the visibility and the gate (who may fetch the files:
         :meth:`.access.Gate.may_fetch`)."""
         repo_id = requested_repo(request)
-        self.repos.writer(request, repo_id)
+        self.writers.writer(request, repo_id)
         body = await json_body(request)
         if body is NOT_JSON or not isinstance(body, dict):
             return error(400, None, "expected a JSON body")
         gated = gate_of(body)
         private = visibility_of(body)
         if private is not None or gated is not None:
-            await in_thread(self.set_settings, repo_id, private, gated)
+            await in_thread(set_settings, self.committer.repos, repo_id, private, gated)
         return JSONResponse({})
-
-    def set_settings(self, repo_id: str, private: bool | None, gated: str | None) -> None:
-        """Record the repository's visibility and gate, each where given (RepoNotFound for a
-        repository that does not exist)."""
-        head = self.repos.catalog.resolve(repo_id, "main")
-        with self.repos.branches.lock(repo_id, RECORD_LOCK):
-            record = read_record(head.repo)
-            fresh = dataclasses.replace(record, private=record.private if private is None else private,
-                                        gated=record.gated if gated is None else gated)
-            if fresh != record:
-                write_record(head.repo, record_store(head.repo), fresh)
-        self.repos.catalog.forget(repo_id)

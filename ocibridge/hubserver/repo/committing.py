@@ -1,7 +1,10 @@
 """The one commit path of a Hub repository: the files a commit names (uploaded over LFS or Xet into
-:class:`.Staging`, inline, kept from the branch's head, or mounted from another repository) become a
+:mod:`.uploads.staging`, inline, kept from the branch's head, or mounted from another repository) become a
 new manifest on the branch, its lock held. The commit route, a repository's first commit
 (``create_repo``) and an empty branch (``create_branch(empty)``) all land through it; no HTTP here.
+
+Who commits is an :class:`.ports.Author` (a write grant, handed over by the
+routes), the staging and the lease are the other rooms' (:mod:`.ports`).
 
 The commit hands the builder what serve proved of each file (:class:`ocibridge.model.known.KnownFile`:
 an upload's SHA-256 and the chunk table staging made as its bytes came, a file of the parent
@@ -12,22 +15,22 @@ artifact push makes of those files, hashing none of them again.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ocibridge.chunks.table import DEFAULT_CHUNK_SIZE
+from ocibridge.core.fsutil import writev_all
 from ocibridge.errors import OcibridgeError
-from ocibridge.hubserver.access import Grant
-from ocibridge.hubserver.audit import Landed
 from ocibridge.hubserver.repo import commits
 from ocibridge.hubserver.repo.catalog import Resolved
 from ocibridge.hubserver.repo.files import HubFile
+from ocibridge.hubserver.repo.mountable import admitted
+from ocibridge.hubserver.repo.ports import Author
 from ocibridge.hubserver.repo.publishing import Publishing, publish
 from ocibridge.hubserver.repo.regular import REGULAR, annotation
+from ocibridge.hubserver.repo.repos import Repos
 from ocibridge.hubserver.repo.sources import CREATED, RepoNotFound, commit_of, repo_parts
-from ocibridge.hubserver.uploads.staging import write_pieces
-from ocibridge.hubserver.writes.mountable import admitted
-from ocibridge.hubserver.writes.repos import Repos
 
 if TYPE_CHECKING:
     from ocibridge.chunks.table import ChunkTable
@@ -37,9 +40,20 @@ if TYPE_CHECKING:
 log = logging.getLogger("ocibridge.hubserver")
 
 
+@dataclass(frozen=True)
+class Landed:
+    """What a commit did (its audit line: audit.py)."""
+
+    commit: str
+    digest: str
+    added: Sequence[str] = ()
+    removed: Sequence[str] = ()
+    bytes_received: int = 0
+
+
 class Committer:
-    """Commits, over what the write routes share; ``publishing``: how commits are written (None:
-    this serve refuses them)."""
+    """Commits, over the repositories the writes share; ``publishing``: how commits are written
+    (None: this serve refuses them)."""
 
     def __init__(self, repos: Repos, publishing: Publishing | None):
         self.repos = repos
@@ -51,11 +65,11 @@ class Committer:
         if self.staging.pin(sha, repo_id, writer):
             return
         with self.staging.reserve(len(content), repo_id, writer), self.staging.new_file() as (tmp, fd):
-            write_pieces(fd, [content])
+            writev_all(fd, [content])
             self.staging.commit_file(tmp, sha, hashed=sha)  # the sha256 of these very bytes (read_line)
         self.staging.pin(sha, repo_id, writer)
 
-    def first_commit(self, repo_id: str, grant: Grant, files: dict[str, bytes] | None = None) -> Landed:
+    def first_commit(self, repo_id: str, author: Author, files: dict[str, bytes] | None = None) -> Landed:
         """The Hub's first commit of a new repository (:mod:`.initial`): its ``.gitattributes``
         and the ``files`` the create sent (path -> bytes: one of them may replace it)."""
         from ocibridge.hubserver.repo import initial
@@ -64,9 +78,9 @@ class Committer:
         payload = commits.CommitRequest(summary=initial.SUMMARY)
         for path, content in contents.items():  # regular files, as on the Hub
             payload.inline[path] = commits.Inline.of(content)
-        return self.empty_commit(repo_id, "main", grant, payload, contents, first=True)
+        return self.empty_commit(repo_id, "main", author, payload, contents, first=True)
 
-    def empty_commit(self, repo_id: str, branch: str, grant: Grant, payload: commits.CommitRequest,
+    def empty_commit(self, repo_id: str, branch: str, author: Author, payload: commits.CommitRequest,
                      contents: dict[str, bytes], *, first: bool = False) -> Landed:
         """A commit of ``branch`` with no parent: the repository's first (``first``: no head yet),
         or a branch made empty (``createBranch({empty})``, its ref already placed): its files are
@@ -74,10 +88,10 @@ class Committer:
         if self.publishing is None:
             raise commits.BadCommit("this serve does not publish (its application was built without publishing)")
         for path, inline in payload.inline.items():
-            self.stage_bytes(repo_id, inline, contents[path], self.repos.writer_of(grant))
-        return self.commit(repo_id, branch, payload, grant, first=first, orphan=True)
+            self.stage_bytes(repo_id, inline, contents[path], author.staged_as)
+        return self.commit(repo_id, branch, payload, author, first=first, orphan=True)
 
-    def commit(self, repo_id: str, branch: str, payload: commits.CommitRequest, grant: Grant, *,
+    def commit(self, repo_id: str, branch: str, payload: commits.CommitRequest, author: Author, *,
                 first: bool = False, orphan: bool = False) -> Landed:
         """Build and write the commit, the branch locked; what it did (its commit oid, ...).
         ``first``: the repository's first commit (:meth:`first_commit`): it has no head yet;
@@ -99,7 +113,7 @@ class Committer:
                 parent_regular = {path: f.git_blob for path, f in files.files.items() if f.git_blob is not None}
                 held = _Parent(kept, files.files).known
             mounts: dict[str, Store] = {}
-            tree = commits.new_tree(parent, payload, self._staged_or_mounted(repo_id, payload, mounts, grant), held)
+            tree = commits.new_tree(parent, payload, self._staged_or_mounted(repo_id, payload, mounts, author), held)
             parts = repo_parts(repo_id)
             repo = head.repo if head is not None else self.repos.catalog.sources[0].repository(parts or [])
             if repo is None:
@@ -107,7 +121,7 @@ class Committer:
             tag = head.tag if head is not None and head.tag else self.repos.catalog.default_tag  # refnames.py's
             if repo.located(tag, "") is None:
                 raise commits.BadCommit(f"{repo.shown}: not a place serve can push to")
-            annotations = {commits.SUMMARY: payload.summary or "Upload files", commits.AUTHOR: grant.name,
+            annotations = {commits.SUMMARY: payload.summary or "Upload files", commits.AUTHOR: author.name,
                            CREATED: commits.commit_time()}
             if payload.description:
                 annotations[commits.DESCRIPTION] = payload.description
@@ -128,15 +142,15 @@ class Committer:
             landed = _landed(digest, parent, tree)
             # the commit has landed: what it took from staging goes, unless another flow may name it
             named = [a.sha256 for a in payload.added] + [i.sha256 for i in payload.inline.values()]
-            self.staging.release(named, repo_id, self.repos.writer_of(grant))
-            log.info("%s: %s committed %s as %s", repo_id, grant.name, branch, digest)
+            self.staging.release(named, repo_id, author.staged_as)
+            log.info("%s: %s committed %s as %s", repo_id, author.name, branch, digest)
             return landed
 
 
     def _staged_or_mounted(self, repo_id: str, payload: commits.CommitRequest, mounts: dict[str, Store],
-                           grant: Grant) -> Callable[[str], KnownFile | None]:
+                           author: Author) -> Callable[[str], KnownFile | None]:
         """The upload of a SHA-256 staged for ``repo_id`` (with the chunk table staging kept),
-        else the blob another repository holds that the writer of ``grant`` could read there
+        else the blob another repository holds that ``author`` could read there
         (:mod:`.uploads.mounts`, :mod:`.mountable`), noted in ``mounts`` so the copy mounts it
         rather than sends it: bytes it could never read are refused as never uploaded. A file
         staged for another repository only is neither: its writer never committed it, so naming
@@ -160,7 +174,7 @@ class Committer:
                 store, desc = held
                 return KnownFile.of_blob(store, desc, self.staging.table_for(sha256))
             mounted = self.repos.mounts.blob(repo_id, sha256, sizes.get(sha256),
-                                             admitted(self.repos.catalog, self.repos.gate, grant, sha256))
+                                             admitted(self.repos.catalog, author, sha256))
             if mounted is None:
                 if collected is not None:
                     raise collected

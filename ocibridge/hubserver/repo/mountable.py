@@ -2,9 +2,9 @@
 batch answering "no upload needed" and a commit's ``lfsFile`` naming bytes this writer never
 sent both mount a blob of another repository (:mod:`.uploads.mounts`), which gives the writer's
 repository that file to serve. That is only what the writer could have had anyway: its token
-could download that file from that repository (the access module's whole rule,
-:meth:`.access.Gate.may_take`: its read prefixes, the private scope of a private repository, the
-authorized list of a gated one: issue 85), and the policy serve enforces (the containers policy
+could download that file from that repository (:meth:`.ports.Author.may_take`, which the access
+module's whole rule answers, ``Gate.may_take``: its read prefixes, the private scope of a private
+repository, the authorized list of a gated one: issue 85), and the policy serve enforces (the containers policy
 file, ``--verify-key``) admits a revision of it that holds the file, as a download of it from
 there would be checked (:meth:`.Catalog.resolve`).
 
@@ -18,18 +18,18 @@ import logging
 from collections.abc import Callable
 
 from ocibridge.errors import OcibridgeError
-from ocibridge.hubserver.access import Gate, Grant
 from ocibridge.hubserver.repo.catalog import Catalog
+from ocibridge.hubserver.repo.ports import Author
 
 log = logging.getLogger("ocibridge.hubserver")
 
 
-def admitted(catalog: Catalog, gate: Gate, grant: Grant, sha256: str) -> Callable[[str], bool]:
-    """Whether the writer of ``grant`` may take the file ``sha256`` from a repository (its id)."""
+def admitted(catalog: Catalog, author: Author, sha256: str) -> Callable[[str], bool]:
+    """Whether ``author`` may take the file ``sha256`` from a repository (its id)."""
 
     def admits(home_id: str) -> bool:
         try:
-            takes = gate.may_take(grant, home_id)
+            takes = author.may_take(home_id)
         except OcibridgeError as e:  # its refs record unread: whether it is private or gated is unknown
             log.warning("sha256:%s: not mounted from %s: %s", sha256, home_id, e)
             return False
@@ -38,7 +38,7 @@ def admitted(catalog: Catalog, gate: Gate, grant: Grant, sha256: str) -> Callabl
         served = _served_from(catalog, home_id, f"sha256:{sha256}")
         if not served:
             log.info("sha256:%s: not mounted from %s for %s: no revision serve serves holds it",
-                     sha256, home_id, grant.name)
+                     sha256, home_id, author.name)
         return served
 
     return admits
