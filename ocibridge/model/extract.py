@@ -43,15 +43,17 @@ from ocibridge.model.paths import ArtifactPaths
 from ocibridge.model.stagedfiles import named_as_in_the_artifact, prepare_parent, write_stream
 from ocibridge.oci.digest import CHUNK, verified, verify_bytes
 from ocibridge.oci.mediatypes import INDEX_TYPES
-from ocibridge.oci.models import Descriptor, Manifest, parse_manifest_bytes
+from ocibridge.oci.models import Descriptor, Manifest, ManifestRead, parse_manifest_bytes
 from ocibridge.stores.base import Reopen, Store, VerifiedFile
+from ocibridge.stores.ranged import DeltaBuilder
 from ocibridge.stores.tombstones import refuse_tombstone
 from ocibridge.transfer.copy import CopyHooks, copy
 from ocibridge.transfer.progress import ProgressFn
+from ocibridge.transfer.pullcache import cached_pull
 
 __all__ = [
     "MAX_EXPANSION_RATIO", "MAX_TAR_ENTRIES", "DirectoryTarget", "ExtractResult", "extract",
-    "fetch_manifest", "layer_mode", "layer_path", "resolve_model",
+    "fetch_manifest", "held_manifest", "layer_mode", "layer_path", "resolve_model",
 ]
 
 @dataclass
@@ -81,6 +83,16 @@ def fetch_manifest(store: Store, reference: str) -> tuple[Descriptor, Manifest]:
     desc = store.resolve(reference)
     refuse_tombstone(store, desc, reference)
     return _model_manifest(store, desc, reference)
+
+
+def held_manifest(store: Store, desc: Descriptor) -> ManifestRead:
+    """The model manifest at ``desc`` of a store that holds it in memory (an artifact built or
+    converted here: no request), read and parsed once to be handed down to the export."""
+    data = store.fetch_bytes(desc)
+    manifest = parse_manifest_bytes(data, desc.mediaType)
+    if not isinstance(manifest, Manifest):
+        raise OcibridgeError(f"{desc.digest} is an index, not a model manifest; pick one by digest")
+    return ManifestRead(desc, data, manifest)
 
 
 def _model_manifest(store: Store, desc: Descriptor, reference: str) -> tuple[Descriptor, Manifest]:
@@ -151,14 +163,20 @@ def extract_model(
     store: Store, desc: Descriptor, manifest: Manifest | None, dest: str | os.PathLike[str], *,
     concurrency: int = 4, progress: ProgressFn | None = None, select: Callable[[str], bool] | None = None,
     on_existing: OnExisting = OnExisting.OVERWRITE, data: bytes | None = None,
+    resumable: bool = False, delta: DeltaBuilder | None = None,
 ) -> ExtractResult:
     """:func:`extract` of the model manifest at ``desc``, already resolved; ``manifest``, its
     parsed form when the caller has it in hand (then it is judged as it is, not parsed again),
-    and ``data``, its bytes as read and checked (then the copy does not read them again)."""
+    and ``data``, its bytes as read and checked (then the copy does not read them again).
+
+    ``resumable``: the layers come through the pull cache (:func:`.pullcache.cached_pull`:
+    kept there until the pull succeeds, and not fetched where ``dest`` holds the file already),
+    ``delta`` building a blob from chunks held here where a chunk table allows it."""
     in_hand = {desc.digest: manifest} if manifest is not None else {}
     target = DirectoryTarget(dest, select=select, on_existing=on_existing, in_hand=in_hand)
-    with target.writing():
-        copy(store, desc, target, concurrency=concurrency, progress=progress,
+    reads = cached_pull(store, target.out, progress, delta) if resumable else contextlib.nullcontext(store)
+    with reads as source, target.writing():
+        copy(source, desc, target, concurrency=concurrency, progress=progress,
              hooks=CopyHooks(successors=target.successors,
                              in_hand={desc.digest: data} if data is not None else {}))
     return target.result
