@@ -105,15 +105,22 @@ def identify(store: Store, reference: str, *, shown: str | None = None) -> Ident
     desc, data, parsed = read_parsed(store, reference)  # one request and one parse on a registry
     refuse_tombstone(store, desc, shown or reference)  # a tag serve deleted: no model, said so
     node = parsed if parsed is not None else parse_manifest_bytes(data, desc.mediaType)
+    return identify_read(store, desc, data, node, shown=shown or reference)
+
+
+def identify_read(store: Store, desc: Descriptor, data: bytes, node: Manifest | Index, *,
+                  shown: str) -> Identified:
+    """:func:`identify` of a manifest already read, checked and parsed (``node``, at ``desc``,
+    its bytes ``data``): what ``inspect`` read is judged as it is, not read again."""
     if isinstance(node, Manifest):
         family = family_of(node) or probed(store, desc, node)
         if family is None:
             files = not is_image(node)
-            raise NotAModel(f"{shown or reference} is {describe_other(node)}, not a model of a known family "
+            raise NotAModel(f"{shown} is {describe_other(node)}, not a model of a known family "
                             f"({', '.join(names())})", files_artifact=files,
                             read=ManifestRead(desc, data, node) if files else None)
         return Identified(family, desc, data, node)
-    return _from_index(store, shown or reference, node)
+    return _from_index(store, shown, node)
 
 
 def _from_index(store: Store, reference: str, index: Index) -> Identified:
