@@ -28,23 +28,32 @@ from ocibridge.stores.ranged import ByteCount, RangedStore
 
 
 class TableOnFirstUse:
-    """The chunk table a manifest binds (``table``, named by its annotations), read from the
-    source the first layer is fetched from, once whatever the threads: a pull that fetches no
-    layer (its files all in DEST already) reads none, and the pull hands its store to no one
-    but its cache."""
+    """The chunk table a model manifest binds (its annotations name it), read from the source
+    the first layer is fetched from, once whatever the threads: a pull that fetches no layer
+    (its files all in DEST already) reads none, and the pull hands its store to no one but its
+    cache. None where the manifest binds none, or it cannot be had (plain downloads then)."""
 
-    def __init__(self, manifest: Descriptor, table: Descriptor):
-        self._manifest, self._table = manifest, table
+    def __init__(self, desc: Descriptor, manifest: Manifest):
+        self._desc, self._manifest = desc, manifest
         self._lock = threading.Lock()
         self._read: tuple[ChunkTable | None] | None = None  # (the table, or None: none to be had)
 
     def read(self, source: RangedStore) -> ChunkTable | None:
-        from ocibridge.chunks.bound import table_at
-
         with self._lock:
             if self._read is None:
-                self._read = (table_at(source, self._manifest, self._table),)
+                self._read = (self._table_from(source),)
             return self._read[0]
+
+    def _table_from(self, source: RangedStore) -> ChunkTable | None:
+        from ocibridge.chunks.bound import table_at
+        from ocibridge.chunks.chain import bound_table_descriptor
+
+        try:
+            table = bound_table_descriptor(self._manifest)
+        except ChunkTableError as e:  # a table is never needed: plain downloads, each verified
+            logging.getLogger("ocibridge").debug("chunk table of %s not used: %s", self._desc.digest, e)
+            return None
+        return None if table is None else table_at(source, self._desc, table)
 
 
 class LocalDelta:
@@ -109,20 +118,12 @@ class LocalDelta:
         return places
 
 
-def pull_delta(desc: Descriptor, manifest: Manifest, dest: Path | None) -> LocalDelta | None:
+def pull_delta(desc: Descriptor, manifest: Manifest, dest: Path | None) -> LocalDelta:
     """Deltas for a pull of ``manifest`` (a model manifest, in hand, at ``desc``) into ``dest``
-    (a directory; None: an archive), from the model cache's blobs and the files ``dest`` holds;
-    None when the manifest binds no chunk table. The table is read from the store the pull's
-    cache hands the first :meth:`LocalDelta.build` (a store that sends no ranges asks none)."""
+    (a directory; None: an archive), from the model cache's blobs and the files ``dest`` holds.
+    The chunk table the manifest binds is read from the store the pull's cache hands the first
+    :meth:`LocalDelta.build` (:class:`TableOnFirstUse`; a store that sends no ranges asks none)."""
     from ocibridge.cache.records import model_cache_root
-    from ocibridge.chunks.chain import bound_table_descriptor
 
-    try:
-        table = bound_table_descriptor(manifest)
-    except ChunkTableError as e:  # a table is never needed: plain downloads, each verified
-        logging.getLogger("ocibridge").debug("chunk table of %s not used: %s", desc.digest, e)
-        return None
-    if table is None:
-        return None
     root = model_cache_root()
-    return LocalDelta(TableOnFirstUse(desc, table), ChunkIndex(root) if root.is_dir() else None, dest)
+    return LocalDelta(TableOnFirstUse(desc, manifest), ChunkIndex(root) if root.is_dir() else None, dest)

@@ -108,6 +108,6 @@ class DirectoryFormat:
                                progress=request.progress, select=request.select,
                                on_existing=request.on_existing or OnExisting.REFUSE, data=read.data,
                                resumable=True, delta=delta)
-        reused = tuple(done.as_dict() for done in delta.results) if delta is not None else ()
+        reused = tuple(done.as_dict() for done in delta.results)
         return PullResult(desc.digest, dest, self.name, tuple(result.files), result.bytes_written,
                           kept=tuple(result.kept), skipped=tuple(sorted(result.skipped)), delta=reused)
