@@ -1,6 +1,9 @@
 """A pull reads the tag's manifest with one GET, checked against the digest the registry names
-for it, parses it once and hands it down: no step after the door reads or parses it again (no
-store keeps manifests to hide a second read: tests/test_manifest_reads.py counts the others)."""
+for it, parses it once and hands it down: no step after the door reads or parses it again, not
+even from the store's memo (tests/test_manifest_reads.py counts the other commands). The memo:
+a manifest fetched once by digest is not asked for again by the same store (its bytes are
+verified and cannot change), within a bound; a delete forgets it (what a mirror's plan read,
+its copy reads again)."""
 
 from __future__ import annotations
 
@@ -9,10 +12,26 @@ import io
 from ocibridge.oci.mediatypes import OCI_CONFIG, OCI_LAYER_TAR, OCI_MANIFEST
 from ocibridge.oci.models import Descriptor, Manifest
 from ocibridge.stores.registry import RegistryStore, open_repository
+from ocibridge.stores.registry.manifestmemo import ManifestMemo
 from tests import test_hostile_servers as _servers
 from tests.test_hostile_servers import _one_error_line, _send, ocibridge
 
 hostile = _servers.hostile  # the loopback misbehaving-registry fixture, shared
+
+
+def test_the_memo_keeps_within_its_bound_oldest_out_first():
+    memo = ManifestMemo(limit=10)
+    memo.put("sha256:a", OCI_MANIFEST, b"aaaa")
+    memo.put("sha256:b", OCI_MANIFEST, b"bbbb")
+    memo.put("sha256:c", OCI_MANIFEST, b"cccc")  # 12 bytes: the oldest goes
+    assert memo.get("sha256:a") is None
+    assert memo.get("sha256:b") == (OCI_MANIFEST, b"bbbb")
+    memo.put("sha256:big", OCI_MANIFEST, b"x" * 11)  # over the bound alone: not kept
+    assert memo.get("sha256:big") is None and memo.get("sha256:c") is not None
+    memo.forget("sha256:c")
+    assert memo.get("sha256:c") is None
+    memo.put("sha256:d", OCI_MANIFEST, b"dddddd")  # room again after the forget: b stays
+    assert memo.get("sha256:b") is not None and memo.get("sha256:d") is not None
 
 
 def _push(host: str, repo: str) -> Descriptor:
@@ -28,6 +47,19 @@ def _push(host: str, repo: str) -> Descriptor:
     return desc
 
 
+def test_a_fetched_manifest_costs_no_second_request(fault_proxy, unique_repo):
+    desc = _push(fault_proxy.host, unique_repo)
+    with open_repository(host=fault_proxy.host, repository=unique_repo) as store:
+        before = len(fault_proxy.requests)
+        data = store.fetch_bytes(desc)
+        assert len(fault_proxy.requests) == before + 1
+        assert store.fetch_bytes(desc) == data
+        assert store.resolve(desc.digest) == desc  # type and size from the bytes in hand
+        assert len(fault_proxy.requests) == before + 1
+        assert store.resolve("v1") == desc  # a tag can move: always asked
+        assert len(fault_proxy.requests) == before + 2
+
+
 def test_a_tag_read_with_one_get_is_checked_against_the_digest_the_registry_names(fault_proxy, unique_repo):
     desc = _push(fault_proxy.host, unique_repo)
     with open_repository(host=fault_proxy.host, repository=unique_repo) as store:
@@ -35,6 +67,7 @@ def test_a_tag_read_with_one_get_is_checked_against_the_digest_the_registry_name
         got, data = store.read_manifest("v1")
         assert got == desc and len(data) == desc.size
         assert [(r.method, r.path.rsplit("/", 1)[1]) for r in fault_proxy.requests[before:]] == [("GET", "v1")]
+        assert store.resolve(desc.digest) == desc and len(fault_proxy.requests) == before + 1
 
 
 def test_a_tag_whose_bytes_are_not_the_digest_the_registry_names_fails_the_pull(hostile, tmp_path):
@@ -61,7 +94,7 @@ def test_a_registry_pull_into_a_directory_reads_and_parses_the_manifest_once(fau
                                                                               tmp_path, monkeypatch):
     """The door's read (one GET, one parse, which the blob homes are learnt from) is handed down
     to the export and its copy: no second parse of the same manifest, no second read of it
-    (from the store or elsewhere), no second request."""
+    (not even from the store's memo), no second request."""
     from ocibridge.api.model_ops import pull
     from ocibridge.cli import main
 
@@ -75,7 +108,7 @@ def test_a_registry_pull_into_a_directory_reads_and_parses_the_manifest_once(fau
     validate = Manifest.model_validate
     monkeypatch.setattr(Manifest, "model_validate",
                         classmethod(lambda cls, doc: parsed.append(doc) or validate(doc)))
-    read_again: list[str] = []  # reads of a manifest from the store after the door's
+    read_again: list[str] = []  # reads of a manifest from the store after the door's (memo or not)
     fetch_bytes = RegistryStore.fetch_bytes
 
     def counted_fetch(self: RegistryStore, desc: Descriptor) -> bytes:

@@ -36,6 +36,8 @@ def test_reading_commands_ask_for_each_manifest_once(signed, fault_proxy, unique
         "copy": _manifest_requests(fault_proxy, ["copy", ref, f"oci:{tmp_path / 'a'}:v1"]),
         "copy -r": _manifest_requests(fault_proxy, ["copy", "-r", ref, f"oci:{tmp_path / 'b'}:v1"]),
         "inspect": _manifest_requests(fault_proxy, ["inspect", ref]),
+        "pull --with-attestations": _manifest_requests(
+            fault_proxy, ["pull", ref, str(tmp_path / "att"), "--with-attestations"]),
     }
     # a signed model has two referrers (the bundle and the OMS signature) and a .sig tag; each
     # referrer is read once, by its listing (which leaves out one the registry lost), and handed
@@ -47,4 +49,6 @@ def test_reading_commands_ask_for_each_manifest_once(signed, fault_proxy, unique
         "copy": {"HEAD": 1, "GET": 1},
         "copy -r": {"HEAD": 10, "GET": 8},
         "inspect": {"HEAD": 1, "GET": 5},  # resolve, read; the referrers API, the fallback index, 2 referrers
+        # the referrers listed once for the signed attestations and the unsigned evidence (7 when listed twice)
+        "pull --with-attestations": {"HEAD": 1, "GET": 5},
     }

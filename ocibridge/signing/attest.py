@@ -31,7 +31,7 @@ from ocibridge.signing.bundle import (
     STATEMENT_V1,
     is_bundle_type,
 )
-from ocibridge.stores.base import Store, WritableStore, referrers_read
+from ocibridge.stores.base import HeldReferrers, Store, WritableStore, referrers_read
 from ocibridge.transfer.writer import Blob, write_artifact
 
 if TYPE_CHECKING:
@@ -108,13 +108,14 @@ class Attestation:
         return {"digest": self.referrer.digest, "predicateType": self.predicate_type}
 
 
-def find_attestations(store: Store, subject: Descriptor) -> list[Attestation]:
+def find_attestations(store: Store, subject: Descriptor, held: HeldReferrers | None = None) -> list[Attestation]:
     """Every bundle referrer of ``subject`` whose predicate type is not a signature's (OMS
-    model signatures included: they are signatures of another form), unverified."""
+    model signatures included: they are signatures of another form), unverified; ``held``, the
+    referrers as the caller listed them (else listed here)."""
     from ocibridge.signing.oms import is_oms_predicate
 
     found = []
-    held = referrers_read(store, subject)
+    held = held if held is not None else referrers_read(store, subject)
     for ref in held:
         if not is_bundle_type(ref.artifactType):
             continue

@@ -42,6 +42,7 @@ from ocibridge.stores.registry.commitscan import check_commit_tag, commit_behind
 from ocibridge.stores.registry.credentials import credential_function
 from ocibridge.stores.registry.download import RANGE_PIECE, BlobDownload
 from ocibridge.stores.registry.ingest import StreamingIngest
+from ocibridge.stores.registry.manifestmemo import ManifestMemo
 from ocibridge.stores.registry.mountrequest import MountRequests
 from ocibridge.stores.registry.options import RegistryOptions
 from ocibridge.stores.registry.referrers import RegistryReferrers, fallback_tag, media_type_of, subject_of
@@ -85,6 +86,7 @@ class RegistryStore(ClosesOnExit):
         self._present: set[str] = set()
         self._missing: set[str] = set()
         self._mounts = MountRequests(client, repository)  # and the sessions answered instead
+        self._manifests = ManifestMemo()  # fetched by digest: a second read costs no request
         self._referrers = RegistryReferrers(self)  # the referrers API, or the fallback index
 
     # -- plumbing --------------------------------------------------------------------------
@@ -158,10 +160,14 @@ class RegistryStore(ClosesOnExit):
         if desc.size > MAX_MANIFEST_BYTES:
             raise TooLarge(f"{desc.digest}: {desc.size} bytes is too large to read whole")
         if is_manifest(desc):
+            known = self._manifests.get(desc.digest)
+            if known is not None:
+                return verify_bytes(known[1], desc.digest, desc.size)
             data, got = self._get_manifest(desc.digest)
             verify_bytes(data, desc.digest, desc.size)
             media_type = media_type_of(got.headers.get("content-type"))
             media_type = media_type if media_type in ALL_MANIFEST_TYPES else desc.mediaType
+            self._manifests.put(desc.digest, media_type, data)
             remember_manifest_blobs(self.client.base, self.repository, data, media_type)
             return data
         with self.open_blob(desc) as reader:
@@ -197,6 +203,10 @@ class RegistryStore(ClosesOnExit):
     def resolve(self, reference: str) -> Descriptor:
         """HEAD the manifest for its digest, type and size; GET when the registry omits them.
         A digest whose manifest this store already fetched needs no request."""
+        if is_digest(reference):
+            known = self._manifests.get(reference)
+            if known is not None:
+                return Descriptor(mediaType=known[0], digest=reference, size=len(known[1]))
         if short_of_tag(reference):  # an abbreviated commit id: no tag has its name
             return self.resolve(commit_behind(reference, self.tags, self.resolve, self.describe()))
         path = self._path("manifests", reference)
@@ -231,6 +241,10 @@ class RegistryStore(ClosesOnExit):
 
     def _read_manifest(self, reference: str) -> tuple[Descriptor, bytes, Manifest | Index | None]:
         """The manifest, and its parse when this call made one (not for one already kept)."""
+        if is_digest(reference):
+            known = self._manifests.get(reference)
+            if known is not None:
+                return Descriptor(mediaType=known[0], digest=reference, size=len(known[1])), known[1], None
         if short_of_tag(reference):
             return self._read_manifest(commit_behind(reference, self.tags, self.resolve, self.describe()))
         try:
@@ -263,6 +277,7 @@ class RegistryStore(ClosesOnExit):
                 raise  # no type named and none readable from the bytes
             node = None
         media_type = named or (node.mediaType if node is not None else None) or OCI_MANIFEST
+        self._manifests.put(digest, media_type, data)
         if node is not None:
             remember_blobs_of(self.client.base, self.repository, node)
         return Descriptor(mediaType=media_type, digest=digest, size=len(data)), node
@@ -425,6 +440,7 @@ class RegistryStore(ClosesOnExit):
         """DELETE the manifest by digest (every tag naming it goes with it, as the registry
         has it); 405 means the registry has deletes turned off."""
         scopes = (f"repository:{self.repository}:delete",)
+        self._manifests.forget(desc.digest)
         response = self.client.send("DELETE", self._path("manifests", desc.digest), scopes=scopes)
         if response.status_code == 404:
             raise NotFound(f"{self.describe()}@{desc.digest}: manifest not found")
