@@ -159,6 +159,19 @@ def test_pull_over_the_old_version_moves_only_the_changed_chunks(versions, fault
     _same_tree(out, v1)
 
 
+def test_a_pull_whose_files_dest_holds_reads_no_chunk_table(versions, fault_proxy, tmp_path):
+    """The chunk table is read when the first layer is fetched, from the store the pull's cache
+    fetches from: a pull of v1 over v1 fetches no layer, so no table either (before, the table's
+    GET came first, whatever the pull then needed)."""
+    repo, _, v1, _ = versions
+    out = tmp_path / "out"
+    _pull(f"{fault_proxy.host}/{repo}:v1", out)
+    fault_proxy.clear()
+    assert _pull(f"{fault_proxy.host}/{repo}:v1", out, on_existing="overwrite") == []
+    assert [r.path for r in fault_proxy.requests if "/blobs/" in r.path] == []
+    _same_tree(out, v1)
+
+
 def test_pull_into_an_empty_directory_reuses_the_model_cache(versions, fault_proxy, tmp_path):
     repo, _, _, v2 = versions
     _path(f"{fault_proxy.host}/{repo}:v1")

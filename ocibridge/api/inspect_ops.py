@@ -9,7 +9,8 @@ from ocibridge.api.missing import explaining_missing, no_such_repository
 from ocibridge.api.opening import open_located
 from ocibridge.api.options import TransferOptions
 from ocibridge.errors import NotFound
-from ocibridge.model.inspect import inspect as inspect_artifact
+from ocibridge.model.extract import read_model_manifest
+from ocibridge.model.inspect import summary
 from ocibridge.oci.bookkeeping import is_hidden
 from ocibridge.oci.models import Descriptor
 from ocibridge.places.locate import Locator, text_of
@@ -23,10 +24,11 @@ from ocibridge.transfer.results import InspectResult, ValidateResult
 def inspect(ref: str | Locator, *, transfer: TransferOptions | None = None) -> InspectResult:
     located, target = open_located(ref, transfer).parts
     ref = text_of(located)
-    info = inspect_artifact(target.store, target.reference)
+    read = read_model_manifest(target.store, target.reference)
+    info = summary(target.store, read)
     from ocibridge.kinds.family_info import describe
 
-    describe(target.store, info["digest"], info)  # what was inspected, by digest: the tag is asked once
+    describe(target.store, read, info)  # the manifest inspected, judged as read: asked for once
     from ocibridge.signing.attest import list_evidence
 
     subject = Descriptor(mediaType=info["mediaType"], digest=info["digest"], size=info["size"])

@@ -33,7 +33,7 @@ from ocibridge.core.overwrite import OnExisting
 from ocibridge.core.pathfilter import PathFilter
 from ocibridge.errors import ChunkTableError, UsageError
 from ocibridge.kinds import door
-from ocibridge.model.extract import resolve_model
+from ocibridge.model.extract import held_manifest, resolve_model
 from ocibridge.oci.bookkeeping import refuse_as_destination
 from ocibridge.oci.reference import LayoutReference, PathReference, RegistryReference
 from ocibridge.places.locate import Locator as Locator  # the type of what the calls take besides a text
@@ -389,6 +389,7 @@ def pull(
     conversion = examined.conversion
     store: Store
     named: str | None = None  # the digest the user named, when the files come from another form
+    in_hand = examined.files  # the manifest exported, read, checked and parsed once: handed down
     if conversion is not None and not conversion.as_is:
         # A model of a family a source format reads (an Ollama model) is converted as push
         # would convert it, so its files can be pulled.
@@ -397,22 +398,24 @@ def pull(
         reading = door.ReadRequest(registry_options=registry)
         artifact = build(conversion.format.read_artifact(source.store, conversion.reference, reading))
         store, desc = artifact, artifact.descriptor
+        in_hand = held_manifest(artifact, desc)
     elif conversion is not None:  # into the format's own kind (Ollama to Ollama): as it is
         store, desc = source.store, resolve_model(source.store, source.reference)
     elif examined.model is not None:
         # a ModelKit, a Docker model...: pulled as its ModelPack form (families/pull.py); an
         # index with one ModelPack entry (k8s modelcar --index) is pulled as that entry
         from ocibridge.kinds.pull import modelpack_of
+        from ocibridge.oci.models import ManifestRead
 
         store, desc = modelpack_of(examined.model, source.store)
         named = examined.model.desc.digest
-    else:  # no model of a known family: read as it is, a plain OCI artifact of files
+        found = examined.model
+        same = store is source.store and desc.digest == found.desc.digest  # what the door read is exported
+        in_hand = ManifestRead(found.desc, found.data, found.manifest) if same else held_manifest(store, desc)
+    elif in_hand is not None:  # no model of a known family: a plain OCI artifact of files, as it is
+        store, desc = source.store, in_hand.desc
+    else:
         store, desc = source.store, resolve_model(source.store, source.reference)
-    in_hand = None
-    if examined.model is not None and store is source.store and desc.digest == examined.model.desc.digest:
-        from ocibridge.oci.models import ManifestRead  # what the door read is the artifact exported
-
-        in_hand = ManifestRead(examined.model.desc, examined.model.data, examined.model.manifest)
     request = door.ExportRequest(registry, transfer.concurrency, progress, select, OnExisting(on_existing),
                                  dest_ref, manifest=in_hand)
     pulled = fmt.export(store, desc, dest, request)

@@ -10,6 +10,8 @@ downloads the blob whole.
 
 from __future__ import annotations
 
+import logging
+import threading
 from pathlib import Path
 
 from ocibridge.cache.chunks import CacheChunks
@@ -19,33 +21,69 @@ from ocibridge.chunks.localchunks import AnyChunks, FileChunks
 from ocibridge.chunks.table import ChunkTable, LayerChunks
 from ocibridge.core import notices
 from ocibridge.core.fsutil import safe_relpath
-from ocibridge.errors import DigestMismatch, UnsafePath
+from ocibridge.errors import ChunkTableError, DigestMismatch, UnsafePath
 from ocibridge.oci.layerinfo import layer_path
 from ocibridge.oci.models import Descriptor, Manifest
-from ocibridge.stores.base import Store
-from ocibridge.stores.ranged import ByteCount, RangedBlobSource
+from ocibridge.stores.ranged import ByteCount, RangedStore
+
+
+class TableOnFirstUse:
+    """The chunk table a model manifest binds (its annotations name it), read from the source
+    the first layer is fetched from, once whatever the threads: a pull that fetches no layer
+    (its files all in DEST already) reads none, and the pull hands its store to no one but its
+    cache. None where the manifest binds none, or it cannot be had (plain downloads then)."""
+
+    def __init__(self, desc: Descriptor, manifest: Manifest):
+        self._desc, self._manifest = desc, manifest
+        self._lock = threading.Lock()
+        self._read: tuple[ChunkTable | None] | None = None  # (the table, or None: none to be had)
+
+    def read(self, source: RangedStore) -> ChunkTable | None:
+        with self._lock:
+            if self._read is None:
+                self._read = (self._table_from(source),)
+            return self._read[0]
+
+    def _table_from(self, source: RangedStore) -> ChunkTable | None:
+        from ocibridge.chunks.bound import table_at
+        from ocibridge.chunks.chain import bound_table_descriptor
+
+        try:
+            table = bound_table_descriptor(self._manifest)
+        except ChunkTableError as e:  # a table is never needed: plain downloads, each verified
+            logging.getLogger("ocibridge").debug("chunk table of %s not used: %s", self._desc.digest, e)
+            return None
+        return None if table is None else table_at(source, self._desc, table)
 
 
 class LocalDelta:
-    """Deltas for the layers of one manifest, whose bound ``table`` is known."""
+    """Deltas for the layers of one manifest: its bound ``table`` known (the model cache), or
+    read when the first layer is built (:class:`TableOnFirstUse`, a pull)."""
 
-    def __init__(self, table: ChunkTable, index: ChunkIndex | None, existing: Path | None = None):
-        self.table = table
+    def __init__(self, table: ChunkTable | TableOnFirstUse, index: ChunkIndex | None,
+                 existing: Path | None = None):
+        self._table = table
         self._index = index  # the model cache's
         self._existing = existing  # the directory a pull writes into
         self.results: list[DeltaResult] = []
 
-    def build(self, final: Path, desc: Descriptor, source: RangedBlobSource,
+    @property
+    def table(self) -> ChunkTable | None:
+        """The table, when known (a pull's before its first layer is built: None)."""
+        return self._table if isinstance(self._table, ChunkTable) else None
+
+    def build(self, final: Path, desc: Descriptor, source: RangedStore,
               on_bytes: ByteCount | None = None) -> bool:
-        entry = self.table.for_layer(desc)
-        if entry is None:
+        table = self._table.read(source) if isinstance(self._table, TableOnFirstUse) else self._table
+        entry = None if table is None else table.for_layer(desc)
+        if table is None or entry is None:
             return False
-        local = AnyChunks(self._places(desc, entry))
+        local = AnyChunks(self._places(desc, entry, table.chunk_size))
         try:
             if not worth_it(entry, local):
                 return False
             try:
-                result = delta_download(final, desc, entry, self.table.chunk_size, local, source, on_bytes)
+                result = delta_download(final, desc, entry, table.chunk_size, local, source, on_bytes)
             except DigestMismatch as e:
                 notices.say(f"delta download of {desc.digest} failed ({e}): downloading it whole")
                 return False
@@ -57,39 +95,35 @@ class LocalDelta:
 
     def remember(self, desc: Descriptor) -> None:
         """``desc`` is in the model cache now (verified): its chunks are indexed."""
-        entry = self.table.for_layer(desc)
-        if entry is not None and self._index is not None:
-            self._index.remember(entry, self.table.chunk_size)
+        table = self.table
+        entry = None if table is None else table.for_layer(desc)
+        if table is not None and entry is not None and self._index is not None:
+            self._index.remember(entry, table.chunk_size)
 
-    def _places(self, desc: Descriptor, entry: LayerChunks) -> list[LocalChunks]:
+    def _places(self, desc: Descriptor, entry: LayerChunks, chunk_size: int) -> list[LocalChunks]:
         places: list[LocalChunks] = []
         if self._index is not None:
             places.append(self._index.for_layer(entry))  # the model cache's blobs
             lazy = CacheChunks(self._index.root)
             places.append(lazy.of_hash(entry.algorithm))  # and its chunks of lazy reads, one per file
-            key = entry.content_key(self.table.chunk_size)  # or in a layer file (a whole read: a mount's cp)
-            places.append(FileChunks(lazy.layer_path(key), self.table.chunk_size, entry))
+            key = entry.content_key(chunk_size)  # or in a layer file (a whole read: a mount's cp)
+            places.append(FileChunks(lazy.layer_path(key), chunk_size, entry))
         name = layer_path(desc)
         if self._existing is not None and name is not None:
             try:
                 path = self._existing / safe_relpath(name, "layer file path")
             except UnsafePath:
                 return places
-            places.append(FileChunks(path, self.table.chunk_size, entry))
+            places.append(FileChunks(path, chunk_size, entry))
         return places
 
 
-def pull_delta(store: Store, desc: Descriptor, manifest: Manifest, dest: Path | None) -> LocalDelta | None:
+def pull_delta(desc: Descriptor, manifest: Manifest, dest: Path | None) -> LocalDelta:
     """Deltas for a pull of ``manifest`` (a model manifest, in hand, at ``desc``) into ``dest``
-    (a directory; None: an archive), from the model cache's blobs and the files ``dest`` holds;
-    None without a bound chunk table."""
+    (a directory; None: an archive), from the model cache's blobs and the files ``dest`` holds.
+    The chunk table the manifest binds is read from the store the pull's cache hands the first
+    :meth:`LocalDelta.build` (:class:`TableOnFirstUse`; a store that sends no ranges asks none)."""
     from ocibridge.cache.records import model_cache_root
-    from ocibridge.chunks.bound import table_bound_by
 
-    if not isinstance(store, RangedBlobSource):
-        return None  # no Range requests: nothing to fetch a part of
-    table = table_bound_by(store, desc, manifest)
-    if table is None:
-        return None
     root = model_cache_root()
-    return LocalDelta(table, ChunkIndex(root) if root.is_dir() else None, dest)
+    return LocalDelta(TableOnFirstUse(desc, manifest), ChunkIndex(root) if root.is_dir() else None, dest)

@@ -19,6 +19,7 @@ from ocibridge.oci.digest import verify_bytes
 from ocibridge.oci.models import Descriptor, Manifest, parse_manifest_bytes
 from ocibridge.stores.base import ReadableStore, Store
 from ocibridge.stores.layout import LayoutStore
+from ocibridge.stores.ranged import RangedStore
 
 _LOG = logging.getLogger("ocibridge")
 
@@ -47,7 +48,7 @@ def bound_table(blobs: LayoutStore, remote: Store | None, manifest: Descriptor) 
         return None
 
 
-def _verified(store: ReadableStore, desc: Descriptor) -> bytes:
+def _verified(store: ReadableStore | RangedStore, desc: Descriptor) -> bytes:
     if desc.size > MAX_TABLE_BYTES:
         raise ChunkTableError(f"chunk table of {desc.size} bytes: over the {MAX_TABLE_BYTES} byte limit")
     with store.open_blob(desc) as reader:
@@ -69,7 +70,18 @@ def table_bound_by(store: Store, desc: Descriptor, manifest: Manifest) -> ChunkT
     """The table ``manifest`` (in hand, at ``desc``) binds, read from ``store``; None without one."""
     try:
         table = bound_table_descriptor(manifest)
-        return None if table is None else parse_table(_verified(store, table))
+    except OcibridgeError as e:
+        _LOG.debug("chunk table of %s not used: %s", desc.digest, e)
+        return None
+    return None if table is None else table_at(store, desc, table)
+
+
+def table_at(store: ReadableStore | RangedStore, desc: Descriptor, table: Descriptor) -> ChunkTable | None:
+    """The table ``table`` (bound by the manifest at ``desc``), read from ``store`` and checked;
+    None when it cannot be had (plain downloads then)."""
+    try:
+        data = _verified(store, table)
+        return parse_table(data)
     except (OcibridgeError, OSError) as e:
         _LOG.debug("chunk table of %s not used: %s", desc.digest, e)
         return None

@@ -26,6 +26,7 @@ from ocibridge.oci.reference import PathReference
 
 if TYPE_CHECKING:
     from ocibridge.kinds.families import Identified
+    from ocibridge.oci.models import ManifestRead
     from ocibridge.places.locators import Locator
     from ocibridge.stores.base import Store
 
@@ -131,10 +132,12 @@ class Conversion:
 @dataclass
 class Examined:
     """What the door found at a reference: the model (None when it is no model of a known
-    family) and, when a format reads that model's family, the conversion."""
+    family) and, when a format reads that model's family, the conversion; ``files``, a plain
+    artifact of files (no model) as its manifest was read, checked and parsed."""
 
     model: Identified | None
     conversion: Conversion | None
+    files: ManifestRead | None = None
 
 
 def examine(store: Store, reference: str, dest_format: SourceFormat | None = None, *,
@@ -155,7 +158,7 @@ def examine(store: Store, reference: str, dest_format: SourceFormat | None = Non
         found = identify(store, reference, shown=source.text if source is not None else None)
     except NotAModel as not_a_model:
         if not_a_model.files_artifact or not refuse_other:  # read (or copied) as it is
-            return Examined(None, None)
+            return Examined(None, None, not_a_model.read)
         raise  # a container image, an index of no model: refused saying what it is
     for line in table.sources():
         if not line.converts or line.family != found.family.name:

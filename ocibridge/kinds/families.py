@@ -16,7 +16,7 @@ from ocibridge.kinds.describe import describe_other, is_image
 from ocibridge.kinds.family import ModelFamily, Probes
 from ocibridge.model.index import MAX_INDEX_ENTRIES, model_entry
 from ocibridge.oci.mediatypes import INDEX_TYPES
-from ocibridge.oci.models import Descriptor, Index, Manifest, parse_manifest_bytes
+from ocibridge.oci.models import Descriptor, Index, Manifest, ManifestRead, parse_manifest_bytes
 from ocibridge.stores.base import MAX_MANIFEST_BYTES, Store, read_parsed
 from ocibridge.stores.tombstones import refuse_tombstone
 
@@ -32,11 +32,13 @@ class NotAModel(OcibridgeError):
     """An artifact of no known model family; the message says what it is instead.
 
     ``files_artifact`` is true for a plain OCI artifact manifest (not an image, not an index):
-    files pushed the way ``oras push`` writes them, which a pull can still give back as files."""
+    files pushed the way ``oras push`` writes them, which a pull can still give back as files;
+    ``read`` is then that manifest as it was read, checked and parsed (handed down, not read again)."""
 
-    def __init__(self, message: str, *, files_artifact: bool = False) -> None:
+    def __init__(self, message: str, *, files_artifact: bool = False, read: ManifestRead | None = None) -> None:
         super().__init__(message)
         self.files_artifact = files_artifact
+        self.read = read
 
 
 def names() -> list[str]:
@@ -103,13 +105,22 @@ def identify(store: Store, reference: str, *, shown: str | None = None) -> Ident
     desc, data, parsed = read_parsed(store, reference)  # one request and one parse on a registry
     refuse_tombstone(store, desc, shown or reference)  # a tag serve deleted: no model, said so
     node = parsed if parsed is not None else parse_manifest_bytes(data, desc.mediaType)
+    return identify_read(store, desc, data, node, shown=shown or reference)
+
+
+def identify_read(store: Store, desc: Descriptor, data: bytes, node: Manifest | Index, *,
+                  shown: str) -> Identified:
+    """:func:`identify` of a manifest already read, checked and parsed (``node``, at ``desc``,
+    its bytes ``data``): what ``inspect`` read is judged as it is, not read again."""
     if isinstance(node, Manifest):
         family = family_of(node) or probed(store, desc, node)
         if family is None:
-            raise NotAModel(f"{shown or reference} is {describe_other(node)}, not a model of a known family "
-                            f"({', '.join(names())})", files_artifact=not is_image(node))
+            files = not is_image(node)
+            raise NotAModel(f"{shown} is {describe_other(node)}, not a model of a known family "
+                            f"({', '.join(names())})", files_artifact=files,
+                            read=ManifestRead(desc, data, node) if files else None)
         return Identified(family, desc, data, node)
-    return _from_index(store, shown or reference, node)
+    return _from_index(store, shown, node)
 
 
 def _from_index(store: Store, reference: str, index: Index) -> Identified:

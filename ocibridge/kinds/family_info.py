@@ -8,8 +8,9 @@ from __future__ import annotations
 from typing import Any
 
 from ocibridge.errors import OcibridgeError
-from ocibridge.kinds.families import NotAModel, identify
+from ocibridge.kinds.families import NotAModel, identify_read
 from ocibridge.oci.cnaidraft import is_draft
+from ocibridge.oci.models import ManifestRead
 from ocibridge.stores.base import Store
 
 #: family name → how a person calls it
@@ -25,12 +26,13 @@ FAMILY_FIELDS = {
 }
 
 
-def describe(store: Store, reference: str, info: dict[str, Any]) -> None:
+def describe(store: Store, read: ManifestRead, info: dict[str, Any]) -> None:
     """Add ``family``, ``familyName`` and ``familyFields`` to an inspect result and fill the
-    layers' kind, variant and path from the family's reading. A manifest of no known family, or
-    one its family cannot read, is left as the manifest says (inspect shows what is there)."""
+    layers' kind, variant and path from the family's reading of ``read`` (the manifest inspect
+    read, judged as it is). A manifest of no known family, or one its family cannot read, is
+    left as the manifest says (inspect shows what is there)."""
     try:
-        found = identify(store, reference)
+        found = identify_read(store, read.desc, read.data, read.manifest, shown=read.desc.digest)
     except (NotAModel, OcibridgeError):
         return
     name = found.family.name

@@ -43,15 +43,17 @@ from ocibridge.model.paths import ArtifactPaths
 from ocibridge.model.stagedfiles import named_as_in_the_artifact, prepare_parent, write_stream
 from ocibridge.oci.digest import CHUNK, verified, verify_bytes
 from ocibridge.oci.mediatypes import INDEX_TYPES
-from ocibridge.oci.models import Descriptor, Manifest, parse_manifest_bytes
+from ocibridge.oci.models import Descriptor, Manifest, ManifestRead, parse_manifest_bytes
 from ocibridge.stores.base import Reopen, Store, VerifiedFile
+from ocibridge.stores.ranged import DeltaBuilder
 from ocibridge.stores.tombstones import refuse_tombstone
 from ocibridge.transfer.copy import CopyHooks, copy
 from ocibridge.transfer.progress import ProgressFn
+from ocibridge.transfer.pullcache import cached_pull
 
 __all__ = [
     "MAX_EXPANSION_RATIO", "MAX_TAR_ENTRIES", "DirectoryTarget", "ExtractResult", "extract",
-    "fetch_manifest", "layer_mode", "layer_path", "resolve_model",
+    "fetch_manifest", "held_manifest", "layer_mode", "layer_path", "read_model_manifest", "resolve_model",
 ]
 
 @dataclass
@@ -72,27 +74,45 @@ def resolve_model(store: Store, reference: str) -> Descriptor:
     refuse_tombstone(store, desc, reference)
     if desc.mediaType not in INDEX_TYPES:
         return desc
-    return _model_manifest(store, desc, reference)[0]
+    return _model_manifest(store, desc, reference).desc
 
 
 def fetch_manifest(store: Store, reference: str) -> tuple[Descriptor, Manifest]:
     """The model manifest ``reference`` names. An index holding exactly one ModelPack entry (by
     its ``artifactType``, as ``k8s modelcar --index`` writes) resolves to that entry."""
+    read = read_model_manifest(store, reference)
+    return read.desc, read.manifest
+
+
+def read_model_manifest(store: Store, reference: str) -> ManifestRead:
+    """:func:`fetch_manifest`, with the bytes read: handed to whatever judges the same manifest
+    next (``inspect``'s family), which then reads it no second time."""
     desc = store.resolve(reference)
     refuse_tombstone(store, desc, reference)
     return _model_manifest(store, desc, reference)
 
 
-def _model_manifest(store: Store, desc: Descriptor, reference: str) -> tuple[Descriptor, Manifest]:
+def held_manifest(store: Store, desc: Descriptor) -> ManifestRead:
+    """The model manifest at ``desc`` of a store that holds it in memory (an artifact built or
+    converted here: no request), read and parsed once to be handed down to the export."""
+    data = store.fetch_bytes(desc)
+    manifest = parse_manifest_bytes(data, desc.mediaType)
+    if not isinstance(manifest, Manifest):
+        raise OcibridgeError(f"{desc.digest} is an index, not a model manifest; pick one by digest")
+    return ManifestRead(desc, data, manifest)
+
+
+def _model_manifest(store: Store, desc: Descriptor, reference: str) -> ManifestRead:
     """The manifest at the resolved ``desc``, following an index to its ModelPack entry
     (:func:`.index.model_entry`)."""
-    manifest = parse_manifest_bytes(store.fetch_bytes(desc), desc.mediaType)
+    data = store.fetch_bytes(desc)
+    manifest = parse_manifest_bytes(data, desc.mediaType)
     if isinstance(manifest, Manifest):
-        return desc, manifest
+        return ManifestRead(desc, data, manifest)
     found = model_entry(store, manifest)
     if found is None:
         raise OcibridgeError(f"{reference} is an index with no ModelPack manifest; pick one by digest")
-    return found.desc, found.manifest
+    return ManifestRead(found.desc, found.data, found.manifest)
 
 
 def _extract_tar(stream: Reader, staging: Path, written: list[str], paths: ArtifactPaths,
@@ -151,14 +171,20 @@ def extract_model(
     store: Store, desc: Descriptor, manifest: Manifest | None, dest: str | os.PathLike[str], *,
     concurrency: int = 4, progress: ProgressFn | None = None, select: Callable[[str], bool] | None = None,
     on_existing: OnExisting = OnExisting.OVERWRITE, data: bytes | None = None,
+    resumable: bool = False, delta: DeltaBuilder | None = None,
 ) -> ExtractResult:
     """:func:`extract` of the model manifest at ``desc``, already resolved; ``manifest``, its
     parsed form when the caller has it in hand (then it is judged as it is, not parsed again),
-    and ``data``, its bytes as read and checked (then the copy does not read them again)."""
+    and ``data``, its bytes as read and checked (then the copy does not read them again).
+
+    ``resumable``: the layers come through the pull cache (:func:`.pullcache.cached_pull`:
+    kept there until the pull succeeds, and not fetched where ``dest`` holds the file already),
+    ``delta`` building a blob from chunks held here where a chunk table allows it."""
     in_hand = {desc.digest: manifest} if manifest is not None else {}
     target = DirectoryTarget(dest, select=select, on_existing=on_existing, in_hand=in_hand)
-    with target.writing():
-        copy(store, desc, target, concurrency=concurrency, progress=progress,
+    reads = cached_pull(store, target.out, progress, delta) if resumable else contextlib.nullcontext(store)
+    with reads as source, target.writing():
+        copy(source, desc, target, concurrency=concurrency, progress=progress,
              hooks=CopyHooks(successors=target.successors,
                              in_hand={desc.digest: data} if data is not None else {}))
     return target.result

@@ -8,14 +8,20 @@ from typing import Any
 from ocibridge.core import boundedjson
 from ocibridge.core.terminal import human_size as human_size  # its home since the copy's summary needs it alone
 from ocibridge.core.terminal import one_line
-from ocibridge.model.extract import fetch_manifest, layer_path
+from ocibridge.model.extract import layer_path, read_model_manifest
 from ocibridge.oci.empty import is_empty_model
 from ocibridge.oci.layerinfo import layer_type
+from ocibridge.oci.models import ManifestRead
 from ocibridge.stores.base import Store
 
 
 def inspect(store: Store, reference: str) -> dict[str, Any]:
-    desc, manifest = fetch_manifest(store, reference)
+    return summary(store, read_model_manifest(store, reference))
+
+
+def summary(store: Store, read: ManifestRead) -> dict[str, Any]:
+    """:func:`inspect` of the model manifest in hand (read, checked and parsed)."""
+    desc, manifest = read.desc, read.manifest
     try:
         config: Any = boundedjson.loads(store.fetch_bytes(manifest.config))
     except ValueError:

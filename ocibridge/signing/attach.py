@@ -22,7 +22,7 @@ from ocibridge.signing.classic import (
     signature_tag,
 )
 from ocibridge.signing.payload import SIMPLE_SIGNING_MEDIA_TYPE
-from ocibridge.stores.base import Store, WritableStore
+from ocibridge.stores.base import Store, WritableStore, referrers_read
 from ocibridge.transfer.copy import CopyStats
 from ocibridge.transfer.writer import Blob, retag, write_artifact
 
@@ -80,8 +80,9 @@ def find_signatures(store: Store, subject: Descriptor) -> Attached:
         if layer.mediaType == SIMPLE_SIGNING_MEDIA_TYPE:
             classic.append(SignatureLayer(layer, store.fetch_bytes(layer)))
     bundles = []
-    for ref in store.referrers(subject):
-        node = parse_manifest_bytes(store.fetch_bytes(ref), ref.mediaType)
+    held = referrers_read(store, subject)
+    for ref in held:
+        node = parse_manifest_bytes(held.manifest(ref), ref.mediaType)
         if not isinstance(node, Manifest):
             continue
         kind = node.artifactType or ref.artifactType

@@ -31,7 +31,7 @@ from ocibridge.signing.bundle import (
     STATEMENT_V1,
     is_bundle_type,
 )
-from ocibridge.stores.base import Store, WritableStore
+from ocibridge.stores.base import HeldReferrers, Store, WritableStore, referrers_read
 from ocibridge.transfer.writer import Blob, write_artifact
 
 if TYPE_CHECKING:
@@ -108,16 +108,18 @@ class Attestation:
         return {"digest": self.referrer.digest, "predicateType": self.predicate_type}
 
 
-def find_attestations(store: Store, subject: Descriptor) -> list[Attestation]:
+def find_attestations(store: Store, subject: Descriptor, held: HeldReferrers | None = None) -> list[Attestation]:
     """Every bundle referrer of ``subject`` whose predicate type is not a signature's (OMS
-    model signatures included: they are signatures of another form), unverified."""
+    model signatures included: they are signatures of another form), unverified; ``held``, the
+    referrers as the caller listed them (else listed here)."""
     from ocibridge.signing.oms import is_oms_predicate
 
     found = []
-    for ref in store.referrers(subject):
+    held = held if held is not None else referrers_read(store, subject)
+    for ref in held:
         if not is_bundle_type(ref.artifactType):
             continue
-        node = parse_manifest_bytes(store.fetch_bytes(ref), ref.mediaType)
+        node = parse_manifest_bytes(held.manifest(ref), ref.mediaType)
         if not isinstance(node, Manifest) or len(node.layers) != 1:
             continue
         kind = (node.annotations or {}).get(PREDICATE_ANNOTATION, "")
@@ -136,9 +138,10 @@ def list_evidence(store: Store, subject: Descriptor) -> list[dict[str, Any]]:
     from ocibridge.signing.oms import is_oms_predicate
 
     out = []
-    for ref in store.referrers(subject):
+    held = referrers_read(store, subject)
+    for ref in held:
         if is_bundle_type(ref.artifactType):
-            node = parse_manifest_bytes(store.fetch_bytes(ref), ref.mediaType)
+            node = parse_manifest_bytes(held.manifest(ref), ref.mediaType)
             kind = (node.annotations or {}).get(PREDICATE_ANNOTATION, "") if isinstance(node, Manifest) else ""
             if kind and kind != SIGN_PREDICATE_TYPE and not is_oms_predicate(kind):
                 out.append({"digest": ref.digest, "predicateType": kind, "signed": True})

@@ -20,6 +20,7 @@ from ocibridge.core.fsutil import atomic_write_bytes
 from ocibridge.errors import SignatureError, UsageError
 from ocibridge.oci.models import Descriptor, Manifest, parse_manifest_bytes
 from ocibridge.signing.attest import EVIDENCE_TYPES, TYPE_NAMES, find_attestations
+from ocibridge.stores.base import referrers_read
 
 if TYPE_CHECKING:
     from ocibridge.signing.verify import VerifyPolicy
@@ -58,7 +59,8 @@ def collect(store: Store, subject: Descriptor, keys: VerifyPolicy | None,
     from ocibridge.signing.verify import verify_attestation
 
     found: list[AttestationFile] = []
-    for att in find_attestations(store, subject):
+    held = referrers_read(store, subject)  # listed once: each referrer's manifest read once
+    for att in find_attestations(store, subject, held):
         if keys is not None:
             try:
                 verify_attestation(att.bundle, att.referrer.digest, subject.digest,
@@ -69,13 +71,13 @@ def collect(store: Store, subject: Descriptor, keys: VerifyPolicy | None,
         found.append(AttestationFile(f"{short_name(att.predicate_type)}.{_hex12(att.referrer)}.sigstore.json",
                                      att.bundle, att.predicate_type, True, att.referrer.digest))
     left_out = 0
-    for ref in store.referrers(subject):
+    for ref in held:
         if ref.artifactType not in EVIDENCE_TYPES:
             continue
         if keys is not None:
             left_out += 1
             continue
-        node = parse_manifest_bytes(store.fetch_bytes(ref), ref.mediaType)
+        node = parse_manifest_bytes(held.manifest(ref), ref.mediaType)
         if not isinstance(node, Manifest) or len(node.layers) != 1:
             continue
         data = store.fetch_bytes(node.layers[0])

@@ -8,7 +8,7 @@ a built artifact, a pull cache) and :class:`WritableStore` (a destination). What
 stores can do is a small named capability, a ``runtime_checkable`` Protocol that callers test
 with ``isinstance`` (as oras-go asserts an interface): :class:`Mounting`, :class:`Ingesting`,
 :class:`Transactional`, :class:`Closable`, :class:`BlobView`, :class:`ReadsByReference`,
-:class:`CountsUploads`, :class:`RegistryRepository`. A copy's
+:class:`CountsUploads`, :class:`ReadsReferrers`, :class:`RegistryRepository`. A copy's
 destination need only be a :class:`CopyTarget`.
 Nothing looks a capability up
 by an attribute's name.
@@ -17,7 +17,7 @@ by an attribute's name.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
@@ -269,6 +269,47 @@ def read_parsed(store: ReadableStore, reference: str) -> tuple[Descriptor, bytes
         return store.read_parsed(reference)
     desc, data = resolve_and_read(store, reference)
     return desc, data, None
+
+
+@runtime_checkable
+class ReadsReferrers(Protocol):
+    """A store that reads each referrer it lists (a registry: to leave out one listed but no
+    longer held): the verified bytes it read are handed over with the list, not asked again."""
+
+    def read_referrers(self, desc: Descriptor, artifact_type: str | None = None
+                       ) -> tuple[list[Descriptor], dict[str, bytes]]:
+        """:meth:`ReadableStore.referrers`, with the manifests read while listing, by digest."""
+        ...
+
+
+@dataclass
+class HeldReferrers:
+    """The referrers of a subject, with what the listing read of them: a reader takes a
+    referrer's manifest from here (:meth:`manifest`), read once whichever store lists it."""
+
+    store: ReadableStore
+    listed: list[Descriptor]
+    read: dict[str, bytes]
+
+    def __iter__(self) -> Iterator[Descriptor]:
+        return iter(self.listed)
+
+    def known(self, ref: Descriptor) -> bytes | None:
+        """The bytes the listing read of ``ref`` (verified), None where it read none."""
+        return self.read.get(ref.digest)
+
+    def manifest(self, ref: Descriptor) -> bytes:
+        """The manifest of ``ref``: as the listing read it, else read now."""
+        known = self.known(ref)
+        return known if known is not None else self.store.fetch_bytes(ref)
+
+
+def referrers_read(store: ReadableStore, desc: Descriptor, artifact_type: str | None = None) -> HeldReferrers:
+    """``store.referrers(desc)``, with the manifests a :class:`ReadsReferrers` store read while listing."""
+    if isinstance(store, ReadsReferrers):
+        listed, read = store.read_referrers(desc, artifact_type)
+        return HeldReferrers(store, listed, read)
+    return HeldReferrers(store, store.referrers(desc, artifact_type), {})
 
 
 class UploadCounts(Protocol):

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import BinaryIO, Protocol, runtime_checkable
 
 from ocibridge.oci.models import Descriptor
 
@@ -72,6 +72,13 @@ class RangedBlobSource(Protocol):
 ByteCount = Callable[[int], None]
 
 
+class RangedStore(RangedBlobSource, Protocol):
+    """A ranged source that also reads a blob whole, verified: where a pull's delta reads the
+    chunk table it needs when its first layer is fetched."""
+
+    def open_blob(self, desc: Descriptor) -> BinaryIO: ...
+
+
 def read_full(reader: RangeReader, view: memoryview) -> int:
     """Fill ``view`` from ``reader``: the bytes read, fewer only where the range (or the
     server's answer) ended."""
@@ -98,7 +105,7 @@ class DeltaBuilder(Protocol):
     """Builds a blob from chunks held locally plus Range requests for the rest (a delta:
     chunks/delta.py), where a chunk table allows it."""
 
-    def build(self, final: Path, desc: Descriptor, source: RangedBlobSource,
+    def build(self, final: Path, desc: Descriptor, source: RangedStore,
               on_bytes: ByteCount | None = None) -> bool:
         """``desc`` at ``final`` (verified), True; False when nothing local can be reused (the
         caller downloads it whole)."""

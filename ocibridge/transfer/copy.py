@@ -37,6 +37,7 @@ from ocibridge.stores.base import (
     VerifiedFile,
     WritableStore,
     is_manifest,
+    referrers_read,
 )
 from ocibridge.stores.ranged import RangedBlobSource, ResumableBlobSink
 from ocibridge.transfer import askfirst
@@ -348,13 +349,14 @@ class _Copy:
 
     # -- manifests --------------------------------------------------------------------------------
     def node(self, desc: Descriptor, tag: str | None = None, referrers: bool | None = None,
-             depth: int = 0) -> bool:
+             depth: int = 0, data: bytes | None = None) -> bool:
         """Copy one manifest and what it names; the root goes out with its ``tag`` in the same
         write (one PUT on a registry, not a PUT, a GET and a second PUT to tag it).
 
         Each manifest is walked once per copy (a diamond or a cycle of referrers and fallback
         tags costs one visit per node, not one per path), within the bounds of
-        core/graphbound.py; returns whether this call walked it (False: it was already)."""
+        core/graphbound.py; returns whether this call walked it (False: it was already).
+        ``data``: its bytes, verified, where the caller read them (a referrer, as its listing did)."""
         src, dst, stats, progress = self.src, self.dst, self.stats, self.progress
         referrers = self.referrers if referrers is None else referrers
         if not self.graph.enter(f"{int(referrers)}{desc.digest}", depth) and tag is None:
@@ -363,7 +365,7 @@ class _Copy:
         # answers apart (a HEAD and a GET to one registry) cost one round trip, not two.
         present = self.pool.submit(dst.exists, desc)
         try:
-            data = self.hooks.in_hand.get(desc.digest) or src.fetch_bytes(desc)
+            data = data or self.hooks.in_hand.get(desc.digest) or src.fetch_bytes(desc)
         except BaseException:
             _settle(present)
             raise
@@ -396,8 +398,9 @@ class _Copy:
                 dst.keep_referrer(desc, data)  # a referrer there from before its tag: tagged now
         if referrers:
             companions = self.hooks.companions
-            for ref in src.referrers(desc):
-                if not self.node(ref, depth=depth + 1):
+            held = referrers_read(src, desc)
+            for ref in held:
+                if not self.node(ref, depth=depth + 1, data=held.known(ref)):
                     continue
                 stats.referrers.append(ref.digest)
                 if companions is not None and companions.is_signature(ref):

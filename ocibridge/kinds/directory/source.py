@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
 from ocibridge.core.fsutil import link_stays_inside
-from ocibridge.errors import SourceError
+from ocibridge.errors import OcibridgeError, SourceError
 from ocibridge.kinds.source import ExportRequest, ReadRequest
 
 if TYPE_CHECKING:
@@ -92,23 +92,22 @@ class DirectoryFormat:
         return package
 
     def export(self, store: Store, desc: Descriptor, dest: str, request: ExportRequest) -> PullResult:
+        """The manifest comes in hand (``request.manifest``, read, checked and parsed by the pull);
+        what the bytes meet, in their order: the delta (the chunk table it binds), the pull
+        cache (resumable, files already in DEST with the right digest not fetched), the files."""
         from ocibridge.cache.deltas import pull_delta
         from ocibridge.core.overwrite import OnExisting
-        from ocibridge.model.extract import extract_model, fetch_manifest
-        from ocibridge.transfer.pullcache import cached_pull
+        from ocibridge.model.extract import extract_model
         from ocibridge.transfer.results import PullResult
 
-        # resumable across runs, and files already in DEST with the right digest are not fetched;
-        # with a chunk table, chunks the old files in DEST or the model cache hold are not either
-        # the model manifest the door read and parsed (else read here), handed to the delta and the extract
         read = request.manifest
-        model, manifest = (read.desc, read.manifest) if read is not None else fetch_manifest(store, desc.digest)
-        delta = pull_delta(store, model, manifest, Path(dest))
-        with cached_pull(store, Path(dest), request.progress, delta) as cached:
-            result = extract_model(cached, model, manifest, dest, concurrency=request.concurrency,
-                                   progress=request.progress, select=request.select,
-                                   on_existing=request.on_existing or OnExisting.REFUSE,
-                                   data=read.data if read is not None else None)
-        reused = tuple(done.as_dict() for done in delta.results) if delta is not None else ()
+        if read is None:
+            raise OcibridgeError(f"a pull of {desc.digest} into a directory is handed its manifest, read and parsed")
+        delta = pull_delta(read.desc, read.manifest, Path(dest))
+        result = extract_model(store, read.desc, read.manifest, dest, concurrency=request.concurrency,
+                               progress=request.progress, select=request.select,
+                               on_existing=request.on_existing or OnExisting.REFUSE, data=read.data,
+                               resumable=True, delta=delta)
+        reused = tuple(done.as_dict() for done in delta.results)
         return PullResult(desc.digest, dest, self.name, tuple(result.files), result.bytes_written,
                           kept=tuple(result.kept), skipped=tuple(sorted(result.skipped)), delta=reused)

@@ -1,9 +1,11 @@
 """Manifests one store has already fetched and verified, kept for the rest of the command.
 
-A pull reads the root manifest twice: once to tell which model family it is (formats/door.py),
-once to copy what it names (modelpack/extract.py). Each read was a HEAD and a GET: two round
-trips spent on bytes already in hand. A manifest named by digest cannot change, so its
-verified bytes stand for it. Bounded in bytes, oldest out first.
+A pull, ``verify``, ``copy -r`` and ``inspect`` hand what they read down and need none of it
+(tests/test_manifest_reads.py counts the same requests without it). What still reads a manifest
+again is a command of steps apart: a mirror plans (sizing each artifact and its referrers), then
+copies; without this, a signed model's mirror sent 41 manifest requests, not 34. A manifest
+named by digest cannot change, so its verified bytes stand for it. Bounded in bytes, oldest out
+first.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """The referrers of one registry repository: the registry's referrers API where it has one, the
 OCI 1.1 fallback index (tag ``sha256-<hex>``) where it does not, which a push of a manifest with
 a ``subject`` keeps up to date. A listed referrer the registry no longer holds is left out, with
-one notice. RegistryStore (store.py) hands its manifest reads and writes to this.
+one notice; the manifests read to tell are handed to their reader (:meth:`RegistryReferrers.read`).
+RegistryStore (store.py) hands its manifest reads and writes to this.
 """
 
 from __future__ import annotations
@@ -60,23 +61,36 @@ class RegistryReferrers:
 
     def listed(self, desc: Descriptor, artifact_type: str | None = None) -> list[Descriptor]:
         """The manifests whose ``subject`` is ``desc``, as the referrers API or the fallback index
-        lists them, less those the registry no longer holds (:meth:`_still_held`)."""
+        lists them, less those the registry no longer holds (:meth:`_held`)."""
+        return self.read(desc, artifact_type)[0]
+
+    def read(self, desc: Descriptor, artifact_type: str | None = None) -> tuple[list[Descriptor], dict[str, bytes]]:
+        """:meth:`listed`, and each listed referrer's manifest as :meth:`_held` read it (by
+        digest): handed to its reader, which then asks the registry nothing more."""
         index = self._from_api(desc, artifact_type)
         if index is None:
             index = self.fallback_index(desc.digest)
         found = index.manifests if index else []
         if artifact_type:
             found = [d for d in found if d.artifactType == artifact_type]
-        return [d for d in found if self._still_held(d, desc)]
+        listed, read = [], {}
+        for ref in found:
+            held = self._held(ref, desc)
+            if held is False:
+                continue
+            listed.append(ref)
+            if isinstance(held, bytes):
+                read[ref.digest] = held
+        return listed, read
 
-    def _still_held(self, referrer: Descriptor, subject: Descriptor) -> bool:
-        """Whether the registry still holds a listed referrer. A fallback index (or a referrers
-        API) can name one deleted since, by hand or by a garbage collection that found it
-        untagged (pushed before referrers had their tag, or by another tool): it is skipped
-        with one notice, and what remains is judged. Read whole, as its reader would next:
-        kept by digest, the read costs that reader nothing."""
+    def _held(self, referrer: Descriptor, subject: Descriptor) -> bytes | bool:
+        """The listed referrer's manifest, read whole (False: the registry no longer holds it;
+        True: there, but not readable as listed, which its reader says). A fallback index (or
+        a referrers API) can name one deleted since, by hand or by a garbage collection that
+        found it untagged (pushed before referrers had their tag, or by another tool): it is
+        skipped with one notice, and what remains is judged."""
         try:
-            self._store.fetch_bytes(referrer)
+            return self._store.fetch_bytes(referrer)
         except NotFound:
             with self._lock:
                 told = referrer.digest in self._dangling
@@ -87,7 +101,6 @@ class RegistryReferrers:
             return False
         except OcibridgeError:
             return True  # there, but not readable as listed: its reader says why
-        return True
 
     def _from_api(self, desc: Descriptor, artifact_type: str | None) -> Index | None:
         if self._api is False:

@@ -294,6 +294,12 @@ class RegistryStore(ClosesOnExit):
         (referrers.py)."""
         return self._referrers.listed(desc, artifact_type)
 
+    def read_referrers(self, desc: Descriptor, artifact_type: str | None = None
+                       ) -> tuple[list[Descriptor], dict[str, bytes]]:
+        """:meth:`referrers`, with each one's manifest as the listing read it (stores/base.py
+        ``ReadsReferrers``): its reader asks for it no second time."""
+        return self._referrers.read(desc, artifact_type)
+
     # -- writes ----------------------------------------------------------------------------
     def push_blob(self, desc: Descriptor, reader: BinaryIO, *, reopen: Reopen | None = None) -> None:
         """Upload unless present. ``reopen`` (or a seekable reader) lets an interrupted upload

@@ -1,6 +1,9 @@
-"""A manifest fetched once by digest is not asked for again by the same store (its bytes are
-verified and cannot change), within a bound; a delete forgets it. A pull reads the tag's
-manifest with one GET, checked against the digest the registry names for it."""
+"""A pull reads the tag's manifest with one GET, checked against the digest the registry names
+for it, parses it once and hands it down: no step after the door reads or parses it again, not
+even from the store's memo (tests/test_manifest_reads.py counts the other commands). The memo:
+a manifest fetched once by digest is not asked for again by the same store (its bytes are
+verified and cannot change), within a bound; a delete forgets it (what a mirror's plan read,
+its copy reads again)."""
 
 from __future__ import annotations
 
@@ -119,3 +122,35 @@ def test_a_registry_pull_into_a_directory_reads_and_parses_the_manifest_once(fau
     assert (tmp_path / "out" / "weights.bin").read_bytes() == b"w" * 50_000
     assert len(parsed) == 1 and read_again == []
     assert len([r for r in fault_proxy.requests[before:] if "/manifests/" in r.path]) == 1
+
+
+def test_a_plain_artifact_pulled_into_a_directory_is_read_once(fault_proxy, unique_repo, tmp_path, monkeypatch):
+    """An artifact of files of no model family (as ``oras push`` writes one): the door's read,
+    refused as no model, is what the export is handed, so the pull asks for the manifest once
+    (before: the GET, then a HEAD to resolve the tag again) and the store is not asked again."""
+    from ocibridge.api.model_ops import pull
+    from ocibridge.oci.mediatypes import OCI_EMPTY
+
+    text = b"hello, files\n"
+    layer = Descriptor.for_bytes("text/plain", text, annotations={"org.opencontainers.image.title": "hello.txt"})
+    config = Descriptor.for_bytes(OCI_EMPTY, b"{}")
+    data = Manifest(mediaType=OCI_MANIFEST, artifactType="application/vnd.example.files", config=config,
+                    layers=[layer]).to_json_bytes()
+    with open_repository(host=fault_proxy.host, repository=unique_repo) as store:
+        store.push_blob(layer, io.BytesIO(text))
+        store.push_blob(config, io.BytesIO(b"{}"))
+        store.push_manifest(Descriptor.for_bytes(OCI_MANIFEST, data), data, "v1")
+    read_again: list[str] = []
+    fetch_bytes = RegistryStore.fetch_bytes
+
+    def counted_fetch(self: RegistryStore, desc: Descriptor) -> bytes:
+        if desc.mediaType == OCI_MANIFEST:
+            read_again.append(desc.digest)
+        return fetch_bytes(self, desc)
+
+    monkeypatch.setattr(RegistryStore, "fetch_bytes", counted_fetch)
+    before = len(fault_proxy.requests)
+    pull(f"{fault_proxy.host}/{unique_repo}:v1", str(tmp_path / "out"))
+    assert (tmp_path / "out" / "hello.txt").read_bytes() == text
+    manifests = [(r.method, r.path.rsplit("/", 1)[1]) for r in fault_proxy.requests[before:] if "/manifests/" in r.path]
+    assert manifests == [("GET", "v1")] and read_again == []

@@ -1,0 +1,54 @@
+"""What each reading command asks the registry for its manifests (counted by the fault proxy
+in front of it): a manifest is read from the registry once per command, and what one step read
+is handed to the next rather than asked again."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from ocibridge.cli import main
+from tests.modelgen import make_model
+from tests.signing_keys import key_pair
+
+
+def _manifest_requests(proxy, argv: list[str]) -> Counter:
+    before = len(proxy.requests)
+    assert main(argv) == 0, argv
+    return Counter(r.method for r in proxy.requests[before:] if "/manifests/" in r.path or "/referrers/" in r.path)
+
+
+@pytest.fixture
+def signed(fault_proxy, unique_repo, tmp_path):
+    private, public = key_pair(tmp_path / "k")
+    ref = f"{fault_proxy.host}/{unique_repo}:v1"
+    assert main(["push", "-q", str(make_model(tmp_path / "m")), ref]) == 0
+    assert main(["sign", ref, "--key", str(private), "--form", "all"]) == 0
+    return ref, public
+
+
+def test_reading_commands_ask_for_each_manifest_once(signed, fault_proxy, unique_repo, tmp_path):
+    ref, public = signed
+    counts = {
+        "pull": _manifest_requests(fault_proxy, ["pull", ref, str(tmp_path / "out")]),
+        "verify": _manifest_requests(fault_proxy, ["verify", ref, "--key", str(public)]),
+        "copy": _manifest_requests(fault_proxy, ["copy", ref, f"oci:{tmp_path / 'a'}:v1"]),
+        "copy -r": _manifest_requests(fault_proxy, ["copy", "-r", ref, f"oci:{tmp_path / 'b'}:v1"]),
+        "inspect": _manifest_requests(fault_proxy, ["inspect", ref]),
+        "pull --with-attestations": _manifest_requests(
+            fault_proxy, ["pull", ref, str(tmp_path / "att"), "--with-attestations"]),
+    }
+    # a signed model has two referrers (the bundle and the OMS signature) and a .sig tag; each
+    # referrer is read once, by its listing (which leaves out one the registry lost), and handed
+    # to its reader; inspect's family is judged on the manifest inspect read
+    assert {k: dict(v) for k, v in counts.items()} == {
+        "pull": {"GET": 1},  # the tag's manifest, read by the door and handed down
+        # the tag, the .sig tag; the .sig manifest, the referrers API, its fallback index, 2 referrers, the root
+        "verify": {"HEAD": 2, "GET": 6},
+        "copy": {"HEAD": 1, "GET": 1},
+        "copy -r": {"HEAD": 10, "GET": 8},
+        "inspect": {"HEAD": 1, "GET": 5},  # resolve, read; the referrers API, the fallback index, 2 referrers
+        # the referrers listed once for the signed attestations and the unsigned evidence (7 when listed twice)
+        "pull --with-attestations": {"HEAD": 1, "GET": 5},
+    }
