@@ -83,6 +83,16 @@ class Proxied:
         return said
 
 
+def settled_refs(api: HfApi, repo_id: str, names: int, timeout: float = 30) -> Any:
+    """list_repo_refs once it lists ``names`` refs: a fetched name is recorded and tagged by the
+    fetch's thread just after its commit landed."""
+    until = time.monotonic() + timeout
+    while len((refs := refs_or_none(api, repo_id)).branches) + len(refs.tags) < names:
+        assert time.monotonic() < until, refs
+        time.sleep(0.1)
+    return refs
+
+
 def publish(up: str, root: Path) -> tuple[str, str, Path]:
     """acme/tiny (main, a branch dev one commit ahead, a tag v1), acme/pickled (a .bin),
     acme/other and secret/model at the upstream; (main's commit, dev's commit, main's files)."""
@@ -181,6 +191,7 @@ def test_a_model_the_registry_lacks_is_fetched_once_and_answered_as_the_upstream
 def test_a_second_load_sends_the_upstream_nothing(proxied: Proxied, tmp_path: Path):
     huggingface_hub.snapshot_download("acme/tiny", endpoint=proxied.proxy, token=CLIENT_TOKEN,
                                       cache_dir=tmp_path / "first")
+    proxied.landed("proxy/acme/tiny", proxied.main)  # (run alone, the first load streamed it)
     before = len(proxied.counted.requests)
     again = Path(huggingface_hub.snapshot_download("acme/tiny", endpoint=proxied.proxy, token=CLIENT_TOKEN,
                                                    cache_dir=tmp_path / "second"))
@@ -499,7 +510,8 @@ def test_a_branch_fetched_by_its_name_is_listed_as_a_branch_and_a_tag_as_a_tag(p
     assert api.model_info("acme/tiny").sha == proxied.main  # main fetched, if no test before did
     assert api.model_info("acme/tiny", revision="dev").sha == proxied.dev  # fetched by its name
     assert api.model_info("acme/tiny", revision="v1").sha == proxied.main
-    refs = api.list_repo_refs("acme/tiny")
+    proxied.landed("proxy/acme/tiny", proxied.main, proxied.dev)  # (run alone, these fetches are streaming)
+    refs = settled_refs(api, "acme/tiny", 3)
     assert {b.name: b.target_commit for b in refs.branches} == {"main": proxied.main, "dev": proxied.dev}
     assert {t.name: t.target_commit for t in refs.tags} == {"v1": proxied.main}
     assert api.model_info("acme/tiny", revision="refs/heads/dev").sha == proxied.dev
@@ -523,10 +535,7 @@ def test_branch_names_first_fetched_at_the_same_moment_are_all_listed_as_branche
         shas = dict(zip(heads, asked, strict=True))
     assert shas == heads
     proxied.landed("proxy/acme/branchy", *heads.values())
-    until = time.monotonic() + 30
-    while len((refs := refs_or_none(api, "acme/branchy")).branches) + len(refs.tags) < len(heads):
-        assert time.monotonic() < until, refs  # each name is recorded and tagged once its commit landed
-        time.sleep(0.1)
+    refs = settled_refs(api, "acme/branchy", len(heads))
     assert {b.name: b.target_commit for b in refs.branches} == heads
     assert refs.tags == []
 
