@@ -40,6 +40,7 @@ class Proxied:
     upstream: str  # the upstream serve, straight
     counted: FaultProxy  # in front of it: what the proxy asks the upstream
     proxy: str
+    stored: FaultProxy  # in front of the registry: what the proxy asks it
     registry: RegistryProcess
     root: Path
     main: str  # acme/tiny's commit ids at the upstream
@@ -109,16 +110,16 @@ def proxied(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Proxied]:
     (root / "up-token.txt").write_text(UP_TOKEN + "\n")
     (root / "proxy").mkdir()
     with own_registry_and_serve(root / "up", f"{UP_TOKEN} write\n", lambda host: [f"{host}/up", "--plain-http"]) \
-            as (up, registry), FaultProxy(up) as counted:
+            as (up, registry), FaultProxy(up) as counted, FaultProxy(registry) as stored:
         main, dev, model = publish(up, root)
         key, _ = key_pair(root / "keys")
         flags = ["--upstream", counted.url, "--upstream-token-file", str(root / "up-token.txt"),
                  "--upstream-deny", "secret/*", "--audit-log", str(root / "audit.jsonl"),
                  "--sign-key", str(key), "--provenance"]
         with serve_over(registry, root / "proxy", f"{CLIENT_TOKEN}\n",
-                        lambda host: [f"{host}/proxy", "--plain-http", *flags],
+                        lambda host: [f"{stored.host}/proxy", "--plain-http", *flags],
                         HF_HUB_DISABLE_XET="1") as proxy:
-            yield Proxied(up, counted, proxy, registry, root, main, dev, model)
+            yield Proxied(up, counted, proxy, stored, registry, root, main, dev, model)
 
 
 @pytest.fixture(autouse=True)
@@ -188,6 +189,29 @@ def test_a_second_load_sends_the_upstream_nothing(proxied: Proxied, tmp_path: Pa
                                     token=CLIENT_TOKEN, cache_dir=tmp_path / "third")
     assert (again / "config.json").read_bytes() == (proxied.model / "config.json").read_bytes()
     assert proxied.counted.requests[before:] == []
+
+
+def test_a_second_load_is_answered_from_serves_model_cache_no_file_read_from_the_registry(proxied: Proxied,
+                                                                                          tmp_path: Path):
+    model = make_model(tmp_path / "warm", weights=4096)  # a 1 MiB weights file (LFS) and small ones
+    up = HfApi(endpoint=proxied.upstream, token=UP_TOKEN)
+    up.create_repo("acme/warm")
+    commit = up.upload_folder(repo_id="acme/warm", folder_path=model).oid
+    huggingface_hub.snapshot_download("acme/warm", endpoint=proxied.proxy, token=CLIENT_TOKEN,
+                                      cache_dir=tmp_path / "first")
+    proxied.landed("proxy/acme/warm", commit)
+    manifest = httpx.get(f"{proxied.registry.url}/v2/proxy/acme/warm/manifests/ocibridge-upstream-{commit}",
+                         headers={"Accept": ACCEPT}).json()
+    layers = {layer["digest"] for layer in manifest["layers"]}
+    assert len(layers) == len(files_of(model))  # a raw layer a file
+    before, asked = len(proxied.stored.requests), len(proxied.counted.requests)
+    again = Path(huggingface_hub.snapshot_download("acme/warm", endpoint=proxied.proxy, token=CLIENT_TOKEN,
+                                                   cache_dir=tmp_path / "second"))
+    assert {k: v for k, v in files_of(again).items() if k != ".gitattributes"} == files_of(model)
+    fetched = [r.path for r in proxied.stored.requests[before:] if r.method == "GET" and "/blobs/" in r.path
+               and r.path.rsplit("/", 1)[-1].split("?")[0] in layers]
+    assert fetched == []  # every file from the model cache the fetch filled, none from the registry
+    assert proxied.counted.requests[asked:] == []  # nor from the upstream
 
 
 def test_the_registry_holds_the_artifact_push_hf_makes_of_the_same_commit(proxied: Proxied, tmp_path: Path):

@@ -2,7 +2,8 @@
 ``http_get``, retried and resumed within a call), each teed (:mod:`.tee`) so that the clients that
 asked for a file read it as it arrives; each checked against the listing's sha256 or git blob id,
 then the snapshot read as ``push hf:ORG/NAME@COMMIT`` reads it (kinds/hf/commitdownload.py's listing
-and reading: the same artifact, the same digest).
+and reading: the same artifact, the same digest), each file's SHA-256 the one the tee made as it
+wrote it (upstream/checked.py: no file is hashed twice).
 
 The files land in serve's own Hub cache as a snapshot (``snapshots/<commit>/<path>``) once checked;
 until then in ``ocibridge-partial/`` beside it, kept when the fetch is cut: the next fetch resumes
@@ -45,7 +46,9 @@ class StreamedFetch:
 
     def __call__(self) -> tuple[Store, str]:
         """The artifact of the commit, every file fetched and checked."""
+        from ocibridge.hubserver.upstream.checked import vouch
         from ocibridge.kinds.hf.commitdownload import said
+        from ocibridge.model.builder import PlannedArtifact
 
         src = self.src
         try:
@@ -62,7 +65,10 @@ class StreamedFetch:
             for flight in self.files.values():
                 flight.fail(f"{src.repo_id}@{self.commit}: the fetch from the upstream failed: {said(e)}")
             raise self._failed(e) from None
-        return self.download.snapshot(listed)
+        artifact, reference = self.download.snapshot(listed)
+        assert isinstance(artifact, PlannedArtifact)
+        vouch(artifact.package, self.files)  # hashed once, by the tee: the build reads them unhashed
+        return artifact, reference
 
     def _failed(self, e: Exception) -> OcibridgeError:
         from ocibridge.kinds.hf.commitdownload import said
@@ -112,7 +118,7 @@ class StreamedFetch:
                          tqdm_class=_quiet_tqdm())  # type: ignore[arg-type]
                 with self._count:
                     self.bytes_received += tee.tell() - held
-                flight.finish(tee.hexdigest())
+                flight.finish(tee.hexdigest(), tee.sha256())
         except FileCut as e:
             raise OcibridgeError(f"{src.name}@{self.commit}: {e} (removed: fetched whole next time)") from None
         except Exception as e:
