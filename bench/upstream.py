@@ -7,7 +7,8 @@ the model (uploaded with huggingface_hub), each proxy a fresh ``ocibridge serve 
 
 Every client is a process of its own (``snapshot_download``, ``HF_HUB_DISABLE_XET=1``, an empty Hub
 cache). Direct and proxied loads alternate ``--repeat`` times; medians with every sample, the
-proxy's CPU seconds for its two loads, and ``/proc/loadavg``. ``--against DIR``: each run also
+proxy's CPU seconds for each load (the first's until its commit landed in the registry: the second
+load starts then), and ``/proc/loadavg``. ``--against DIR``: each run also
 loads through a proxy running the ocibridge checkout at DIR (a baseline in the same runs).
 ``--clients N``: N clients at once through one fresh proxy; the bytes the proxy
 received from the upstream (its audit line's ``bytes_received``) against the model's size say
@@ -23,6 +24,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 from bench.registries import fresh_registry
@@ -41,7 +43,7 @@ def start(work: Path, source: str, name: str, *flags: str,
            **({"PYTHONPATH": str(code)} if code is not None else {})}
     proc = subprocess.Popen([sys.executable, "-m", "ocibridge", "serve", source, "--plain-http", "--listen",
                              f"127.0.0.1:{port}", "--no-access-log", "--token-file", str(work / f"{name}-tokens.txt"),
-                             *flags], env=env,
+                             *flags], env=env, cwd=code,  # (python -m looks in the working folder first)
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     wait_healthy(proc, url)
     return proc, url
@@ -58,25 +60,57 @@ def cpu_seconds(proc: subprocess.Popen[bytes]) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def proxied_loads(work: Path, registry: str, up_url: str, name: str, code: Path | None) -> tuple[float, float, float]:
-    """A fresh proxy's first and second load (s) and the CPU (s) it spent on both."""
+def landed(registry: str, name: str, timeout: float = 300) -> None:
+    """Until the proxy's prefix holds the fetched commit (its upstream tag)."""
+    import time
+
+    import httpx
+
+    until = time.monotonic() + timeout
+    while True:
+        answer = httpx.get(f"http://{registry}/v2/{name}/{REPO}/tags/list")
+        tags = (answer.json().get("tags") or []) if answer.status_code == 200 else []
+        if any(t.startswith("ocibridge-upstream-") for t in tags):
+            return
+        if time.monotonic() > until:
+            raise RuntimeError(f"{name}: the commit never landed")
+        time.sleep(0.05)
+
+
+@dataclass
+class Loads:
+    """One proxy's two loads (s) and the CPU (s) it spent on each: the first's until the commit landed."""
+
+    first: float
+    second: float
+    first_cpu: float
+    second_cpu: float
+
+
+def proxied_loads(work: Path, registry: str, up_url: str, name: str, code: Path | None) -> Loads:
+    """A fresh proxy's first load; once its commit landed in the registry, its second."""
     proxy, url = start(work, f"{registry}/{name}", name, "--upstream", up_url,
                        "--upstream-token-file", str(work / "token.txt"), code=code)
     try:
         started = cpu_seconds(proxy)
         first = snapshot_once(url, work, "main", plain=True)
+        landed(registry, name)
+        between = cpu_seconds(proxy)
         second = snapshot_once(url, work, "main", plain=True)
-        return first, second, cpu_seconds(proxy) - started
+        return Loads(first, second, between - started, cpu_seconds(proxy) - between)
     finally:
         stop(proxy)
         shutil.rmtree(work / f"{name}-cache", ignore_errors=True)
 
 
-def row(label: str, direct: list[float], first: list[float], second: list[float], cpu: list[float]) -> str:
-    d, f, s, c = (statistics.median(x) for x in (direct, first, second, cpu))
-    return (f"{label}: direct {d:.2f} s, first through the proxy {f:.2f} s ({f / d:.2f}x), second {s:.2f} s "
-            f"({s / d:.2f}x of direct from the upstream, which holds it), the proxy's CPU for both {c:.2f} s; "
-            f"samples direct {direct}, first {first}, second {second}, CPU {[round(x, 2) for x in cpu]}")
+def row(label: str, direct: list[float], loads: list[Loads]) -> str:
+    first, second = [x.first for x in loads], [x.second for x in loads]
+    cpu1, cpu2 = [round(x.first_cpu, 2) for x in loads], [round(x.second_cpu, 2) for x in loads]
+    d, f, s, c1, c2 = (statistics.median(x) for x in (direct, first, second, cpu1, cpu2))
+    return (f"{label}: direct {d:.2f} s, first through the proxy {f:.2f} s ({f / d:.2f}x), second (once the "
+            f"commit landed) {s:.2f} s ({s / d:.2f}x of direct from the upstream, which holds it); the proxy's "
+            f"CPU: first load until landed {c1:.2f} s, second load {c2:.2f} s; samples direct {direct}, "
+            f"first {first}, second {second}, CPU first {cpu1}, second {cpu2}")
 
 
 def upload(url: str, model: Path) -> None:
@@ -103,21 +137,18 @@ def run(size_mib: int, work: Path, repeat: int, clients: int, against: Path | No
         try:
             upload(up_url, model)
             direct: list[float] = []
-            runs: dict[str, tuple[list[float], list[float], list[float]]] = {"this": ([], [], [])}
+            runs: dict[str, list[Loads]] = {"this": []}
             if against is not None:
-                runs[str(against)] = ([], [], [])
+                runs[str(against)] = []
             for n in range(repeat):
                 direct.append(snapshot_once(up_url, work, "main", plain=True))
-                for label, (first, second, cpu) in runs.items():
+                for label, loads in runs.items():
                     code = None if label == "this" else Path(label)
-                    loads = proxied_loads(work, registry.host, up_url, f"p{n}{'b' if code else ''}", code)
-                    first.append(loads[0])
-                    second.append(loads[1])
-                    cpu.append(loads[2])
+                    loads.append(proxied_loads(work, registry.host, up_url, f"p{n}{'b' if code else ''}", code))
             load = Path("/proc/loadavg").read_text().split()[:3]
-            for label, (first, second, cpu) in runs.items():
+            for label, loads in runs.items():
                 shown = "this checkout" if label == "this" else f"--against {label}"
-                rows.append(row(f"{size_mib} MiB, {repeat} alternating runs, {shown}", direct, first, second, cpu)
+                rows.append(row(f"{size_mib} MiB, {repeat} alternating runs, {shown}", direct, loads)
                             + f"; load {load}")
             if clients:
                 audit = work / "many-audit.jsonl"
