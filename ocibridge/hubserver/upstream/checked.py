@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
@@ -87,8 +86,9 @@ def into_model_cache(cache: ModelCache, files: Mapping[str, FileFlight]) -> int:
             if final.is_file() and final.stat().st_size == flight.size:
                 continue
             final.parent.mkdir(parents=True, exist_ok=True)
-            staged = Path(tempfile.mktemp(prefix=TEMP_PREFIX, dir=final.parent))  # noqa: S306 - os.link makes it, failing if taken
+            staged = final.with_name(f"{TEMP_PREFIX}{final.name}-{os.getpid()}")  # ours: under the blob's lock
             try:
+                staged.unlink(missing_ok=True)  # what a killed run left
                 os.link(real, staged)
                 os.chmod(staged, READ_ONLY)
                 os.replace(staged, final)
