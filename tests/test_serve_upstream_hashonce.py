@@ -128,3 +128,18 @@ def test_checked_files_are_linked_into_the_model_cache_once(tmp_path: Path):
         assert oct(blob.stat().st_mode & 0o777) == oct(checked.READ_ONLY)
     unchecked = SimpleNamespace(checked=False, sha256=None, final=tmp_path / "nothing")
     assert checked.checked_files({"x": unchecked}) == {}  # type: ignore[dict-item]
+
+
+def test_an_lfs_file_finished_by_its_check_alone_knows_its_sha256(tmp_path: Path):
+    data = b"weights" * 1000
+    sha256 = hashlib.sha256(data).hexdigest()
+    flight = FileFlight("w.bin", len(data), "sha256", sha256, tmp_path / "partial", tmp_path / "final")
+    with flight.opened() as tee:
+        tee.write(data)
+        flight.finish(tee.hexdigest())  # a writer that made no content hash of its own: the check is it
+    assert flight.sha256 == sha256
+    git = FileFlight("c.json", 2, "git blob id", git_blob_id(b"{}"), tmp_path / "p2", tmp_path / "f2")
+    with git.opened() as tee:
+        tee.write(b"{}")
+        git.finish(tee.hexdigest())
+    assert git.checked and git.sha256 is None  # not known: built by hashing, as push does

@@ -91,10 +91,10 @@ class FileFlight:
             self.written = written
             self._cond.notify_all()
 
-    def finish(self, digest: str, sha256: str) -> None:
+    def finish(self, digest: str, sha256: str | None = None) -> None:
         """The file's bytes are all in (``digest``: what they hash to by the file's check;
-        ``sha256``: their content's): checked, moved into the snapshot, readers let through; else
-        removed and its readers cut."""
+        ``sha256``: their content's, where the writer made it; an LFS file's is ``digest``):
+        checked, moved into the snapshot, readers let through; else removed and its readers cut."""
         with self._cond:
             if digest != self.expected or self.written != self.size:
                 self.partial.unlink(missing_ok=True)
@@ -103,7 +103,8 @@ class FileFlight:
             else:
                 self.final.parent.mkdir(parents=True, exist_ok=True)
                 os.replace(self.partial, self.final)
-                self.checked, self.sha256 = True, sha256
+                self.checked = True
+                self.sha256 = sha256 if sha256 is not None else digest if self.kind == "sha256" else None
             self._cond.notify_all()
         if self.error is not None:
             raise FileCut(self.error)
