@@ -71,6 +71,14 @@ class Proxied:
             time.sleep(0.1)
         return tags
 
+    def named_main(self, repository: str, commit: str, timeout: float = 60) -> None:
+        """Once ``commit`` landed and main names it (its default tag, moved just after it landed):
+        a read of main resolves here, asking the upstream nothing."""
+        until = time.monotonic() + timeout
+        while "latest" not in self.landed(repository, commit, timeout=timeout):
+            assert time.monotonic() < until, f"{repository}: main never tagged"
+            time.sleep(0.1)
+
     def outcomes(self, repository: str) -> list[str]:
         audit = [json.loads(line) for line in (self.root / "audit.jsonl").read_text().splitlines()]
         return [e["outcome"] for e in audit if e["action"] == "upstream_ingest" and e["repository"] == repository]
@@ -182,6 +190,7 @@ def test_a_model_the_registry_lacks_is_fetched_once_and_answered_as_the_upstream
 def test_a_second_load_sends_the_upstream_nothing(proxied: Proxied, tmp_path: Path):
     huggingface_hub.snapshot_download("acme/tiny", endpoint=proxied.proxy, token=CLIENT_TOKEN,
                                       cache_dir=tmp_path / "first")
+    proxied.named_main("proxy/acme/tiny", proxied.main)  # (run first, its fetch may still be under way)
     before = len(proxied.counted.requests)
     again = Path(huggingface_hub.snapshot_download("acme/tiny", endpoint=proxied.proxy, token=CLIENT_TOKEN,
                                                    cache_dir=tmp_path / "second"))
@@ -199,7 +208,7 @@ def test_a_second_load_is_answered_from_serves_model_cache_no_file_read_from_the
     commit = up.upload_folder(repo_id="acme/warm", folder_path=model).oid
     huggingface_hub.snapshot_download("acme/warm", endpoint=proxied.proxy, token=CLIENT_TOKEN,
                                       cache_dir=tmp_path / "first")
-    proxied.landed("proxy/acme/warm", commit)
+    proxied.named_main("proxy/acme/warm", commit)
     manifest = httpx.get(f"{proxied.registry.url}/v2/proxy/acme/warm/manifests/ocibridge-upstream-{commit}",
                          headers={"Accept": ACCEPT}).json()
     layers = {layer["digest"] for layer in manifest["layers"]}
