@@ -40,6 +40,7 @@ class Proxied:
     upstream: str  # the upstream serve, straight
     counted: FaultProxy  # in front of it: what the proxy asks the upstream
     proxy: str
+    stored: FaultProxy  # in front of the registry: what the proxy asks it
     registry: RegistryProcess
     root: Path
     main: str  # acme/tiny's commit ids at the upstream
@@ -69,6 +70,14 @@ class Proxied:
             assert time.monotonic() < until, f"{repository}: {wanted - set(tags)} never landed"
             time.sleep(0.1)
         return tags
+
+    def named_main(self, repository: str, commit: str, timeout: float = 60) -> None:
+        """Once ``commit`` landed and main names it (its default tag, moved just after it landed):
+        a read of main resolves here, asking the upstream nothing."""
+        until = time.monotonic() + timeout
+        while "latest" not in self.landed(repository, commit, timeout=timeout):
+            assert time.monotonic() < until, f"{repository}: main never tagged"
+            time.sleep(0.1)
 
     def outcomes(self, repository: str) -> list[str]:
         audit = [json.loads(line) for line in (self.root / "audit.jsonl").read_text().splitlines()]
@@ -119,16 +128,16 @@ def proxied(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Proxied]:
     (root / "up-token.txt").write_text(UP_TOKEN + "\n")
     (root / "proxy").mkdir()
     with own_registry_and_serve(root / "up", f"{UP_TOKEN} write\n", lambda host: [f"{host}/up", "--plain-http"]) \
-            as (up, registry), FaultProxy(up) as counted:
+            as (up, registry), FaultProxy(up) as counted, FaultProxy(registry) as stored:
         main, dev, model = publish(up, root)
         key, _ = key_pair(root / "keys")
         flags = ["--upstream", counted.url, "--upstream-token-file", str(root / "up-token.txt"),
                  "--upstream-deny", "secret/*", "--audit-log", str(root / "audit.jsonl"),
                  "--sign-key", str(key), "--provenance"]
         with serve_over(registry, root / "proxy", f"{CLIENT_TOKEN}\n",
-                        lambda host: [f"{host}/proxy", "--plain-http", *flags],
+                        lambda host: [f"{stored.host}/proxy", "--plain-http", *flags],
                         HF_HUB_DISABLE_XET="1") as proxy:
-            yield Proxied(up, counted, proxy, registry, root, main, dev, model)
+            yield Proxied(up, counted, proxy, stored, registry, root, main, dev, model)
 
 
 @pytest.fixture(autouse=True)
@@ -191,7 +200,7 @@ def test_a_model_the_registry_lacks_is_fetched_once_and_answered_as_the_upstream
 def test_a_second_load_sends_the_upstream_nothing(proxied: Proxied, tmp_path: Path):
     huggingface_hub.snapshot_download("acme/tiny", endpoint=proxied.proxy, token=CLIENT_TOKEN,
                                       cache_dir=tmp_path / "first")
-    proxied.landed("proxy/acme/tiny", proxied.main)  # (run alone, the first load streamed it)
+    proxied.named_main("proxy/acme/tiny", proxied.main)  # (run first, its fetch may still be under way)
     before = len(proxied.counted.requests)
     again = Path(huggingface_hub.snapshot_download("acme/tiny", endpoint=proxied.proxy, token=CLIENT_TOKEN,
                                                    cache_dir=tmp_path / "second"))
@@ -199,6 +208,29 @@ def test_a_second_load_sends_the_upstream_nothing(proxied: Proxied, tmp_path: Pa
                                     token=CLIENT_TOKEN, cache_dir=tmp_path / "third")
     assert (again / "config.json").read_bytes() == (proxied.model / "config.json").read_bytes()
     assert proxied.counted.requests[before:] == []
+
+
+def test_a_second_load_is_answered_from_serves_model_cache_no_file_read_from_the_registry(proxied: Proxied,
+                                                                                          tmp_path: Path):
+    model = make_model(tmp_path / "warm", weights=4096)  # a 1 MiB weights file (LFS) and small ones
+    up = HfApi(endpoint=proxied.upstream, token=UP_TOKEN)
+    up.create_repo("acme/warm")
+    commit = up.upload_folder(repo_id="acme/warm", folder_path=model).oid
+    huggingface_hub.snapshot_download("acme/warm", endpoint=proxied.proxy, token=CLIENT_TOKEN,
+                                      cache_dir=tmp_path / "first")
+    proxied.named_main("proxy/acme/warm", commit)
+    manifest = httpx.get(f"{proxied.registry.url}/v2/proxy/acme/warm/manifests/ocibridge-upstream-{commit}",
+                         headers={"Accept": ACCEPT}).json()
+    layers = {layer["digest"] for layer in manifest["layers"]}
+    assert len(layers) == len(files_of(model))  # a raw layer a file
+    before, asked = len(proxied.stored.requests), len(proxied.counted.requests)
+    again = Path(huggingface_hub.snapshot_download("acme/warm", endpoint=proxied.proxy, token=CLIENT_TOKEN,
+                                                   cache_dir=tmp_path / "second"))
+    assert {k: v for k, v in files_of(again).items() if k != ".gitattributes"} == files_of(model)
+    fetched = [r.path for r in proxied.stored.requests[before:] if r.method == "GET" and "/blobs/" in r.path
+               and r.path.rsplit("/", 1)[-1].split("?")[0] in layers]
+    assert fetched == []  # every file from the model cache the fetch filled, none from the registry
+    assert proxied.counted.requests[asked:] == []  # nor from the upstream
 
 
 def test_the_registry_holds_the_artifact_push_hf_makes_of_the_same_commit(proxied: Proxied, tmp_path: Path):

@@ -11,7 +11,8 @@ then written to the registry, tagged in the order a reader relies on:
 
 Requests for the same missing commit that arrive while it is fetched join that one fetch
 (single-flight within this serve), which runs in a thread of its own: its files can be read as they
-arrive (upstream/streamed.py, upstream/tee.py); each fetch is one audit line."""
+arrive (upstream/streamed.py, upstream/tee.py), and which leaves them in serve's model cache
+(upstream/checked.py: the next load reads them there); each fetch is one audit line."""
 
 from __future__ import annotations
 
@@ -167,6 +168,7 @@ class Ingest:
         try:
             assert flight.fetch is not None
             artifact, reference = flight.fetch()
+            self._keep(flight.fetch)
             store = writable(repo)
             mapping = repo.reference(upstream_tag(commit))
             signs = self.evidence is not None and self.evidence.wanted
@@ -192,6 +194,17 @@ class Ingest:
                      seconds=round(time.monotonic() - started, 3))
         log.info("upstream: %s@%s fetched from %s as %s", repo_id, commit, settings.url, root.digest)
         return root
+
+    def _keep(self, fetch: StreamedFetch) -> None:
+        """The checked files linked into serve's model cache (upstream/checked.py), before the
+        commit lands: its first read from the registry is a warm one. Only from serve's own Hub
+        cache (emptied after), never the operator's."""
+        if self.settings.hub_cache is None:
+            return
+        from ocibridge.cache.models import ModelCache
+        from ocibridge.hubserver.upstream.checked import into_model_cache
+
+        into_model_cache(ModelCache(), fetch.files)
 
     def _tidy(self, shown: str, repo_id: str) -> None:
         """Once the registry holds a commit, serve's own Hub cache keeps nothing of the

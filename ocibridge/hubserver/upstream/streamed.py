@@ -1,7 +1,8 @@
 """A commit's files fetched from the upstream, each teed (:mod:`.tee`) so that the clients that
 asked for a file read it as it arrives; each checked against the listing's sha256 or git blob id,
 then the snapshot read as ``push hf:ORG/NAME@COMMIT`` reads it (kinds/hf/commitdownload.py's listing
-and reading: the same artifact, the same digest).
+and reading: the same artifact, the same digest), each file's SHA-256 the one the tee made as it
+wrote it (upstream/checked.py: no file is hashed twice).
 
 A file comes over Xet where the upstream offers it (the listing names its ``xetHash``:
 :mod:`.xetfetch`), else, or where the upstream grants no Xet read, by its ``resolve`` route with
@@ -62,7 +63,9 @@ class StreamedFetch:
 
     def __call__(self) -> tuple[Store, str]:
         """The artifact of the commit, every file fetched and checked."""
+        from ocibridge.hubserver.upstream.checked import vouch
         from ocibridge.kinds.hf.commitdownload import said
+        from ocibridge.model.builder import PlannedArtifact
 
         src = self.src
         try:
@@ -83,7 +86,10 @@ class StreamedFetch:
         finally:
             if self.xet is not None:
                 self.xet.close()
-        return self.download.snapshot(listed)
+        artifact, reference = self.download.snapshot(listed)
+        assert isinstance(artifact, PlannedArtifact)
+        vouch(artifact.package, self.files)  # hashed once, by the tee: the build reads them unhashed
+        return artifact, reference
 
     def _over_xet(self, listed: list[Any]) -> XetGet | None:
         """What fetches the files the listing names a Xet hash of (none under ``HF_HUB_DISABLE_XET``)."""
@@ -132,7 +138,7 @@ class StreamedFetch:
                 received = self._got(flight, tee)
                 with self._count:
                     self.bytes_received += received
-                flight.finish(tee.hexdigest())
+                flight.finish(tee.hexdigest(), tee.sha256())
         except FileCut as e:
             raise OcibridgeError(f"{src.name}@{self.commit}: {e} (removed: fetched whole next time)") from None
         except Exception as e:

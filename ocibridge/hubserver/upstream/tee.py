@@ -32,6 +32,21 @@ def hasher(kind: str, size: int) -> Any:
     return h
 
 
+class FileHash:
+    """A file's check (:func:`hasher`) and its content's SHA-256, made in the one pass over its
+    bytes: the content's is the artifact's layer digest, so nothing hashes the file again (an LFS
+    file's check is that SHA-256 itself; a git-blob file, small on the Hub, is hashed twice over)."""
+
+    def __init__(self, kind: str, size: int):
+        self.check = hasher(kind, size)
+        self.content = self.check if kind == "sha256" else hashlib.sha256()
+
+    def update(self, data: bytes) -> None:
+        self.check.update(data)
+        if self.content is not self.check:
+            self.content.update(data)
+
+
 class FileFlight:
     """One file in flight: written once (by the engine, through :meth:`opened`), read by many."""
 
@@ -41,6 +56,7 @@ class FileFlight:
         self._cond = threading.Condition()
         self.written = 0
         self.checked = False  # the whole file hashed to ``expected`` (and moved to ``final``)
+        self.sha256: str | None = None  # once checked: its content's SHA-256 (hex), hashed as it was written
         self.error: str | None = None
 
     # -- the writer ---------------------------------------------------------------------------
@@ -57,14 +73,14 @@ class FileFlight:
         """Whether the snapshot holds the file already, checked (a fetch cut after it was whole)."""
         if not self.final.is_file():
             return False
-        h = hasher(self.kind, self.size)
+        h = FileHash(self.kind, self.size)
         with open(self.final, "rb") as f:
             while chunk := f.read(CHUNK):
                 h.update(chunk)
         with self._cond:
-            self.checked = h.hexdigest() == self.expected and self.final.stat().st_size == self.size
+            self.checked = h.check.hexdigest() == self.expected and self.final.stat().st_size == self.size
             if self.checked:
-                self.written = self.size
+                self.written, self.sha256 = self.size, h.content.hexdigest()
             self._cond.notify_all()
         if not self.checked:
             self.final.unlink(missing_ok=True)
@@ -75,9 +91,10 @@ class FileFlight:
             self.written = written
             self._cond.notify_all()
 
-    def finish(self, digest: str) -> None:
-        """The file's bytes are all in: checked, moved into the snapshot, readers let through;
-        else removed and its readers cut."""
+    def finish(self, digest: str, sha256: str | None = None) -> None:
+        """The file's bytes are all in (``digest``: what they hash to by the file's check;
+        ``sha256``: their content's, where the writer made it; an LFS file's is ``digest``):
+        checked, moved into the snapshot, readers let through; else removed and its readers cut."""
         with self._cond:
             if digest != self.expected or self.written != self.size:
                 self.partial.unlink(missing_ok=True)
@@ -87,6 +104,7 @@ class FileFlight:
                 self.final.parent.mkdir(parents=True, exist_ok=True)
                 os.replace(self.partial, self.final)
                 self.checked = True
+                self.sha256 = sha256 if sha256 is not None else digest if self.kind == "sha256" else None
             self._cond.notify_all()
         if self.error is not None:
             raise FileCut(self.error)
@@ -150,7 +168,7 @@ class TeeFile:
 
     def __init__(self, flight: FileFlight, f: Any):
         self.flight, self._f = flight, f
-        self._hash = hasher(flight.kind, flight.size)
+        self._hash = FileHash(flight.kind, flight.size)
 
     def write(self, data: bytes) -> int:
         n = self._f.write(data)
@@ -172,7 +190,7 @@ class TeeFile:
 
     def rehash(self, length: int) -> None:
         """The hash restarted over the partial file's first ``length`` bytes."""
-        self._hash = hasher(self.flight.kind, self.flight.size)
+        self._hash = FileHash(self.flight.kind, self.flight.size)
         self._f.seek(0)
         left = length
         while left > 0 and (chunk := self._f.read(min(CHUNK, left))):
@@ -182,7 +200,12 @@ class TeeFile:
         self.flight.advanced(length)
 
     def hexdigest(self) -> str:
-        return str(self._hash.hexdigest())
+        """What the bytes written hash to by the file's check."""
+        return str(self._hash.check.hexdigest())
+
+    def sha256(self) -> str:
+        """The SHA-256 (hex) of the bytes written."""
+        return str(self._hash.content.hexdigest())
 
     def close(self) -> None:
         self._f.close()
