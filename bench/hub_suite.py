@@ -56,7 +56,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from types import FrameType
-from urllib.parse import unquote
+from urllib.parse import quote, unquote
 
 from tests.support.registry import RegistryProcess, free_port
 
@@ -66,8 +66,10 @@ ROOT = Path(__file__).resolve().parent.parent
 #: tests/testing_constants.py (docs/serve.md, Tokens). As on the Hub: each user's namespace is its
 #: own, anyone reads public repositories without a token; the suite's CI user writes everywhere
 #: (hub-ci's user is flagged isHF and creates repositories in organisations it is not a member of).
+# the test user's full name as the Hub's staging account says it (testing_constants.FULL_NAME), in
+# the token file's own field for it (a space written %20): what whoami answers
 TOKEN_FILE = """\
-{TOKEN} user={USER} write=*
+{TOKEN} user={USER} write=* fullname={FULL_NAME_IN_FILE}
 {OTHER_TOKEN} user={OTHER_USER} write={OTHER_USER}/
 {ENTERPRISE_TOKEN} user={ENTERPRISE_USER} write={ENTERPRISE_USER}/,{ENTERPRISE_ORG}/
 anonymous read=*
@@ -735,7 +737,8 @@ def main(argv: list[str] | None = None) -> int:
         with terminate_as_interrupt():
             registry = RegistryProcess(work / "registry", log_level="warn")
             token_file = work / "tokens.txt"
-            token_file.write_text(TOKEN_FILE.format(**{**consts, "USER": RENAMED_USER}))
+            token_file.write_text(TOKEN_FILE.format(**{**consts, "USER": RENAMED_USER,
+                                                       "FULL_NAME_IN_FILE": quote(consts.get("FULL_NAME", ""))}))
             source = snapshot_of(args.ocibridge_ref, work / "ocibridge-src") if args.ocibridge_ref else ROOT
             serve = start_serve(registry.host, work, out, token_file,
                                 [sys.executable, "-m", "ocibridge", "serve"], args.serve_arg, source)
