@@ -12,7 +12,8 @@
 - No request holds the fetch, a lock or a permit while it sends: a client that stops reading
   keeps nobody else from the blob (it is cut by the guard's send timeout, :mod:`.guard`).
 
-Work on files and sockets runs in worker threads (``anyio.to_thread``), one chunk at a time.
+Work on files and sockets runs in worker threads (``anyio.to_thread``); the bytes go to the client
+by sendfile where the server takes it (:mod:`.fileanswer`, :mod:`..zerocopy`).
 """
 
 from __future__ import annotations
@@ -113,11 +114,11 @@ class Blobs:
 
     async def body(self, store: Store, manifest: Descriptor, layer: Descriptor,
                    start: int, end: int, chunks: TableOf | None = None) -> Spans:
-        """Bytes ``[start, end)`` of ``layer``, as spans of its file (:mod:`.fileanswer`): from the
-        cache, else from one fetch shared by
-        every request for it, followed as it arrives (checked chunk by chunk against ``chunks``
-        too, so Xet requests that join it get verified chunks early). The fetch runs on a thread
-        of its own: no request holds it, so a client that stops reading keeps no other waiting."""
+        """Bytes ``[start, end)`` of ``layer``, as spans of its file (:mod:`.fileanswer`: sent by
+        sendfile): from the cache, else from one fetch shared by every request for it, followed
+        as it arrives (checked chunk by chunk against ``chunks`` too, so Xet requests that join
+        it get verified chunks early). The fetch runs on a thread of its own: no request holds
+        it, so a client that stops reading keeps no other waiting."""
         found = self.cached(layer)
         if found is not None:
             self.hits += 1
