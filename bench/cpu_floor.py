@@ -225,7 +225,7 @@ def main(argv: list[str] | None = None) -> None:
     print("|---|---|---|---|---|")
     for path, parts in PATHS.items():
         floor = sum(piece[name] for name in parts)
-        print(f"| {path} | {' + '.join(parts)} | {floor:.2f} | {TARGETS[path]:.1f} | {floor / TARGETS[path]:.2f}× |")
+        print(f"| {path} | {' + '.join(parts)} | {floor:.2f} | {TARGETS[path]:.2f} | {floor / TARGETS[path]:.2f}× |")
     print("\nload average (1, 5, 15 min) at the end: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
 
 

@@ -25,6 +25,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import Any, Protocol
 
 log = logging.getLogger("ocibridge.serve")
@@ -37,6 +38,8 @@ SEND_LIMIT = "ocibridge.send_timeout"
 BODY_SENT = "ocibridge.body_sent"
 #: the send timeout where no guard set one (serve always runs the guard: tests of the app alone)
 UNGUARDED_TIMEOUT = 30.0
+#: bytes gathered into one buffer per send where segments have heads (a xorb's 1 MiB piece)
+GATHER = (1 << 20) + (1 << 7)
 #: milliseconds between looks at whether the connection was closed, while the client reads nothing
 POLL_MS = 250
 
@@ -67,44 +70,102 @@ def size_of(segments: list[Segment]) -> int:
 
 def send_segments(sock: socket.socket, fd: int, segments: list[Segment], timeout: float,
                   closed: threading.Event) -> int:
-    """``segments`` of ``fd`` to the non-blocking socket ``sock`` (a worker thread's loop:
-    send and sendfile, and poll while the socket is full); the bytes sent (all of them)."""
+    """``segments`` of ``fd`` to the non-blocking socket ``sock`` (a worker thread's loop,
+    polling while the socket is full); the bytes sent (all of them). File bytes alone go by
+    sendfile; segments with heads (a xorb's chunks, each behind its 8-byte header) are gathered
+    into one buffer by one ``preadv`` and sent with one ``send``: a sendfile and a send a 64 KiB
+    chunk cost more system calls than the copy saves (measured: docs/benchmarks.md)."""
     poller = select.poll()
     poller.register(sock.fileno(), select.POLLOUT)
     idle_since = time.monotonic()
 
     def wait() -> None:
-        nonlocal idle_since
         events = poller.poll(POLL_MS)
         if any(e & (select.POLLERR | select.POLLHUP) for _, e in events):
             raise ClientGone("the connection was lost")
         if not events and time.monotonic() - idle_since > timeout:
             raise ClientStalled(f"the client read nothing for {timeout:g} s")
 
-    total = 0
-    for head, offset, count in segments:
-        view = memoryview(head)
-        while view or count:
+    def step(send: Callable[[], int]) -> int:
+        nonlocal idle_since
+        while True:
             if closed.is_set():
                 raise ClientGone("the connection was closed")
             try:
-                if view:  # the head goes with the file's bytes that follow it (one packet, not two)
-                    n = sock.send(view, socket.MSG_MORE if count else 0)
-                    view = view[n:]
-                else:
-                    n = os.sendfile(sock.fileno(), fd, offset, count)
-                    if n == 0:
-                        raise OSError(f"the file ended {count} bytes early")
-                    offset += n
-                    count -= n
+                n = send()
             except BlockingIOError:
                 wait()
                 continue
             except (BrokenPipeError, ConnectionResetError) as e:
                 raise ClientGone(str(e)) from e
-            total += n
             idle_since = time.monotonic()
+            return n
+
+    if any(head for head, _, _ in segments):
+        buffer = bytearray(max(GATHER, max(len(h) + n for h, _, n in segments)))  # reused: each send is whole
+        total = 0
+        for window in _windows(segments):
+            view = _gathered(fd, window, buffer)
+            while view:
+                view = view[step(partial(sock.send, view)):]
+            total += size_of(window)
+        return total
+    total = 0
+    for _, offset, count in segments:
+        while count:
+            n = step(partial(os.sendfile, sock.fileno(), fd, offset, count))
+            if n == 0:
+                raise OSError(f"the file ended {count} bytes early")
+            offset += n
+            count -= n
+            total += n
     return total
+
+
+def _windows(segments: list[Segment]) -> list[list[Segment]]:
+    """``segments`` in runs of at most :data:`GATHER` bytes (a segment larger alone)."""
+    out: list[list[Segment]] = [[]]
+    held = 0
+    for segment in segments:
+        size = len(segment[0]) + segment[2]
+        if out[-1] and held + size > GATHER:
+            out.append([])
+            held = 0
+        out[-1].append(segment)
+        held += size
+    return out
+
+
+def _gathered(fd: int, segments: list[Segment], buffer: bytearray) -> memoryview:
+    """The bytes of ``segments`` in ``buffer`` (the view of them): the heads written, the file's
+    bytes read into their places at once (one ``preadv`` where they lie end to end in the file,
+    as a xorb's do)."""
+    view = memoryview(buffer)[:size_of(segments)]
+    targets: list[memoryview] = []
+    at = 0
+    for head, _, count in segments:
+        view[at:at + len(head)] = head
+        targets.append(view[at + len(head):at + len(head) + count])
+        at += len(head) + count
+    run: list[memoryview] = []
+    first = end = 0
+    for (_, start, count), target in zip(segments, targets, strict=True):
+        if run and start != end:  # not where the run ends: read the run, start another
+            _read_into(fd, run, first)
+            run = []
+        if not run:
+            first = start
+        run.append(target)
+        end = start + count
+    if run:
+        _read_into(fd, run, first)
+    return view
+
+
+def _read_into(fd: int, targets: list[memoryview], offset: int) -> None:
+    want = sum(len(t) for t in targets)
+    if os.preadv(fd, targets, offset) != want:
+        raise OSError(f"the file ended before byte {offset + want}")
 
 
 async def send_direct(scope: Any, fd: int, segments: list[Segment]) -> int | None:

@@ -207,7 +207,9 @@ async def xorb_body(source: Checked, size: int, k: int, start: int, end: int,
             if stamp is None and scope is not None:  # verified for good: nothing to confirm after the send
                 if fd is None:
                     fd = await anyio.to_thread.run_sync(source.open)
-                segments = _segments(size, c, upto, skip, left)
+                # the rest of the range at once where it is all verified: one hand-over, not one a piece
+                sending = top if source.ready(min(size, top * CHUNK)) else upto
+                segments = _segments(size, c, sending, skip, left)
                 try:
                     sent = await send_direct(scope, fd, segments)
                 except (ClientGone, ClientStalled) as e:
@@ -217,7 +219,7 @@ async def xorb_body(source: Checked, size: int, k: int, start: int, end: int,
                     turn.give_back()
                     skip = 0
                     left -= sent
-                    c = upto
+                    c = sending
                     continue
             await turn.take(gate, client)
             if fd is None:
