@@ -1,7 +1,7 @@
-"""A file's bytes on the plain route go from the page cache to the client's socket by
-``sendfile(2)`` (serve's protocol, zerocopy.py), not through Python: a cold read as the
-registry fetch is verified, a warm one from the model cache, a range of either; counted in
-/metrics as any answer's bytes. What the kernel was asked to send is counted on the way."""
+"""A file's bytes go to the client's socket from serve's protocol (zerocopy.py), not as ASGI
+messages: on the plain route by ``sendfile(2)``, a cold read as the registry fetch is verified,
+a warm one from the model cache, a range of either, counted in /metrics as any answer's bytes;
+a warm Xet read's xorbs too. What the protocol was asked to send is counted on the way."""
 
 from __future__ import annotations
 
@@ -63,9 +63,10 @@ def test_plain_reads_go_out_by_sendfile(registry, unique_repo, tmp_path, sent):
     assert after - before >= 2 * len(data) + 2 * MiB  # and counted as sent
 
 
-def test_warm_xorbs_go_out_by_sendfile(registry, unique_repo, tmp_path, sent, monkeypatch):
-    """hf_xet's reads of a file the model cache holds: each xorb piece by sendfile, headers and
-    all (the bytes arrive exact: hf_xet writes the file from them)."""
+def test_warm_xorbs_go_straight_to_the_socket(registry, unique_repo, tmp_path, sent, monkeypatch):
+    """hf_xet's reads of a file the model cache holds: every xorb byte, headers and all, sent from
+    serve's protocol's worker thread, none as an ASGI message (the bytes arrive exact: hf_xet
+    writes the file from them)."""
     src = tmp_path / "x"
     src.mkdir()
     (src / "config.json").write_text('{"model_type": "bert"}')

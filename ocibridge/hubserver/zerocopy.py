@@ -1,5 +1,6 @@
-"""Sending a file's bytes to the client with ``sendfile(2)``: from the page cache to the socket,
-no copy into Python and none by the server.
+"""Sending a file's bytes to the client's socket from a worker thread: by ``sendfile(2)`` from the
+page cache (no copy into Python, none by the server), or, for bytes with heads between them (a
+xorb's chunks behind their 8-byte headers), gathered a piece at a time into one reused buffer.
 
 uvicorn 0.54 offers no ASGI ``http.response.pathsend`` nor ``zerocopysend``, and uvloop has no
 ``loop.sendfile``; serve's own protocol (:mod:`.protocol`) puts a :class:`ZeroCopy` in each

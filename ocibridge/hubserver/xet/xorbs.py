@@ -186,9 +186,9 @@ async def xorb_body(source: Checked, size: int, k: int, start: int, end: int,
                     gate: Shares, client: str, turn: Turn, scope: Any = None) -> AsyncIterator[memoryview]:
     """Bytes ``[start, end)`` of the ``k``-th xorb of a file, each piece read once its file
     bytes are verified (at once from a verified file; as a registry fetch checks them) and
-    confirmed still verified after the read. A piece of a wholly verified file goes by sendfile
-    where the server takes it (``scope``'s, :mod:`..zerocopy`: no copy, and no permit, as it
-    holds no memory); any other is read and sent while its ``turn`` holds a permit of ``gate``
+    confirmed still verified after the read. A verified range goes straight to the socket from a
+    worker thread where the server takes it (``scope``'s, :mod:`..zerocopy`: one hand-over, a
+    reused buffer, no permit); any other is read and sent while its ``turn`` holds a permit of ``gate``
     (within ``client``'s share of them); it gives the permit back while it waits for the fetch
     (and the guard takes it back while its client does not read: :mod:`.guard`), and opens the
     file only with one (a queue of requests holds no descriptors)."""
