@@ -2,6 +2,7 @@
 
     .venv/bin/python -m bench.serve                                   # 1 GiB (--repeat 2), then 4 GiB once
     .venv/bin/python -m bench.serve --sizes 1024 --repeat 2 --big 4096 --clients 16
+    .venv/bin/python -m bench.serve --sizes 1024 --repeat 5 --big --clients 16 --before ../base  # issue 91's rows
 
 The model is one safetensors-like file of random bytes and a config.json. Every client is a
 process of its own, as a user runs it: ``snapshot_download`` with ``HF_ENDPOINT`` at serve and an
@@ -18,7 +19,13 @@ not).
 - 16 clients: that many ``snapshot_download`` processes at once against a cold server (one
   registry fetch shared), their total throughput against one ``pull``'s;
 - CPU: seconds of CPU (user + system, medians) of the client process, of serve and of the
-  registry in each sample, against pull's: on two shared cores, the sum is what bounds the ratio.
+  registry in each sample, against pull's: on two shared cores, the sum is what bounds the ratio;
+  and serve's CPU per GiB read, cold and warm, over Xet and plain, against issue 91's targets;
+- the clients: serve's CPU for all of them against one cold reader's, and the blobs serve
+  fetched from the registry (its /metrics: each once, the model's two files);
+- ``--before DIR``: the serve of another checkout (a worktree of the commit before a change)
+  alternates with this one's in every round, and its rows are shown beside (a shared machine's
+  slow stretches then hit both alike: compare ratios, not figures from other runs).
 
 pull and the serve runs alternate ``--repeat`` times; medians are shown with every sample, and
 ``/proc/loadavg`` with each row (the machine may be shared: figures under load are said so).
@@ -103,8 +110,8 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def base_env(work: Path) -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_DISABLE_TELEMETRY": "1",
+def base_env(work: Path, root: Path = ROOT) -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(root), "HF_HUB_DISABLE_TELEMETRY": "1",
             "HF_HUB_DISABLE_PROGRESS_BARS": "1", "HF_HUB_ENABLE_HF_TRANSFER": "0",
             "DOCKER_CONFIG": str(work / "docker")}
 
@@ -127,10 +134,10 @@ def wait_healthy(proc: subprocess.Popen[bytes], url: str, log: Path | None = Non
 class Server:
     """``ocibridge serve`` as a process of its own, with a model cache of its own."""
 
-    def __init__(self, work: Path, source: str, cache: Path):
+    def __init__(self, work: Path, source: str, cache: Path, root: Path = ROOT):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        env = {**base_env(work), "OCIBRIDGE_CACHE": str(cache), "OCIBRIDGE_CACHE_DIR": str(cache) + "-dir"}
+        env = {**base_env(work, root), "OCIBRIDGE_CACHE": str(cache), "OCIBRIDGE_CACHE_DIR": str(cache) + "-dir"}
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "ocibridge", "serve", source, "--listen", f"127.0.0.1:{self.port}",
              "--no-access-log"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -142,15 +149,22 @@ class Server:
                 return int(line.split()[1]) / 1024
         raise RuntimeError("no VmHWM")
 
+    def fetches(self) -> int:
+        """Blobs serve fetched from the registry so far (its /metrics)."""
+        for line in httpx.get(f"{self.url}/metrics").text.splitlines():
+            if line.startswith("ocibridge_serve_blob_fetches_total "):
+                return int(float(line.split()[1]))
+        raise RuntimeError("no ocibridge_serve_blob_fetches_total in /metrics")
+
     def stop(self) -> None:
         self.proc.terminate()
         self.proc.communicate(timeout=60)
 
 
 @contextlib.contextmanager
-def server(work: Path, source: str, cache: Path) -> Iterator[Server]:
+def server(work: Path, source: str, cache: Path, root: Path = ROOT) -> Iterator[Server]:
     shutil.rmtree(cache, ignore_errors=True)
-    s = Server(work, source, cache)
+    s = Server(work, source, cache, root)
     try:
         yield s
     finally:
@@ -233,9 +247,23 @@ ROWS = (("cold", "snapshot_download via serve, Xet, cold (empty model cache)"),
         ("warm-plain", "the same, HF_HUB_DISABLE_XET=1, warm"))
 
 
-def run(size_mib: int, work: Path, repeat: int, clients: int, plain: bool = True) -> list[str]:
+#: issue 91's targets: serve's CPU seconds per GiB read
+TARGETS = {"cold": 1.2, "warm": 0.25, "cold-plain": 1.2, "warm-plain": 0.25}
+#: issue 91's target: serve's CPU for the concurrent cold readers against one cold reader's
+MANY_TARGET = 1.3
+
+
+def _serve_cpu(samples: list[dict[str, float]]) -> float:
+    return statistics.median(s["serve"] for s in samples)
+
+
+def run(size_mib: int, work: Path, repeat: int, clients: int, plain: bool = True,
+        before: Path | None = None) -> list[str]:
+    """The rows at one size; with ``before`` (another checkout), its serve alternates with this
+    one's in every round, and each serve row is shown for both, with the ratio."""
     from ocibridge.api.model_ops import push
 
+    trees = [("", ROOT)] + ([("before: ", before)] if before is not None else [])
     rows = []
     with fresh_registry(work) as reg:
         src = write_model(work / f"m{size_mib}", size_mib * MiB)
@@ -246,11 +274,11 @@ def run(size_mib: int, work: Path, repeat: int, clients: int, plain: bool = True
         source = reg.host
         cache = work / "serve-cache"
         kinds = [("cold", "warm"), ("cold-plain", "warm-plain")] if plain else [("cold", "warm")]
-        keys = ["pull", *(k for pair in kinds for k in pair)]
+        keys = ["pull", *(label + k for label, _ in trees for pair in kinds for k in pair)]
         samples: dict[str, list[float]] = {k: [] for k in keys}
         copies: list[float] = []
         loads: dict[str, list[str]] = {k: [] for k in keys}
-        rss: list[float] = []
+        rss: dict[str, list[float]] = {label: [] for label, _ in trees}
         cpu: dict[str, list[dict[str, float]]] = {k: [] for k in keys}
         registry_pid = reg.process.pid
         assert registry_pid is not None
@@ -260,43 +288,74 @@ def run(size_mib: int, work: Path, repeat: int, clients: int, plain: bool = True
             samples["pull"].append(pull_once(ref, work))
             cpu["pull"].append(meter.used())
             copies.append(copy_pulled(work))
-            for pair in kinds:
-                with server(work, source, cache) as s:
-                    for key in pair:
-                        loads[key].append(load())
-                        meter = Cpu(serve=s.proc.pid, registry=registry_pid)
-                        samples[key].append(snapshot_once(s.url, work, tag, plain=key.endswith("plain")))
-                        cpu[key].append(meter.used())
-                        if key == "cold":
-                            rss.append(s.peak_rss_mib())
+            for label, root in trees:
+                for pair in kinds:
+                    with server(work, source, cache, root) as s:
+                        for kind in pair:
+                            key = label + kind
+                            loads[key].append(load())
+                            meter = Cpu(serve=s.proc.pid, registry=registry_pid)
+                            samples[key].append(snapshot_once(s.url, work, tag, plain=kind.endswith("plain")))
+                            cpu[key].append(meter.used())
+                            if kind == "cold":
+                                rss[label].append(s.peak_rss_mib())
         full = statistics.median(samples["pull"])
         pulls = f"pull {full:.2f} s ({_each(samples['pull'])})"
-        for key, what in ROWS:
-            if key not in samples:
-                continue
-            took = statistics.median(samples[key])
-            rows.append(f"| {size_mib} MiB | {what} | {took:.2f} s ({_each(samples[key])}) | {pulls} "
-                        f"| {took / full:.2f}× | {'; '.join(loads[key])} |")
+        gib = size_mib / 1024
+        for label, _ in trees:
+            for kind, what in ROWS:
+                key = label + kind
+                if key not in samples:
+                    continue
+                took = statistics.median(samples[key])
+                rows.append(f"| {size_mib} MiB | {label}{what} | {took:.2f} s ({_each(samples[key])}) | {pulls} "
+                            f"| {took / full:.2f}× | {'; '.join(loads[key])} |")
         floor = full + statistics.median(copies)
         took = statistics.median(samples["cold"])
         rows.append(f"| {size_mib} MiB | Xet cold against pull + one more write of the file (cp of the pulled "
                     f"file: {_each(copies)} s) | {took:.2f} s | {floor:.2f} s | {took / floor:.2f}× | {load()} |")
-        for cold, warm in kinds:
-            rows.append(f"| {size_mib} MiB | CPU seconds (medians), {'plain' if 'plain' in cold else 'Xet'}: "
-                        f"{_cpu(cpu[cold])} cold, {_cpu(cpu[warm])} warm | | pull {_cpu(cpu['pull'])} | "
-                        f"| {loads[warm][-1]} |")
-        rows.append(f"| {size_mib} MiB | serve's peak RSS (VmHWM) after a cold download | {max(rss):.0f} MiB "
-                    f"({_each(rss)}) | | | {loads['cold'][-1]} |")
+        for label, _ in trees:
+            for cold, warm in kinds:
+                way = "plain" if "plain" in cold else "Xet"
+                rows.append(f"| {size_mib} MiB | {label}CPU seconds (medians), {way}: "
+                            f"{_cpu(cpu[label + cold])} cold, {_cpu(cpu[label + warm])} warm | | "
+                            f"pull {_cpu(cpu['pull'])} | | {loads[label + warm][-1]} |")
+        for kind, _ in ROWS:  # issue 91's rows: serve's CPU per GiB read, against its target (and before)
+            if kind not in samples:
+                continue
+            per = _serve_cpu(cpu[kind]) / gib
+            each = _each([c["serve"] / gib for c in cpu[kind]])
+            was = ""
+            if before is not None:
+                old = _serve_cpu(cpu["before: " + kind]) / gib
+                was = f"before {old:.2f} s ({_each([c['serve'] / gib for c in cpu['before: ' + kind]])})"
+                ratio = f"{per / old:.2f}× before"
+            else:
+                ratio = f"{per / TARGETS[kind]:.2f}× target"
+            rows.append(f"| {size_mib} MiB | serve CPU per GiB read, {kind} (target ≤ {TARGETS[kind]} s) | "
+                        f"**{per:.2f} s** ({each}) | {was} | {ratio} | {loads[kind][-1]} |")
+        for label, _ in trees:
+            rows.append(f"| {size_mib} MiB | {label}serve's peak RSS (VmHWM) after a cold download | "
+                        f"{max(rss[label]):.0f} MiB ({_each(rss[label])}) | | | {loads[label + 'cold'][-1]} |")
         if clients:
-            with server(work, source, cache) as s:
-                at = load()
-                wall = many_at_once(s.url, work, tag, clients)
-                rss_many = s.peak_rss_mib()
-            total = clients * size_mib / wall
             one = size_mib / full
-            rows.append(f"| {size_mib} MiB | {clients} snapshot_downloads at once via serve (cold), total "
-                        f"throughput | {total:.0f} MiB/s ({wall:.2f} s for all; peak RSS {rss_many:.0f} MiB) "
-                        f"| one pull {one:.0f} MiB/s | {total / one:.2f}× | {at} |")
+            for label, root in trees:
+                with server(work, source, cache, root) as s:
+                    at = load()
+                    meter = Cpu(serve=s.proc.pid, registry=registry_pid)
+                    wall = many_at_once(s.url, work, tag, clients)
+                    used = meter.used()
+                    rss_many = s.peak_rss_mib()
+                    fetched = s.fetches()
+                total = clients * size_mib / wall
+                single = _serve_cpu(cpu[label + "cold"])
+                rows.append(f"| {size_mib} MiB | {label}{clients} snapshot_downloads at once via serve (cold), total "
+                            f"throughput | {total:.0f} MiB/s ({wall:.2f} s for all; peak RSS {rss_many:.0f} MiB) "
+                            f"| one pull {one:.0f} MiB/s | {total / one:.2f}× | {at} |")
+                rows.append(f"| {size_mib} MiB | {label}{clients} cold readers: serve CPU {used['serve']:.2f} s "
+                            f"against one cold reader's {single:.2f} s (target ≤ {MANY_TARGET}×); registry CPU "
+                            f"{used['registry']:.2f} s; blobs fetched from the registry {fetched} (the model's 2 "
+                            f"files) | **{used['serve'] / single:.2f}×** | | | {at} |")
     return rows
 
 
@@ -309,6 +368,8 @@ def main(argv: list[str] | None = None) -> None:
                    help="sizes in MiB measured once, without the clients (default 4096: the RSS at 4 GiB)")
     p.add_argument("--clients", type=int, default=16, help="concurrent clients at --sizes (0: none)")
     p.add_argument("--no-plain", action="store_true", help="measure Xet downloads only (not HF_HUB_DISABLE_XET=1)")
+    p.add_argument("--before", type=Path, help="another checkout (a worktree of the commit before): its serve "
+                   "alternates with this one's in every round, each row shown for both")
     args = p.parse_args(argv)
     print(f"load average at the start: {load()}; {os.cpu_count()} cores")
     print("| model | measure | serve | against | ratio | load (1, 5, 15 min) |\n|---|---|---|---|---|---|")
@@ -316,7 +377,7 @@ def main(argv: list[str] | None = None) -> None:
         work = Path(tmp)
         os.environ["OCIBRIDGE_CACHE"] = str(work / "own-cache")  # never the user's model cache
         for size in args.sizes:
-            for row in run(size, work, args.repeat, args.clients, not args.no_plain):
+            for row in run(size, work, args.repeat, args.clients, not args.no_plain, args.before):
                 print(row, flush=True)
         for size in args.big:
             for row in run(size, work, 1, 0, False):

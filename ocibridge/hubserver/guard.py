@@ -35,6 +35,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ocibridge.hubserver.answers import error
 from ocibridge.hubserver.routing import raw_route_path, route_path
+from ocibridge.hubserver.zerocopy import SEND_LIMIT
 
 log = logging.getLogger("ocibridge.hubserver")
 
@@ -230,6 +231,7 @@ class Guard:
             return
         turn = Turn()
         scope[TURN] = turn
+        scope[SEND_LIMIT] = limits.send_timeout  # a body sent by sendfile waits on its client as long (zerocopy.py)
         scope[BODY_LIMIT] = limits.body
         abort: Callable[[], None] | None = scope.get(ABORT)
         started = False

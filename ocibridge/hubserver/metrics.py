@@ -32,6 +32,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from ocibridge.hubserver.answers import in_thread
 from ocibridge.hubserver.guard import BODY_READ, UPLOAD_PATHS, UPLOADS
 from ocibridge.hubserver.routing import route_path
+from ocibridge.hubserver.zerocopy import BODY_SENT
 
 PATH = "/metrics"
 _CONVERTER = re.compile(r":[a-z_]+}")
@@ -90,6 +91,7 @@ class Metrics:
             if upload:
                 self.uploads.inc()
             scope[BODY_READ] = self.received.inc  # a body read past this middleware (xet/diverted.py)
+            scope[BODY_SENT] = self.sent.inc  # a body sent past it (by sendfile: zerocopy.py)
             try:
                 await app(scope, reading, sending)
             finally:

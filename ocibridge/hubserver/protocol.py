@@ -10,21 +10,35 @@ of it that no setting gives:
   instead of as ASGI messages: a xorb's body (:mod:`.xet.upload`) thus skips, each of its ~4,000
   pieces a GiB, the copy uvicorn makes of it twice, the wake of the route's task and the way
   through every middleware (issue 79: the event loop's thread 0.69 -> 0.50 s of CPU a GiB published
-  over Xet, docs/benchmarks.md).
+  over Xet, docs/benchmarks.md);
+- a route may send a file's bytes with ``sendfile(2)`` (:data:`.zerocopy.SENDFILE`, a
+  :class:`.zerocopy.ZeroCopy`): no copy into Python nor by the server (uvicorn offers no
+  ``pathsend``).
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import os
 import socket
 import struct
+import threading
+import weakref
 from collections.abc import Callable
 from functools import partial
 from typing import Any, Protocol, runtime_checkable
 
+import anyio
+import anyio.to_thread
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from ocibridge.hubserver.guard import ABORT, DIVERT, HEAD_MAX, HEADERS_MAX, BodySink
+from ocibridge.hubserver.zerocopy import SENDFILE, Segment, send_segments, size_of
+
+#: sends by sendfile at once, over every connection (each holds a worker thread while it waits on
+#: its client); past it, answers send as ASGI messages
+SENDERS = 64
 
 
 class HeadTooLarge(Exception):
@@ -45,6 +59,19 @@ class _UvicornCycle(Protocol):
 
 
 @runtime_checkable
+class _UvicornSending(Protocol):
+    """The fields of uvicorn's request cycle that :meth:`GuardedProtocol.send_file` reads and
+    sets (its answer's state and the Content-Length left to send)."""
+
+    scope: Any
+    response_started: bool
+    response_complete: bool
+    chunked_encoding: bool | None
+    expected_content_length: int
+    disconnected: bool
+
+
+@runtime_checkable
 class _UvicornConnection(Protocol):
     """The connection's current cycle (None before a request) and its flow control."""
 
@@ -61,6 +88,8 @@ class GuardedProtocol(HttpToolsProtocol):
         self._head_count = 0
         self._too_large = False
         self._sink: BodySink | None = None
+        self._closed = threading.Event()  # set when the connection ends: a send on a thread stops
+        self._senders: anyio.CapacityLimiter | None = None
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
@@ -68,6 +97,7 @@ class GuardedProtocol(HttpToolsProtocol):
         self._sink = None
         self.scope[ABORT] = self._reset  # type: ignore[literal-required]
         self.scope[DIVERT] = partial(self.divert, self.scope)  # type: ignore[literal-required]
+        self.scope[SENDFILE] = partial(self.send_file, self.scope)  # type: ignore[literal-required]
 
     def divert(self, scope: Any, sink: BodySink) -> tuple[Callable[[], None], Callable[[], None]] | None:
         """From now on hand the body of the request of ``scope`` to ``sink`` (what uvicorn holds
@@ -90,6 +120,43 @@ class GuardedProtocol(HttpToolsProtocol):
         self.flow.resume_reading()
         return self.flow.pause_reading, self.flow.resume_reading
 
+    async def send_file(self, scope: Any, fd: int, segments: list[Segment], timeout: float) -> int | None:
+        """Send ``segments`` of ``fd`` as the next body bytes of the answer of ``scope``
+        (:class:`.zerocopy.ZeroCopy`): their count, or None where it cannot now."""
+        connection: object = self
+        cycle = connection.cycle if isinstance(connection, _UvicornConnection) else None
+        transport = self.transport
+        count = size_of(segments)
+        if (not isinstance(cycle, _UvicornSending) or cycle.scope is not scope or not cycle.response_started
+                or cycle.response_complete or cycle.chunked_encoding is not False or cycle.disconnected
+                or count > cycle.expected_content_length or transport.is_closing()
+                or transport.get_extra_info("sslcontext") is not None
+                or transport.get_extra_info("ssl_object") is not None):
+            return None
+        sock = transport.get_extra_info("socket")
+        if sock is None:
+            return None
+        for _ in range(3):  # the head (or a piece) written last: the loop flushes it as it turns
+            if transport.get_write_buffer_size() == 0:
+                break
+            await asyncio.sleep(0)
+        else:
+            return None  # the client has not taken what the server holds: send as messages
+        if self._senders is None:
+            self._senders = _senders()
+        if self._senders.available_tokens < 1:
+            return None
+        # a socket of its own on a copy of the descriptor: never another connection's number,
+        # whatever the server closes meanwhile
+        mine = socket.socket(fileno=os.dup(sock.fileno()))
+        try:
+            sent = await anyio.to_thread.run_sync(send_segments, mine, fd, segments, timeout, self._closed,
+                                                  limiter=self._senders)
+        finally:
+            mine.close()
+        cycle.expected_content_length -= sent
+        return sent
+
     def on_body(self, body: bytes) -> None:
         sink = self._sink
         if sink is None or self.cycle.response_complete:
@@ -104,6 +171,7 @@ class GuardedProtocol(HttpToolsProtocol):
             sink.end()
 
     def connection_lost(self, exc: Exception | None) -> None:
+        self._closed.set()
         sink, self._sink = self._sink, None
         super().connection_lost(exc)
         if sink is not None:
@@ -112,9 +180,10 @@ class GuardedProtocol(HttpToolsProtocol):
     def _reset(self) -> None:
         """Drop the connection now: a reset (linger 0), so the kernel drops what it holds for
         the client too rather than trickling it out to a client that reads nothing."""
+        self._closed.set()
         sock = self.transport.get_extra_info("socket")
         if sock is not None:
-            with contextlib.suppress(OSError):
+            with contextlib.suppress(OSError, ValueError):  # (ValueError: closed already)
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
         self.transport.abort()
 
@@ -145,3 +214,14 @@ class GuardedProtocol(HttpToolsProtocol):
                              b"content-length: " + str(len(body)).encode() + b"\r\n"
                              b"connection: close\r\n\r\n" + body)
         self.transport.close()
+
+
+_SENDERS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, anyio.CapacityLimiter] = weakref.WeakKeyDictionary()
+
+
+def _senders() -> anyio.CapacityLimiter:
+    """The loop's limiter of sendfile threads (an anyio limiter belongs to one loop; tests run many)."""
+    loop = asyncio.get_running_loop()
+    if loop not in _SENDERS:
+        _SENDERS[loop] = anyio.CapacityLimiter(SENDERS)
+    return _SENDERS[loop]

@@ -108,6 +108,7 @@ class RegistryProcess:
         log_level: str = "info",
         startup_timeout: float = 15.0,
         proxy_remote: str | None = None,
+        redirect_to: str | None = None,
     ) -> None:
         self.workdir = Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -123,6 +124,7 @@ class RegistryProcess:
         self.cert_dir: Path | None = tls.cert_dir if tls else None
         self._log_level = log_level
         self.proxy_remote = proxy_remote  # a pull-through cache of that registry's URL
+        self.redirect_to = redirect_to  # blob GETs answered with a 307 to this base URL + the storage path
         self._proc: subprocess.Popen[bytes] | None = None
         self.port = 0
         self._start(startup_timeout)
@@ -202,6 +204,8 @@ class RegistryProcess:
         }
         if self.proxy_remote is not None:  # distribution as a pull-through cache (read-only)
             config["proxy"] = {"remoteurl": self.proxy_remote}
+        if self.redirect_to is not None:  # distribution's redirect middleware, as in front of object storage
+            config["middleware"] = {"storage": [{"name": "redirect", "options": {"baseurl": self.redirect_to}}]}
         if self.username is not None and self.password is not None:
             htpasswd_file = self.workdir / "htpasswd"
             htpasswd_file.write_text(bcrypt_htpasswd_line(self.username, self.password))

@@ -12,7 +12,8 @@
 - No request holds the fetch, a lock or a permit while it sends: a client that stops reading
   keeps nobody else from the blob (it is cut by the guard's send timeout, :mod:`.guard`).
 
-Work on files and sockets runs in worker threads (``anyio.to_thread``), one chunk at a time.
+Work on files and sockets runs in worker threads (``anyio.to_thread``); the bytes go to the client
+by sendfile where the server takes it (:mod:`.fileanswer`, :mod:`..zerocopy`).
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ import asyncio
 import contextlib
 import os
 import tempfile
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
@@ -30,8 +30,8 @@ import anyio.to_thread
 from ocibridge.cache.locks import flocked
 from ocibridge.chunks.tablehash import TableAndDigestHasher
 from ocibridge.core.fsutil import TEMP_PREFIX
-from ocibridge.errors import DigestMismatch
-from ocibridge.hubserver.reading.follow import Fill, FillView, follow
+from ocibridge.hubserver.reading.fileanswer import Spans, file_spans
+from ocibridge.hubserver.reading.follow import Fill, FillView, spans
 from ocibridge.oci.digest import CHUNK, split_digest, verified
 from ocibridge.oci.models import Descriptor
 from ocibridge.stores.inorder_hash import Frontier
@@ -47,22 +47,6 @@ TableOf = tuple["LayerChunks", int]
 
 #: blobs and snapshot files are read-only in the model cache
 READ_ONLY = 0o444
-
-
-async def read_file(path: Path, start: int, end: int) -> AsyncIterator[bytes]:
-    """Bytes ``[start, end)`` of a (verified) local file, a chunk at a time."""
-    f = await anyio.to_thread.run_sync(open, path, "rb")
-    try:
-        await anyio.to_thread.run_sync(f.seek, start)
-        left = end - start
-        while left > 0:
-            chunk = await anyio.to_thread.run_sync(f.read, min(CHUNK, left))
-            if not chunk:
-                raise DigestMismatch(f"{path}: shorter than its {end} bytes")
-            left -= len(chunk)
-            yield chunk
-    finally:
-        await anyio.to_thread.run_sync(f.close)
 
 
 class Checked(Protocol):
@@ -129,19 +113,20 @@ class Blobs:
         return layer.digest in self._fills or layer.digest in self._filling
 
     async def body(self, store: Store, manifest: Descriptor, layer: Descriptor,
-                   start: int, end: int, chunks: TableOf | None = None) -> AsyncIterator[bytes]:
-        """Bytes ``[start, end)`` of ``layer``: from the cache, else from one fetch shared by
-        every request for it, followed as it arrives (checked chunk by chunk against ``chunks``
-        too, so Xet requests that join it get verified chunks early). The fetch runs on a thread
-        of its own: no request holds it, so a client that stops reading keeps no other waiting."""
+                   start: int, end: int, chunks: TableOf | None = None) -> Spans:
+        """Bytes ``[start, end)`` of ``layer``, as spans of its file (:mod:`.fileanswer`: sent by
+        sendfile): from the cache, else from one fetch shared by every request for it, followed
+        as it arrives (checked chunk by chunk against ``chunks`` too, so Xet requests that join
+        it get verified chunks early). The fetch runs on a thread of its own: no request holds
+        it, so a client that stops reading keeps no other waiting."""
         found = self.cached(layer)
         if found is not None:
             self.hits += 1
-            return read_file(found, start, end)
+            return file_spans(found, start, end)
         if layer.size > 0:
             fetch = await self._shared_fetch(store, layer, chunks)
-            return read_file(fetch, start, end) if isinstance(fetch, Path) else follow(fetch, start, end)
-        return read_file(await self.fill(store, manifest, layer), start, end)
+            return file_spans(fetch, start, end) if isinstance(fetch, Path) else spans(fetch, start, end)
+        return file_spans(await self.fill(store, manifest, layer), start, end)
 
     async def checked(self, store: Store, manifest: Descriptor, layer: Descriptor,
                       chunks: TableOf | None = None) -> Checked:

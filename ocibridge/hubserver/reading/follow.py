@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from pathlib import Path
 
 import anyio.to_thread
@@ -202,9 +202,11 @@ class FillView:
         return self.fill.ready(end, self.whole)
 
 
-async def follow(fill: Fill, start: int, end: int) -> AsyncIterator[bytes]:
-    """Bytes ``[start, end)`` of the blob as they are verified; raises (the connection is cut)
-    if it fails, or starts over after bytes were sent."""
+async def spans(fill: Fill, start: int, end: int) -> AsyncGenerator[tuple[int, int, int], None]:
+    """Bytes ``[start, end)`` of the blob as they are verified, as ``(fd, offset, count)`` spans of
+    its file (the descriptor is good until the next step): whole pieces of at least :data:`SEND`
+    while it arrives, so that sends are few and large. Raises (the connection is cut) if the
+    fetch fails, or starts over after bytes were handed out."""
     fd: int | None = None
     generation = fill.generation
     at = start
@@ -221,11 +223,21 @@ async def follow(fill: Fill, start: int, end: int) -> AsyncIterator[bytes]:
                 generation = fill.generation
             if fd is None:
                 fd = fill.open()
-            data = await anyio.to_thread.run_sync(os.pread, fd, min(SEND, ready - at), at)
+            yield fd, at, ready - at
+            at = ready
+    finally:
+        if fd is not None:
+            os.close(fd)
+
+
+async def follow(fill: Fill, start: int, end: int) -> AsyncIterator[bytes]:
+    """Bytes ``[start, end)`` of the blob as they are verified (:func:`spans`), read into memory
+    :data:`SEND` at a time."""
+    async for fd, at, count in spans(fill, start, end):
+        stop = at + count
+        while at < stop:
+            data = await anyio.to_thread.run_sync(os.pread, fd, min(SEND, stop - at), at)
             if not data:
                 raise DigestMismatch(f"blob {fill.digest}: the file ended at byte {at}")
             at += len(data)
             yield data
-    finally:
-        if fd is not None:
-            os.close(fd)

@@ -35,7 +35,8 @@ from ocibridge.hubserver.access import grant_of, reads
 from ocibridge.hubserver.answers import ClosingStream, byte_range, error, in_thread, int_param, requested_repo
 from ocibridge.hubserver.guard import PATHS_MAX
 from ocibridge.hubserver.reading import storage
-from ocibridge.hubserver.reading.blobs import Blobs, TableOf, read_file
+from ocibridge.hubserver.reading.blobs import Blobs, TableOf
+from ocibridge.hubserver.reading.fileanswer import FileAnswer, Spans, file_spans
 from ocibridge.hubserver.reading.modelfacts import ModelFacts
 from ocibridge.hubserver.repo import hubjson
 from ocibridge.hubserver.repo.catalog import Catalog, Resolved
@@ -275,12 +276,16 @@ class ReadRoutes:
         headers["Content-Length"] = str(end - start)
         if request.method == "HEAD":
             return Response(status_code=status, headers=headers)
-        return ClosingStream(await self._body(resolved, f, start, end, status == 206),
-                                 status_code=status, headers=headers)
+        body = await self._body(resolved, f, start, end, status == 206)
+        if isinstance(body, FileSpans):
+            return FileAnswer(body.spans, status, headers)
+        return ClosingStream(body, status_code=status, headers=headers)
 
     async def _body(self, resolved: Resolved, f: HubFile, start: int, end: int, ranged: bool) -> Any:
+        """Verified spans of a file (:class:`FileSpans`, sent by sendfile where it can), or the
+        bytes of a range read by chunks (an iterator of bytes)."""
         if f.local is not None:
-            return read_file(f.local, start, end)
+            return FileSpans(file_spans(f.local, start, end))
         layer = f.layer
         assert layer is not None
         partial = ranged or start or end != f.size
@@ -290,7 +295,14 @@ class ReadRoutes:
             if blob is not None:
                 return self.ranges.read(blob, start, end)
         chunks = await in_thread(self.xet.table_of, resolved, layer) if self.xet.name_size(layer.size) else None
-        return await self.blobs.body(resolved.repo.store, resolved.model, layer, start, end, chunks)
+        return FileSpans(await self.blobs.body(resolved.repo.store, resolved.model, layer, start, end, chunks))
+
+
+@dataclass(frozen=True)
+class FileSpans:
+    """A body that is spans of a verified file (what :class:`.fileanswer.FileAnswer` sends)."""
+
+    spans: Spans
 
 
 def truthy(value: str | None) -> bool:

@@ -197,8 +197,9 @@ class XetRoutes:
             headers["Content-Range"] = f"bytes {start}-{end - 1}/{total}"
         if self._pieces is None:
             self._pieces = Shares(xorbs.SENDING_AT_ONCE, xorbs.SHARE)
-        return ClosingStream(xorbs.xorb_body(source, size, k, start, end, self._pieces, client, turn_of(request.scope)),
-                             status_code=status, headers=headers)
+        body = xorbs.xorb_body(source, size, k, start, end, self._pieces, client, turn_of(request.scope),
+                               request.scope)
+        return ClosingStream(body, status_code=status, headers=headers)
 
 
 def published(resolved: Resolved) -> bool:

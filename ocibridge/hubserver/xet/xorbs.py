@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 import anyio.to_thread
 
 from ocibridge.errors import DigestMismatch
+from ocibridge.hubserver.zerocopy import ClientGone, ClientStalled, Segment, drop, send_direct
 
 if TYPE_CHECKING:
     from ocibridge.hubserver.guard import Shares, Turn
@@ -160,14 +161,37 @@ def first_piece_end(size: int, k: int, start: int) -> int:
     return _piece(size, k, k * XORB_CHUNKS + start // (CHUNK + HEADER))[1]
 
 
+def _segments(size: int, first: int, end: int, skip: int, left: int) -> list[Segment]:
+    """File chunks ``[first, end)`` as they are sent (each behind its header), less the first
+    ``skip`` bytes and past ``left`` bytes: ``(header, file offset, count)`` each."""
+    out: list[Segment] = []
+    for c in range(first, end):
+        if left <= 0:
+            break
+        length = min(CHUNK, size - c * CHUNK)
+        head, offset, count = _header(length), c * CHUNK, length
+        cut = min(skip, HEADER)
+        head, skip = head[cut:], skip - cut
+        cut = min(skip, count)
+        offset, count, skip = offset + cut, count - cut, skip - cut
+        head = head[:left]
+        count = min(count, left - len(head))
+        left -= len(head) + count
+        if head or count:
+            out.append((head, offset, count))
+    return out
+
+
 async def xorb_body(source: Checked, size: int, k: int, start: int, end: int,
-                    gate: Shares, client: str, turn: Turn) -> AsyncIterator[memoryview]:
+                    gate: Shares, client: str, turn: Turn, scope: Any = None) -> AsyncIterator[memoryview]:
     """Bytes ``[start, end)`` of the ``k``-th xorb of a file, each piece read once its file
     bytes are verified (at once from a verified file; as a registry fetch checks them) and
-    confirmed still verified after the read. An answer reads and sends while its ``turn``
-    holds a permit of ``gate`` (within ``client``'s share of them); it gives the permit back
-    while it waits for the fetch (and the guard takes it back while its client does not read:
-    :mod:`.guard`), and opens the file only with one (a queue of requests holds no descriptors)."""
+    confirmed still verified after the read. A verified range goes straight to the socket from a
+    worker thread where the server takes it (``scope``'s, :mod:`..zerocopy`: one hand-over, a
+    reused buffer, no permit); any other is read and sent while its ``turn`` holds a permit of ``gate``
+    (within ``client``'s share of them); it gives the permit back while it waits for the fetch
+    (and the guard takes it back while its client does not read: :mod:`.guard`), and opens the
+    file only with one (a queue of requests holds no descriptors)."""
     base = k * XORB_CHUNKS
     top = min(chunk_count(size), base + XORB_CHUNKS)
     c = base + start // (CHUNK + HEADER)
@@ -180,6 +204,23 @@ async def xorb_body(source: Checked, size: int, k: int, start: int, end: int,
             if turn.held and not source.ready(need):
                 turn.give_back()  # waiting for the registry: others may send meanwhile
             stamp = await source.until(need)
+            if stamp is None and scope is not None:  # verified for good: nothing to confirm after the send
+                if fd is None:
+                    fd = await anyio.to_thread.run_sync(source.open)
+                # the rest of the range at once where it is all verified: one hand-over, not one a piece
+                sending = top if source.ready(min(size, top * CHUNK)) else upto
+                segments = _segments(size, c, sending, skip, left)
+                try:
+                    sent = await send_direct(scope, fd, segments)
+                except (ClientGone, ClientStalled) as e:
+                    await drop(scope, e)
+                    return
+                if sent is not None:
+                    turn.give_back()
+                    skip = 0
+                    left -= sent
+                    c = sending
+                    continue
             await turn.take(gate, client)
             if fd is None:
                 fd = await anyio.to_thread.run_sync(source.open)
