@@ -102,10 +102,17 @@ def identify(store: Store, reference: str, *, shown: str | None = None) -> Ident
     index holds several models, the first by the table's order (ModelPack first) is taken.
     Anything else raises :class:`NotAModel` saying what it is.
     """
+    return identify_with_top(store, reference, shown=shown)[0]
+
+
+def identify_with_top(store: Store, reference: str, *, shown: str | None = None
+                      ) -> tuple[Identified, Manifest | Index]:
+    """:func:`identify`, with what ``reference`` names as read and parsed (the index the model
+    was found in, or its manifest): handed to a caller that judges it too, not read again."""
     desc, data, parsed = read_parsed(store, reference)  # one request and one parse on a registry
     refuse_tombstone(store, desc, shown or reference)  # a tag serve deleted: no model, said so
     node = parsed if parsed is not None else parse_manifest_bytes(data, desc.mediaType)
-    return identify_read(store, desc, data, node, shown=shown or reference)
+    return identify_read(store, desc, data, node, shown=shown or reference), node
 
 
 def identify_read(store: Store, desc: Descriptor, data: bytes, node: Manifest | Index, *,

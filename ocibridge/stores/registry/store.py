@@ -42,7 +42,6 @@ from ocibridge.stores.registry.commitscan import check_commit_tag, commit_behind
 from ocibridge.stores.registry.credentials import credential_function
 from ocibridge.stores.registry.download import RANGE_PIECE, BlobDownload
 from ocibridge.stores.registry.ingest import StreamingIngest
-from ocibridge.stores.registry.manifestmemo import ManifestMemo
 from ocibridge.stores.registry.mountrequest import MountRequests
 from ocibridge.stores.registry.options import RegistryOptions
 from ocibridge.stores.registry.referrers import RegistryReferrers, fallback_tag, media_type_of, subject_of
@@ -86,7 +85,6 @@ class RegistryStore(ClosesOnExit):
         self._present: set[str] = set()
         self._missing: set[str] = set()
         self._mounts = MountRequests(client, repository)  # and the sessions answered instead
-        self._manifests = ManifestMemo()  # fetched by digest: a second read costs no request
         self._referrers = RegistryReferrers(self)  # the referrers API, or the fallback index
 
     # -- plumbing --------------------------------------------------------------------------
@@ -160,14 +158,10 @@ class RegistryStore(ClosesOnExit):
         if desc.size > MAX_MANIFEST_BYTES:
             raise TooLarge(f"{desc.digest}: {desc.size} bytes is too large to read whole")
         if is_manifest(desc):
-            known = self._manifests.get(desc.digest)
-            if known is not None:
-                return verify_bytes(known[1], desc.digest, desc.size)
             data, got = self._get_manifest(desc.digest)
             verify_bytes(data, desc.digest, desc.size)
             media_type = media_type_of(got.headers.get("content-type"))
             media_type = media_type if media_type in ALL_MANIFEST_TYPES else desc.mediaType
-            self._manifests.put(desc.digest, media_type, data)
             remember_manifest_blobs(self.client.base, self.repository, data, media_type)
             return data
         with self.open_blob(desc) as reader:
@@ -202,11 +196,7 @@ class RegistryStore(ClosesOnExit):
 
     def resolve(self, reference: str) -> Descriptor:
         """HEAD the manifest for its digest, type and size; GET when the registry omits them.
-        A digest whose manifest this store already fetched needs no request."""
-        if is_digest(reference):
-            known = self._manifests.get(reference)
-            if known is not None:
-                return Descriptor(mediaType=known[0], digest=reference, size=len(known[1]))
+        Nothing read is kept here: what a command read is handed down by its caller."""
         if short_of_tag(reference):  # an abbreviated commit id: no tag has its name
             return self.resolve(commit_behind(reference, self.tags, self.resolve, self.describe()))
         path = self._path("manifests", reference)
@@ -225,26 +215,23 @@ class RegistryStore(ClosesOnExit):
             return Descriptor(mediaType=media_type, digest=digest, size=int(length))
         data, got = self._get_manifest(reference)
         digest = reference if is_digest(reference) else sha256_bytes(data)
-        return self._keep_manifest(reference, digest, data, got.headers.get("content-type"))[0]
+        return self._answered(reference, digest, data, got.headers.get("content-type"))[0]
 
     def read_manifest(self, reference: str) -> tuple[Descriptor, bytes]:
         """``GET`` the manifest a tag or digest names: its descriptor and verified bytes in one
-        request, kept by digest (a later ``fetch_bytes`` or ``resolve`` of it sends none).
+        request, for the caller to hand down (nothing is kept here).
         A tag's bytes are checked against the ``Docker-Content-Digest`` the registry names."""
         desc, data, _ = self._read_manifest(reference)
         return desc, data
 
     def read_parsed(self, reference: str) -> tuple[Descriptor, bytes, Manifest | Index | None]:
         """:meth:`read_manifest`, with the parse the blob homes were learnt from on a ``GET``,
-        handed over rather than made again (None for a manifest already kept: not parsed here)."""
+        handed over rather than made again (None where the bytes do not parse as the type the
+        registry named: the caller's own parse says why)."""
         return self._read_manifest(reference)
 
     def _read_manifest(self, reference: str) -> tuple[Descriptor, bytes, Manifest | Index | None]:
-        """The manifest, and its parse when this call made one (not for one already kept)."""
-        if is_digest(reference):
-            known = self._manifests.get(reference)
-            if known is not None:
-                return Descriptor(mediaType=known[0], digest=reference, size=len(known[1])), known[1], None
+        """The manifest, and its parse (None where it is not readable as the type named)."""
         if short_of_tag(reference):
             return self._read_manifest(commit_behind(reference, self.tags, self.resolve, self.describe()))
         try:
@@ -259,13 +246,13 @@ class RegistryStore(ClosesOnExit):
             digest = named
         else:
             digest = sha256_bytes(data)
-        desc, node = self._keep_manifest(reference, digest, data, got.headers.get("content-type"))
+        desc, node = self._answered(reference, digest, data, got.headers.get("content-type"))
         return desc, data, node
 
-    def _keep_manifest(self, reference: str, digest: str, data: bytes,
+    def _answered(self, reference: str, digest: str, data: bytes,
                        content_type: str | None) -> tuple[Descriptor, Manifest | Index | None]:
-        """Keep a fetched manifest by digest (its media type from the answer, else from its bytes)
-        and learn where its blobs live, from one parse (None when the bytes are no manifest: the
+        """A fetched manifest's descriptor (its media type from the answer, else from its bytes),
+        and where its blobs live, learnt from one parse (None when the bytes are no manifest: the
         caller's own parse says so): what ``resolve`` and ``read_manifest`` both do after a GET."""
         check_commit_tag(reference, digest, self.describe())
         media_type = media_type_of(content_type)
@@ -277,7 +264,6 @@ class RegistryStore(ClosesOnExit):
                 raise  # no type named and none readable from the bytes
             node = None
         media_type = named or (node.mediaType if node is not None else None) or OCI_MANIFEST
-        self._manifests.put(digest, media_type, data)
         if node is not None:
             remember_blobs_of(self.client.base, self.repository, node)
         return Descriptor(mediaType=media_type, digest=digest, size=len(data)), node
@@ -440,7 +426,6 @@ class RegistryStore(ClosesOnExit):
         """DELETE the manifest by digest (every tag naming it goes with it, as the registry
         has it); 405 means the registry has deletes turned off."""
         scopes = (f"repository:{self.repository}:delete",)
-        self._manifests.forget(desc.digest)
         response = self.client.send("DELETE", self._path("manifests", desc.digest), scopes=scopes)
         if response.status_code == 404:
             raise NotFound(f"{self.describe()}@{desc.digest}: manifest not found")
