@@ -158,15 +158,20 @@ class RegistryStore(ClosesOnExit):
         if desc.size > MAX_MANIFEST_BYTES:
             raise TooLarge(f"{desc.digest}: {desc.size} bytes is too large to read whole")
         if is_manifest(desc):
-            data, got = self._get_manifest(desc.digest)
-            verify_bytes(data, desc.digest, desc.size)
-            media_type = media_type_of(got.headers.get("content-type"))
-            media_type = media_type if media_type in ALL_MANIFEST_TYPES else desc.mediaType
-            remember_manifest_blobs(self.client.base, self.repository, data, media_type)
-            return data
+            return self._fetch_manifest(desc)[1]
         with self.open_blob(desc) as reader:
             data = reader.read()
         return verify_bytes(data, desc.digest, desc.size)
+
+    def _fetch_manifest(self, desc: Descriptor) -> tuple[str, bytes]:
+        """GET the manifest ``desc`` names: its media type (the answer's, else the descriptor's)
+        and its bytes, checked against the digest and size."""
+        data, got = self._get_manifest(desc.digest)
+        verify_bytes(data, desc.digest, desc.size)
+        media_type = media_type_of(got.headers.get("content-type"))
+        media_type = media_type if media_type in ALL_MANIFEST_TYPES else desc.mediaType
+        remember_manifest_blobs(self.client.base, self.repository, data, media_type)
+        return media_type, data
 
     def _get_manifest(self, reference: str) -> tuple[bytes, httpx.Response]:
         """GET a manifest, refusing bodies over the cap; verified when named by digest."""
@@ -435,12 +440,14 @@ class RegistryStore(ClosesOnExit):
 
 def open_repository(ref: RegistryReference | None = None, options: RegistryOptions | None = None, *,
                     host: str | None = None, repository: str | None = None,
-                    on_bytes: BytesHook | None = None, **values: Any) -> RegistryStore:
+                    on_bytes: BytesHook | None = None, kind: type[RegistryStore] = RegistryStore,
+                    **values: Any) -> RegistryStore:
     """A RegistryStore for ``ref`` (or ``host`` + ``repository``), reached as ``options`` say.
 
     Keyword ``values`` are option fields for a caller that has no RegistryOptions at hand
     (``max_retries=0``); a name that is not an option is refused. The credential function is
-    built here, above the client, from the options' credential fields.
+    built here, above the client, from the options' credential fields. ``kind``: a subclass
+    to make (serve's, which keeps the manifests its requests read: hubserver/repo/heldmanifests.py).
     """
     options = (options or RegistryOptions()).updated(values)
     if ref is not None:
@@ -452,5 +459,4 @@ def open_repository(ref: RegistryReference | None = None, options: RegistryOptio
                       parts_in_flight=options.parts_in_flight or defaults.parts_in_flight,
                       adaptive=options.parts_in_flight is None)
     client = RegistryClient(host, options, credentials=credential_function(options))
-    return RegistryStore(client, repository, chunk_size=options.chunk_size, on_bytes=on_bytes,
-                         ranged_plan=plan)
+    return kind(client, repository, chunk_size=options.chunk_size, on_bytes=on_bytes, ranged_plan=plan)
