@@ -81,10 +81,16 @@ def test_a_mirror_hands_what_its_plan_read_to_its_copy(signed, fault_proxy, uniq
 def test_validate_and_a_modelcar_judge_the_manifest_identify_read(signed, fault_proxy):
     """``validate`` checks the rules on the manifest its family check read; ``k8s modelcar
     --index`` builds from it and its index names it from those bytes: the tag is asked once,
-    the manifest read once (without the handing: 2 HEAD and 2 GET; 6 HEAD and 3 GET)."""
+    the manifest read once (without the handing: 2 HEAD and 2 GET; 6 HEAD and 3 GET); and
+    validate of that index for containerd reads each entry once."""
     ref, _ = signed
     assert dict(_manifest_requests(fault_proxy, ["validate", ref])) == {"HEAD": 1, "GET": 1}
     # the tag and the root; whether the target holds the model's manifest, each platform's image
     # and the index (5 HEAD in all); the two images and the tagged index written
     assert dict(_manifest_requests(fault_proxy, ["k8s", "modelcar", ref, "--tag", "car", "--index"])) \
         == {"HEAD": 5, "GET": 1, "PUT": 3}
+    # the index and its 3 entries, read by the family check, are what containerd's check of an
+    # image in the index is judged on (strict: a wrong answer fails); before: 5 GET
+    car = ref.rsplit(":", 1)[0] + ":car"
+    assert dict(_manifest_requests(fault_proxy, ["validate", car, "--runtime", "containerd", "--strict"])) \
+        == {"HEAD": 1, "GET": 4}

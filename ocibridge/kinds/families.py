@@ -84,6 +84,8 @@ class Identified:
     desc: Descriptor
     data: bytes
     manifest: Manifest
+    #: every manifest of the index the model is an entry of, as read to find it (none for a manifest)
+    entries: tuple[Manifest, ...] = ()
 
 
 def _fetch(store: Store, desc: Descriptor) -> tuple[bytes, Manifest | Index]:
@@ -132,8 +134,10 @@ def identify_read(store: Store, desc: Descriptor, data: bytes, node: Manifest | 
 
 def _from_index(store: Store, reference: str, index: Index) -> Identified:
     order = {name: i for i, name in enumerate(names())}
+    entries: list[Manifest] = []  # each one read: handed on with the model found
 
     def rank(manifest: Manifest) -> int | None:
+        entries.append(manifest)
         family = family_of(manifest)
         return None if family is None else order[family.name]
 
@@ -149,7 +153,7 @@ def _from_index(store: Store, reference: str, index: Index) -> Identified:
         raise NotAModel(f"{reference} is an index with no model manifest{what}")
     family = family_of(found.manifest)
     assert family is not None
-    return Identified(family, found.desc, found.data, found.manifest)
+    return Identified(family, found.desc, found.data, found.manifest, tuple(entries))
 
 
 def _probed_image(store: Store, index: Index) -> Identified | None:

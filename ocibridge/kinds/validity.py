@@ -45,7 +45,8 @@ def validate_model(store: Store, reference: str, *, shown: str, strict: bool = F
         raise ValidationError([str(e)]) from None
     if found.family.name == "modelpack":  # judged on the manifest identify read, not read again
         desc = validate_modelpack(store, reference, strict=strict, warnings=warnings, runtime=runtime,
-                                  read=ManifestRead(found.desc, found.data, found.manifest), top=top)
+                                  read=ManifestRead(found.desc, found.data, found.manifest), top=top,
+                                  entries=found.entries)
         return Validated(desc, "modelpack", "")
     reasons = _other_family(store, found)
     # an Ollama manifest looks like an image, but no runtime unpacks it

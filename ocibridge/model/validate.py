@@ -210,7 +210,8 @@ CONTAINERD = ("containerd mounts images only, not artifacts: this will not mount
 
 def validate(store: Store, reference: str, *, strict: bool = False,
              warnings: list[str] | None = None, runtime: Runtime | None = None,
-             read: ManifestRead | None = None, top: Manifest | Index | None = None) -> Descriptor:
+             read: ManifestRead | None = None, top: Manifest | Index | None = None,
+             entries: tuple[Manifest, ...] | None = None) -> Descriptor:
     """Raise ValidationError with every reason, or return the manifest descriptor.
 
     Spec conformance decides validity; what the spec recommends (file metadata, file paths) is
@@ -218,7 +219,8 @@ def validate(store: Store, reference: str, *, strict: bool = False,
     (file names CRI-O reads, containerd's images-only rule) is checked only for ``runtime``: a
     runtime note is not a spec violation, so a conforming artifact passes ``strict`` without it.
     ``read``: the model's manifest as the caller read it; ``top``: what ``reference`` names, as
-    read (the index the model is an entry of, or the manifest): neither is read again.
+    read (the index the model is an entry of, or the manifest), and ``entries`` that index's other
+    manifests as read: none of them is read again.
     """
     found: list[str] = []
     notes: list[RuntimeNote] = []
@@ -228,7 +230,7 @@ def validate(store: Store, reference: str, *, strict: bool = False,
         found.append(draft_note(manifest))
     else:
         reasons = validate_manifest(store, manifest, found, notes)
-    if runtime is not None and runtime.name == "containerd" and not _has_image(store, reference, top):
+    if runtime is not None and runtime.name == "containerd" and not _has_image(store, reference, top, entries):
         notes.append(RuntimeNote("containerd", CONTAINERD))
     if runtime is not None:
         found += [n.text for n in notes if n.applies(runtime)]
@@ -241,10 +243,11 @@ def validate(store: Store, reference: str, *, strict: bool = False,
     return desc
 
 
-def _has_image(store: Store, reference: str, top: Manifest | Index | None) -> bool:
+def _has_image(store: Store, reference: str, top: Manifest | Index | None,
+               entries: tuple[Manifest, ...] | None = None) -> bool:
     """Whether ``reference`` (``top``, where the caller read it) is an index that also serves an
-    image (what containerd mounts)."""
-    from ocibridge.oci.mediatypes import INDEX_TYPES, OCI_CONFIG
+    image (what containerd mounts); ``entries``: its manifests the caller read (every one)."""
+    from ocibridge.oci.mediatypes import INDEX_TYPES
     from ocibridge.oci.models import parse_manifest_bytes
 
     index = top
@@ -255,8 +258,13 @@ def _has_image(store: Store, reference: str, top: Manifest | Index | None) -> bo
         index = parse_manifest_bytes(store.fetch_bytes(desc), desc.mediaType)
     if not isinstance(index, Index):
         return False
-    for entry in index.manifests[:32]:
-        node = parse_manifest_bytes(store.fetch_bytes(entry), entry.mediaType)
-        if isinstance(node, Manifest) and node.config.mediaType == OCI_CONFIG and not node.artifactType:
-            return True
-    return False
+    if entries is not None:
+        return any(_serves_image(node) for node in entries)
+    return any(_serves_image(parse_manifest_bytes(store.fetch_bytes(entry), entry.mediaType))
+               for entry in index.manifests[:32])
+
+
+def _serves_image(node: Manifest | Index) -> bool:
+    from ocibridge.oci.mediatypes import OCI_CONFIG
+
+    return isinstance(node, Manifest) and node.config.mediaType == OCI_CONFIG and not node.artifactType
