@@ -94,3 +94,26 @@ def test_validate_and_a_modelcar_judge_the_manifest_identify_read(signed, fault_
     car = ref.rsplit(":", 1)[0] + ":car"
     assert dict(_manifest_requests(fault_proxy, ["validate", car, "--runtime", "containerd", "--strict"])) \
         == {"HEAD": 1, "GET": 4}
+
+
+def test_a_mirror_carrying_signatures_to_an_artifact_already_there_lists_them_once(
+        fault_proxy, unique_repo, tmp_path):
+    """An artifact mirrored with its .sig, then given referrer signatures: the plan lists its
+    referrers to see the target lacks them, and that listing (with the referrers it read) is
+    what its walk and the copy take, not listed and read again."""
+    private, _ = key_pair(tmp_path / "k")
+    ref = f"{fault_proxy.host}/{unique_repo}:v1"
+    assert main(["push", "-q", str(make_model(tmp_path / "m")), ref]) == 0
+    job = tmp_path / "job.toml"
+    job.write_text(f'[[sync]]\nsource = "{ref}"\ntarget = "{fault_proxy.host}/{unique_repo}-mirror"\n')
+    assert main(["sign", ref, "--key", str(private), "--form", "classic"]) == 0
+    assert main(["mirror", str(job)]) == 0
+    assert main(["sign", ref, "--key", str(private), "--form", "bundle"]) == 0  # the .sig stays as it is
+    assert main(["sign", ref, "--key", str(private), "--form", "oms"]) == 0
+    before = len(fault_proxy.requests)
+    assert main(["mirror", str(job)]) == 0
+    source = [(r.method, *r.path.rsplit("/", 2)[1:]) for r in fault_proxy.requests[before:]
+              if ("/manifests/" in r.path or "/referrers/" in r.path) and f"/{unique_repo}-mirror/" not in r.path]
+    assert Counter(method for method, _, _ in source) == {"HEAD": 25, "GET": 9}  # 12 GET when listed again
+    digests = [name for method, kind, name in source if (method, kind) == ("GET", "manifests") and ":" in name]
+    assert len(digests) == len(set(digests)) == 4  # the root, 2 referrers, the .sig: each read once

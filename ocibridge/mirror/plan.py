@@ -194,12 +194,13 @@ class _Planner:
                     result.note = (f"{len(left)} referrer(s) of the original left behind: they name "
                                    "its digest, which re-labelling changed (sign the copy again)")
         result.digest = desc.digest
+        listed: dict[str, HeldReferrers] = {}  # what the signature check listed: walked as it read it
         if self._already_there(desc, tag):
-            if not (self.settings.referrers and signatures_missing(store, self.dst.store, desc)):
+            if not (self.settings.referrers and signatures_missing(store, self.dst.store, desc, listed)):
                 result.status, result.reason = "skipped", "already mirrored"
                 return result
             result.note = "already mirrored; carrying signatures the target lacks"
-        walked = self._count(store, desc, result, mounts)
+        walked = self._count(store, desc, result, mounts, listed)
         return ArtifactPlan(result, store, src_ref, tag, referrers=self.settings.referrers, mounts=mounts, read=read,
                             root=desc, in_hand=walked.manifests, listed=walked.referrers)
 
@@ -322,11 +323,11 @@ class _Planner:
             return False
 
     def _count(self, store: Store, root: Descriptor, result: ArtifactResult,
-               mounts: dict[str, Store]) -> Walked:
+               mounts: dict[str, Store], listed: dict[str, HeldReferrers]) -> Walked:
         """Walk the graph (and referrers) and HEAD each blob on the target; one the target
         lacks is mounted when it can be (from the source, or from ``mounts``), else sent.
         What the walk read is returned, for the copy to be handed."""
-        walked = _graph(store, root, self.settings.referrers, self._fetch)
+        walked = _graph(store, root, self.settings.referrers, self._fetch, listed)
         for desc in walked.found:
             if is_manifest(desc):
                 continue
@@ -374,10 +375,12 @@ class Walked:
     referrers: dict[str, HeldReferrers] = field(default_factory=dict)
 
 
-def _graph(store: Store, root: Descriptor, referrers: bool, fetch: Fetch) -> Walked:
+def _graph(store: Store, root: Descriptor, referrers: bool, fetch: Fetch,
+           listed: dict[str, HeldReferrers] | None = None) -> Walked:
     """Every descriptor reachable from ``root``: manifests, configs, layers (and referrers);
     each once, within the bounds of core/graphbound.py (referrers are untrusted). A referrer's
-    manifest is taken as its listing read it, not fetched again."""
+    manifest is taken as its listing read it, not fetched again; ``listed``: listings made
+    already, by subject digest (not listed again)."""
     walked = Walked()
     seen: set[str] = set()
     bound = GraphBound(f"graph of {root.digest}")
@@ -401,7 +404,8 @@ def _graph(store: Store, root: Descriptor, referrers: bool, fetch: Fetch) -> Wal
         else:
             stack.extend((d, below) for d in (node.config, *node.layers))
         if referrers:
-            held = walked.referrers[desc.digest] = referrers_read(store, desc)
+            held = (listed or {}).get(desc.digest) or referrers_read(store, desc)
+            walked.referrers[desc.digest] = held
             for digest, read in held.read.items():
                 walked.manifests.setdefault(digest, read)
             stack.extend((d, below) for d in held)
@@ -409,9 +413,11 @@ def _graph(store: Store, root: Descriptor, referrers: bool, fetch: Fetch) -> Wal
     return walked
 
 
-def signatures_missing(src: Store, dst: Store, desc: Descriptor) -> bool:
+def signatures_missing(src: Store, dst: Store, desc: Descriptor,
+                       listed: dict[str, HeldReferrers] | None = None) -> bool:
     """Whether ``src`` holds signatures of ``desc`` (cosign tags, bundle referrers) that ``dst``
-    lacks: an artifact mirrored before it was signed still gets its signatures."""
+    lacks: an artifact mirrored before it was signed still gets its signatures. The referrers
+    listed (with what the listing read) go into ``listed``, for the walk that carries them."""
     for sig, tag in companion_tags(src, desc):
         try:
             if dst.resolve(tag).digest == sig.digest:
@@ -419,7 +425,10 @@ def signatures_missing(src: Store, dst: Store, desc: Descriptor) -> bool:
         except NotFound:
             pass
         return True
-    return any(is_signature_referrer(r) and not dst.exists(r) for r in src.referrers(desc))
+    held = referrers_read(src, desc)
+    if listed is not None:
+        listed[desc.digest] = held
+    return any(is_signature_referrer(r) and not dst.exists(r) for r in held)
 
 
 def _other_family(store: Store, desc: Descriptor) -> str | None:
