@@ -1,9 +1,8 @@
 """A pull reads the tag's manifest with one GET, checked against the digest the registry names
-for it, parses it once and hands it down: no step after the door reads or parses it again, not
-even from the store's memo (tests/test_manifest_reads.py counts the other commands). The memo:
-a manifest fetched once by digest is not asked for again by the same store (its bytes are
-verified and cannot change), within a bound; a delete forgets it (what a mirror's plan read,
-its copy reads again)."""
+for it, parses it once and hands it down: no step after the door reads or parses it again
+(tests/test_manifest_reads.py counts the other commands). A store keeps nothing it read: what
+a step read is handed to the next (a copy takes the manifests and referrer listings its caller
+read as ``CopyHooks``), so a manifest read twice is a request twice and shows in the counts."""
 
 from __future__ import annotations
 
@@ -11,27 +10,14 @@ import io
 
 from ocibridge.oci.mediatypes import OCI_CONFIG, OCI_LAYER_TAR, OCI_MANIFEST
 from ocibridge.oci.models import Descriptor, Manifest
+from ocibridge.stores.base import referrers_read
+from ocibridge.stores.layout import LayoutStore
 from ocibridge.stores.registry import RegistryStore, open_repository
-from ocibridge.stores.registry.manifestmemo import ManifestMemo
+from ocibridge.transfer.copy import CopyHooks, copy
 from tests import test_hostile_servers as _servers
 from tests.test_hostile_servers import _one_error_line, _send, ocibridge
 
 hostile = _servers.hostile  # the loopback misbehaving-registry fixture, shared
-
-
-def test_the_memo_keeps_within_its_bound_oldest_out_first():
-    memo = ManifestMemo(limit=10)
-    memo.put("sha256:a", OCI_MANIFEST, b"aaaa")
-    memo.put("sha256:b", OCI_MANIFEST, b"bbbb")
-    memo.put("sha256:c", OCI_MANIFEST, b"cccc")  # 12 bytes: the oldest goes
-    assert memo.get("sha256:a") is None
-    assert memo.get("sha256:b") == (OCI_MANIFEST, b"bbbb")
-    memo.put("sha256:big", OCI_MANIFEST, b"x" * 11)  # over the bound alone: not kept
-    assert memo.get("sha256:big") is None and memo.get("sha256:c") is not None
-    memo.forget("sha256:c")
-    assert memo.get("sha256:c") is None
-    memo.put("sha256:d", OCI_MANIFEST, b"dddddd")  # room again after the forget: b stays
-    assert memo.get("sha256:b") is not None and memo.get("sha256:d") is not None
 
 
 def _push(host: str, repo: str) -> Descriptor:
@@ -47,17 +33,38 @@ def _push(host: str, repo: str) -> Descriptor:
     return desc
 
 
-def test_a_fetched_manifest_costs_no_second_request(fault_proxy, unique_repo):
+def _refer(store: RegistryStore, subject: Descriptor) -> Descriptor:
+    """A referrer of ``subject`` (a signature-like artifact), pushed: the fallback index lists it."""
+    empty = Descriptor.for_bytes("application/vnd.oci.empty.v1+json", b"{}")
+    store.push_blob(empty, io.BytesIO(b"{}"))
+    data = Manifest(mediaType=OCI_MANIFEST, artifactType="application/vnd.example.note", config=empty,
+                    layers=[empty], subject=subject).to_json_bytes()
+    desc = Descriptor.for_bytes(OCI_MANIFEST, data)
+    store.push_manifest(desc, data)
+    return desc
+
+
+def test_a_copy_handed_what_its_caller_read_asks_the_source_for_none_of_it(fault_proxy, unique_repo, tmp_path):
+    """The root's descriptor, its manifest and the referrer listings (with what each listing
+    read) handed to a copy are taken as they are: the source is asked for no manifest and no
+    listing (as a mirror's copy is handed its plan's reads); a copy handed nothing asks again."""
     desc = _push(fault_proxy.host, unique_repo)
     with open_repository(host=fault_proxy.host, repository=unique_repo) as store:
-        before = len(fault_proxy.requests)
+        note = _refer(store, desc)
         data = store.fetch_bytes(desc)
-        assert len(fault_proxy.requests) == before + 1
-        assert store.fetch_bytes(desc) == data
-        assert store.resolve(desc.digest) == desc  # type and size from the bytes in hand
-        assert len(fault_proxy.requests) == before + 1
-        assert store.resolve("v1") == desc  # a tag can move: always asked
-        assert len(fault_proxy.requests) == before + 2
+        listed = {desc.digest: referrers_read(store, desc), note.digest: referrers_read(store, note)}
+        assert [r.digest for r in listed[desc.digest]] == [note.digest]
+
+        def manifest_requests(hooks: CopyHooks, into: str) -> list[str]:
+            before = len(fault_proxy.requests)
+            stats = copy(store, desc, LayoutStore(tmp_path / into, create=True), "v1", referrers=True, hooks=hooks)
+            assert stats.referrers == [note.digest] and stats.manifests_copied == 2
+            return [f"{r.method} {r.path.rsplit('/', 1)[1]}" for r in fault_proxy.requests[before:]
+                    if "/manifests/" in r.path or "/referrers/" in r.path]
+
+        assert manifest_requests(CopyHooks(in_hand={desc.digest: data}, listed=listed), "handed") == []
+        asked = manifest_requests(CopyHooks(), "asked")  # the root, its listing, the note, the note's listing
+        assert f"GET {desc.digest}" in asked and f"GET {note.digest}" in asked
 
 
 def test_a_tag_read_with_one_get_is_checked_against_the_digest_the_registry_names(fault_proxy, unique_repo):
@@ -67,7 +74,6 @@ def test_a_tag_read_with_one_get_is_checked_against_the_digest_the_registry_name
         got, data = store.read_manifest("v1")
         assert got == desc and len(data) == desc.size
         assert [(r.method, r.path.rsplit("/", 1)[1]) for r in fault_proxy.requests[before:]] == [("GET", "v1")]
-        assert store.resolve(desc.digest) == desc and len(fault_proxy.requests) == before + 1
 
 
 def test_a_tag_whose_bytes_are_not_the_digest_the_registry_names_fails_the_pull(hostile, tmp_path):

@@ -84,6 +84,8 @@ class Identified:
     desc: Descriptor
     data: bytes
     manifest: Manifest
+    #: every manifest of the index the model is an entry of, as read to find it (none for a manifest)
+    entries: tuple[Manifest, ...] = ()
 
 
 def _fetch(store: Store, desc: Descriptor) -> tuple[bytes, Manifest | Index]:
@@ -102,10 +104,17 @@ def identify(store: Store, reference: str, *, shown: str | None = None) -> Ident
     index holds several models, the first by the table's order (ModelPack first) is taken.
     Anything else raises :class:`NotAModel` saying what it is.
     """
+    return identify_with_top(store, reference, shown=shown)[0]
+
+
+def identify_with_top(store: Store, reference: str, *, shown: str | None = None
+                      ) -> tuple[Identified, Manifest | Index]:
+    """:func:`identify`, with what ``reference`` names as read and parsed (the index the model
+    was found in, or its manifest): handed to a caller that judges it too, not read again."""
     desc, data, parsed = read_parsed(store, reference)  # one request and one parse on a registry
     refuse_tombstone(store, desc, shown or reference)  # a tag serve deleted: no model, said so
     node = parsed if parsed is not None else parse_manifest_bytes(data, desc.mediaType)
-    return identify_read(store, desc, data, node, shown=shown or reference)
+    return identify_read(store, desc, data, node, shown=shown or reference), node
 
 
 def identify_read(store: Store, desc: Descriptor, data: bytes, node: Manifest | Index, *,
@@ -125,8 +134,10 @@ def identify_read(store: Store, desc: Descriptor, data: bytes, node: Manifest | 
 
 def _from_index(store: Store, reference: str, index: Index) -> Identified:
     order = {name: i for i, name in enumerate(names())}
+    entries: list[Manifest] = []  # each one read: handed on with the model found
 
     def rank(manifest: Manifest) -> int | None:
+        entries.append(manifest)
         family = family_of(manifest)
         return None if family is None else order[family.name]
 
@@ -142,7 +153,7 @@ def _from_index(store: Store, reference: str, index: Index) -> Identified:
         raise NotAModel(f"{reference} is an index with no model manifest{what}")
     family = family_of(found.manifest)
     assert family is not None
-    return Identified(family, found.desc, found.data, found.manifest)
+    return Identified(family, found.desc, found.data, found.manifest, tuple(entries))
 
 
 def _probed_image(store: Store, index: Index) -> Identified | None:

@@ -14,11 +14,11 @@ from dataclasses import dataclass
 
 from ocibridge.errors import OcibridgeError, ValidationError
 from ocibridge.kinds.conversion import convert_reading
-from ocibridge.kinds.families import Identified, NotAModel, identify
+from ocibridge.kinds.families import Identified, NotAModel, identify_with_top
 from ocibridge.kinds.family import WriteOptions
 from ocibridge.model.validate import CONTAINERD, Runtime, validate_manifest
 from ocibridge.model.validate import validate as validate_modelpack
-from ocibridge.oci.models import Descriptor
+from ocibridge.oci.models import Descriptor, ManifestRead
 from ocibridge.stores.base import Store
 
 
@@ -40,11 +40,13 @@ def validate_model(store: Store, reference: str, *, shown: str, strict: bool = F
     found_warnings: list[str] = []
     try:
         reference = store.resolve(reference).digest  # the tag is asked for once (docs/security.md)
-        found = identify(store, reference, shown=shown)
+        found, top = identify_with_top(store, reference, shown=shown)
     except NotAModel as e:
         raise ValidationError([str(e)]) from None
-    if found.family.name == "modelpack":
-        desc = validate_modelpack(store, reference, strict=strict, warnings=warnings, runtime=runtime)
+    if found.family.name == "modelpack":  # judged on the manifest identify read, not read again
+        desc = validate_modelpack(store, reference, strict=strict, warnings=warnings, runtime=runtime,
+                                  read=ManifestRead(found.desc, found.data, found.manifest), top=top,
+                                  entries=found.entries)
         return Validated(desc, "modelpack", "")
     reasons = _other_family(store, found)
     # an Ollama manifest looks like an image, but no runtime unpacks it

@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 
 from ocibridge.chunks.table import ARTIFACT_TYPE as CHUNKS_ARTIFACT_TYPE
 from ocibridge.core.graphbound import GraphBound
@@ -33,7 +33,7 @@ from ocibridge.signing.attach import companion_tags, is_signature_referrer
 from ocibridge.signing.containers_policy import DockerName, Scope, docker_scope, oci_scope
 from ocibridge.signing.policy import Trusted, verify_before_use
 from ocibridge.signing.use import UsePolicy, check_before_use
-from ocibridge.stores.base import Mounting, Store, blob_origin, is_manifest
+from ocibridge.stores.base import HeldReferrers, Mounting, Store, blob_origin, is_manifest, referrers_read
 
 Fetch = Callable[[Store, Descriptor], bytes]
 
@@ -194,13 +194,15 @@ class _Planner:
                     result.note = (f"{len(left)} referrer(s) of the original left behind: they name "
                                    "its digest, which re-labelling changed (sign the copy again)")
         result.digest = desc.digest
+        listed: dict[str, HeldReferrers] = {}  # what the signature check listed: walked as it read it
         if self._already_there(desc, tag):
-            if not (self.settings.referrers and signatures_missing(store, self.dst.store, desc)):
+            if not (self.settings.referrers and signatures_missing(store, self.dst.store, desc, listed)):
                 result.status, result.reason = "skipped", "already mirrored"
                 return result
             result.note = "already mirrored; carrying signatures the target lacks"
-        self._count(store, desc, result, mounts)
-        return ArtifactPlan(result, store, src_ref, tag, referrers=self.settings.referrers, mounts=mounts, read=read)
+        walked = self._count(store, desc, result, mounts, listed)
+        return ArtifactPlan(result, store, src_ref, tag, referrers=self.settings.referrers, mounts=mounts, read=read,
+                            root=desc, in_hand=walked.manifests, listed=walked.referrers)
 
     def _converted(self, original: Descriptor, result: ArtifactResult) -> tuple[Store, Descriptor]:
         """The artifact as family ``convert``; what the conversion drops is said per artifact:
@@ -234,7 +236,7 @@ class _Planner:
         if not self._mountable(self.src.store):
             return {}
         graph = _graph(self.src.store, original, False, self._fetch)
-        return {d.digest: self.src.store for d in graph if not is_manifest(d)}
+        return {d.digest: self.src.store for d in graph.found if not is_manifest(d)}
 
     def _located(self, ref: str) -> Scope:
         """Where the containers policy looks the source artifact up (the endpoint was located
@@ -321,10 +323,12 @@ class _Planner:
             return False
 
     def _count(self, store: Store, root: Descriptor, result: ArtifactResult,
-               mounts: dict[str, Store]) -> None:
+               mounts: dict[str, Store], listed: dict[str, HeldReferrers]) -> Walked:
         """Walk the graph (and referrers) and HEAD each blob on the target; one the target
-        lacks is mounted when it can be (from the source, or from ``mounts``), else sent."""
-        for desc in _graph(store, root, self.settings.referrers, self._fetch):
+        lacks is mounted when it can be (from the source, or from ``mounts``), else sent.
+        What the walk read is returned, for the copy to be handed."""
+        walked = _graph(store, root, self.settings.referrers, self._fetch, listed)
+        for desc in walked.found:
             if is_manifest(desc):
                 continue
             with self._lock:
@@ -352,6 +356,7 @@ class _Planner:
                 result.bytes_planned += desc.size
                 action = "send"
             result.blob_actions.append((desc.digest, desc.size, action))
+        return walked
 
     def _mountable(self, store: Store) -> bool:
         """Whether the copy will mount this source's blobs: both ends are repositories of one
@@ -359,10 +364,24 @@ class _Planner:
         return isinstance(self.dst.store, Mounting) and self.dst.store.can_mount_from(blob_origin(store))
 
 
-def _graph(store: Store, root: Descriptor, referrers: bool, fetch: Fetch) -> list[Descriptor]:
+@dataclass
+class Walked:
+    """What a walk of one artifact's graph found and read: every descriptor reached, each
+    manifest's verified bytes by digest, each listing of referrers by its subject's digest.
+    The copy is handed the reads (mirror/run.py), so it asks the source for none of them again."""
+
+    found: list[Descriptor] = field(default_factory=list)
+    manifests: dict[str, bytes] = field(default_factory=dict)
+    referrers: dict[str, HeldReferrers] = field(default_factory=dict)
+
+
+def _graph(store: Store, root: Descriptor, referrers: bool, fetch: Fetch,
+           listed: dict[str, HeldReferrers] | None = None) -> Walked:
     """Every descriptor reachable from ``root``: manifests, configs, layers (and referrers);
-    each once, within the bounds of core/graphbound.py (referrers are untrusted)."""
-    out: list[Descriptor] = []
+    each once, within the bounds of core/graphbound.py (referrers are untrusted). A referrer's
+    manifest is taken as its listing read it, not fetched again; ``listed``: listings made
+    already, by subject digest (not listed again)."""
+    walked = Walked()
     seen: set[str] = set()
     bound = GraphBound(f"graph of {root.digest}")
     stack = [(root, 0)]
@@ -371,25 +390,34 @@ def _graph(store: Store, root: Descriptor, referrers: bool, fetch: Fetch) -> lis
         if desc.digest in seen:
             continue
         seen.add(desc.digest)
-        out.append(desc)
+        walked.found.append(desc)
         if not is_manifest(desc):
             continue
         bound.enter(desc.digest, depth)
-        node = parse_manifest_bytes(fetch(store, desc), desc.mediaType)
+        data = walked.manifests.get(desc.digest)
+        if data is None:
+            data = walked.manifests[desc.digest] = fetch(store, desc)
+        node = parse_manifest_bytes(data, desc.mediaType)
         below = depth + 1
         if isinstance(node, Index):
             stack.extend((d, below) for d in node.manifests)
         else:
             stack.extend((d, below) for d in (node.config, *node.layers))
         if referrers:
-            stack.extend((d, below) for d in store.referrers(desc))
+            held = (listed or {}).get(desc.digest) or referrers_read(store, desc)
+            walked.referrers[desc.digest] = held
+            for digest, read in held.read.items():
+                walked.manifests.setdefault(digest, read)
+            stack.extend((d, below) for d in held)
             stack.extend((d, below) for d, _ in companion_tags(store, desc))
-    return out
+    return walked
 
 
-def signatures_missing(src: Store, dst: Store, desc: Descriptor) -> bool:
+def signatures_missing(src: Store, dst: Store, desc: Descriptor,
+                       listed: dict[str, HeldReferrers] | None = None) -> bool:
     """Whether ``src`` holds signatures of ``desc`` (cosign tags, bundle referrers) that ``dst``
-    lacks: an artifact mirrored before it was signed still gets its signatures."""
+    lacks: an artifact mirrored before it was signed still gets its signatures. The referrers
+    listed (with what the listing read) go into ``listed``, for the walk that carries them."""
     for sig, tag in companion_tags(src, desc):
         try:
             if dst.resolve(tag).digest == sig.digest:
@@ -397,7 +425,10 @@ def signatures_missing(src: Store, dst: Store, desc: Descriptor) -> bool:
         except NotFound:
             pass
         return True
-    return any(is_signature_referrer(r) and not dst.exists(r) for r in src.referrers(desc))
+    held = referrers_read(src, desc)
+    if listed is not None:
+        listed[desc.digest] = held
+    return any(is_signature_referrer(r) and not dst.exists(r) for r in held)
 
 
 def _other_family(store: Store, desc: Descriptor) -> str | None:

@@ -15,7 +15,7 @@ from ocibridge.mirror.job import ResolvedSettings, SyncEntry
 from ocibridge.mirror.ratelimit import TokenBucket
 from ocibridge.mirror.summary import ArtifactResult, EntrySummary
 from ocibridge.oci.models import Descriptor
-from ocibridge.stores.base import Store
+from ocibridge.stores.base import HeldReferrers, Store
 
 if TYPE_CHECKING:
     from ocibridge.signing.keys import PrivateKey
@@ -40,6 +40,12 @@ class ArtifactPlan:
     #: the source manifest read (before any conversion): the provenance's dependency; None: a
     #: Hub revision (its files and commit, as the built manifest's annotations name them)
     read: Descriptor | None = None
+    #: what the plan read of the artifact to copy (from ``store``), handed to the copy so it asks
+    #: the source for none of it again: the root's descriptor (no second resolve), the manifests
+    #: by digest (verified bytes) and the referrer listings by their subject's digest
+    root: Descriptor | None = None
+    in_hand: dict[str, bytes] = field(default_factory=dict)
+    listed: dict[str, HeldReferrers] = field(default_factory=dict)
 
 
 @dataclass

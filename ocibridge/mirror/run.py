@@ -108,11 +108,16 @@ def _copy_one(target: WritableStore, item: ArtifactPlan, blobs: int, locks: Blob
                 result.blobs_sent.append(desc.digest)
 
     try:
-        store, src_ref = item.prepare() if item.prepare is not None else (item.store, item.src_ref)
-        stats = copy(store, src_ref, target, item.tag,
+        root: str | Descriptor
+        if item.prepare is not None:  # made when the copy starts: nothing read of it yet
+            store, root = item.prepare()
+        else:  # what the plan read of it is handed down, not asked of the source again
+            store, root = item.store, item.root or item.src_ref
+        stats = copy(store, root, target, item.tag,
                      concurrency=blobs, referrers=item.referrers, blob_locks=locks, progress=record,
-                     hooks=CopyHooks(mounts=item.mounts,
+                     hooks=CopyHooks(mounts=item.mounts, in_hand=item.in_hand, listed=item.listed,
                                      companions=SignatureCompanions() if item.referrers else None))
+        item.in_hand, item.listed = {}, {}  # copied: the entry's other copies need none of it
         if item.also_tags and stats.root is not None:
             retag(target, stats.root, item.also_tags)
         if plan.settings.provenance and stats.root is not None:  # the copy is there: then what made it

@@ -22,7 +22,7 @@ from ocibridge.oci.mediatypes import (
     family_of_artifact,
     parse_layer_media_type,
 )
-from ocibridge.oci.models import Descriptor, Manifest
+from ocibridge.oci.models import Descriptor, Index, Manifest, ManifestRead
 from ocibridge.stores.base import Store
 
 METADATA_FIELDS = ("name", "mode", "uid", "gid", "size", "mtime", "typeflag")
@@ -209,23 +209,28 @@ CONTAINERD = ("containerd mounts images only, not artifacts: this will not mount
 
 
 def validate(store: Store, reference: str, *, strict: bool = False,
-             warnings: list[str] | None = None, runtime: Runtime | None = None) -> Descriptor:
+             warnings: list[str] | None = None, runtime: Runtime | None = None,
+             read: ManifestRead | None = None, top: Manifest | Index | None = None,
+             entries: tuple[Manifest, ...] | None = None) -> Descriptor:
     """Raise ValidationError with every reason, or return the manifest descriptor.
 
     Spec conformance decides validity; what the spec recommends (file metadata, file paths) is
     collected into ``warnings``, and with ``strict`` it counts as reasons too. Runtime readiness
     (file names CRI-O reads, containerd's images-only rule) is checked only for ``runtime``: a
     runtime note is not a spec violation, so a conforming artifact passes ``strict`` without it.
+    ``read``: the model's manifest as the caller read it; ``top``: what ``reference`` names, as
+    read (the index the model is an entry of, or the manifest), and ``entries`` that index's other
+    manifests as read: none of them is read again.
     """
     found: list[str] = []
     notes: list[RuntimeNote] = []
-    desc, manifest = fetch_manifest(store, reference)
+    desc, manifest = (read.desc, read.manifest) if read is not None else fetch_manifest(store, reference)
     if is_draft(manifest):  # named as what it is, not judged by rules it predates (draftcheck.py)
         reasons = draft_reasons(manifest)
         found.append(draft_note(manifest))
     else:
         reasons = validate_manifest(store, manifest, found, notes)
-    if runtime is not None and runtime.name == "containerd" and not _has_image(store, reference):
+    if runtime is not None and runtime.name == "containerd" and not _has_image(store, reference, top, entries):
         notes.append(RuntimeNote("containerd", CONTAINERD))
     if runtime is not None:
         found += [n.text for n in notes if n.applies(runtime)]
@@ -238,19 +243,28 @@ def validate(store: Store, reference: str, *, strict: bool = False,
     return desc
 
 
-def _has_image(store: Store, reference: str) -> bool:
-    """Whether ``reference`` is an index that also serves an image (what containerd mounts)."""
-    from ocibridge.oci.mediatypes import INDEX_TYPES, OCI_CONFIG
-    from ocibridge.oci.models import Index, parse_manifest_bytes
+def _has_image(store: Store, reference: str, top: Manifest | Index | None,
+               entries: tuple[Manifest, ...] | None = None) -> bool:
+    """Whether ``reference`` (``top``, where the caller read it) is an index that also serves an
+    image (what containerd mounts); ``entries``: its manifests the caller read (every one)."""
+    from ocibridge.oci.mediatypes import INDEX_TYPES
+    from ocibridge.oci.models import parse_manifest_bytes
 
-    desc = store.resolve(reference)
-    if desc.mediaType not in INDEX_TYPES:
-        return False
-    index = parse_manifest_bytes(store.fetch_bytes(desc), desc.mediaType)
+    index = top
+    if index is None:
+        desc = store.resolve(reference)
+        if desc.mediaType not in INDEX_TYPES:
+            return False
+        index = parse_manifest_bytes(store.fetch_bytes(desc), desc.mediaType)
     if not isinstance(index, Index):
         return False
-    for entry in index.manifests[:32]:
-        node = parse_manifest_bytes(store.fetch_bytes(entry), entry.mediaType)
-        if isinstance(node, Manifest) and node.config.mediaType == OCI_CONFIG and not node.artifactType:
-            return True
-    return False
+    if entries is not None:
+        return any(_serves_image(node) for node in entries)
+    return any(_serves_image(parse_manifest_bytes(store.fetch_bytes(entry), entry.mediaType))
+               for entry in index.manifests[:32])
+
+
+def _serves_image(node: Manifest | Index) -> bool:
+    from ocibridge.oci.mediatypes import OCI_CONFIG
+
+    return isinstance(node, Manifest) and node.config.mediaType == OCI_CONFIG and not node.artifactType

@@ -25,6 +25,7 @@ from ocibridge.errors import NotFound, OcibridgeError
 from ocibridge.oci.models import Descriptor, Index, Manifest, parse_manifest_bytes
 from ocibridge.stores.base import (
     CopyTarget,
+    HeldReferrers,
     Ingesting,
     IngestingVouched,
     KeepsReferrers,
@@ -138,6 +139,9 @@ class CopyHooks:
     #: manifests the caller has already read and checked against their digests (a pull's root,
     #: read by the family check): taken as they are, not read from the source again
     in_hand: Mapping[str, bytes] = field(default_factory=dict)
+    #: with ``referrers``: the referrers of a manifest (by its digest) the caller has already
+    #: listed from the source, with what the listing read (a mirror's plan): not listed again
+    listed: Mapping[str, HeldReferrers] = field(default_factory=dict)
 
 
 def copy(
@@ -398,7 +402,9 @@ class _Copy:
                 dst.keep_referrer(desc, data)  # a referrer there from before its tag: tagged now
         if referrers:
             companions = self.hooks.companions
-            held = referrers_read(src, desc)
+            held = self.hooks.listed.get(desc.digest)
+            if held is None:
+                held = referrers_read(src, desc)
             for ref in held:
                 if not self.node(ref, depth=depth + 1, data=held.known(ref)):
                     continue

@@ -162,9 +162,12 @@ class RegistrySource(Source):
         with self._lock:
             store = self._stores.get(repository)
             if store is None:
+                from ocibridge.hubserver.repo.heldmanifests import ServedRegistryStore
                 from ocibridge.stores.registry.store import open_repository
 
-                store = open_repository(RegistryReference(self.host, repository), self.options)
+                # held for the process: what one request read of it answers the next
+                store = open_repository(RegistryReference(self.host, repository), self.options,
+                                        kind=ServedRegistryStore)
                 self._stores[repository] = store
             return store
 

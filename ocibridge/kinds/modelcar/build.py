@@ -32,7 +32,7 @@ from ocibridge.errors import NotFound, OcibridgeError, UnsafePath
 from ocibridge.kinds.modelcar.base import BaseImage
 from ocibridge.layers.reader import layer_mode, layer_path, open_layer
 from ocibridge.layers.tarwalk import tar_members
-from ocibridge.model.extract import fetch_manifest
+from ocibridge.model.extract import read_model_manifest
 from ocibridge.model.package import ModelFile, normalise_mode
 from ocibridge.model.packing import BLOCK, RECORD, TAR_FORMAT, tar_member
 from ocibridge.oci.digest import CHUNK, VerifyingReader, sha256_chunks, verify_bytes
@@ -48,7 +48,7 @@ from ocibridge.oci.mediatypes import (
     family_of_artifact,
     parse_layer_media_type,
 )
-from ocibridge.oci.models import Descriptor, ImageConfig, Index, Manifest, RootFS
+from ocibridge.oci.models import Descriptor, ImageConfig, Index, Manifest, ManifestRead, RootFS
 from ocibridge.oci.platform import parse_platform
 from ocibridge.stores.base import PendingBlob, Store, WritableStore
 from ocibridge.stores.layout import LayoutStore
@@ -77,20 +77,22 @@ def build_modelcar(
     stats: CopyStats | None = None,
     undo_on_failure: bool = True,
     base: BaseImage | None = None,
+    read: ManifestRead | None = None,
 ) -> Descriptor:
     """Write the image (or the index) into ``store`` and return its descriptor; ``stats``
     counts what was uploaded and what was there already (``convert --to modelcar`` reports it).
     ``undo_on_failure``: a layout takes back what a failed build added (off for a caller whose
     own undo block holds several writes). ``base``: a runnable image (:mod:`.base`) whose
     layers and config come first, for KServe's sidecar mode; its platform is the only one.
+    ``read``: the model's manifest as the caller read it (not read again).
 
     The image is a read-only store (:class:`ModelCarImage`) moved by the one copy, as a push
     moves a planned artifact: existence checks, mounts, progress and undo are the copy's."""
     if not platforms:
         raise OcibridgeError("at least one platform is needed")
-    src_desc, src = _source(store, reference)
-    image = ModelCarImage(store, src_desc, src, index=index, platforms=platforms,
-                          spool=not isinstance(store, LayoutStore), base=base)
+    read = _source(store, reference, read)
+    image = ModelCarImage(store, read.desc, read.manifest, index=index, platforms=platforms,
+                          spool=not isinstance(store, LayoutStore), base=base, src_data=read.data)
     try:
         done = copy(image, IMAGE_TAG, store, tag, hooks=CopyHooks(undo_on_failure=undo_on_failure))
     finally:
@@ -120,8 +122,10 @@ class ModelCarImage:
     """
 
     def __init__(self, source: Store, src_desc: Descriptor, src: Manifest, *, index: bool,
-                 platforms: tuple[str, ...], spool: bool, base: BaseImage | None = None):
+                 platforms: tuple[str, ...], spool: bool, base: BaseImage | None = None,
+                 src_data: bytes | None = None):
         self.source, self.src_desc, self.src = source, src_desc, src
+        self._src_data = src_data  # the model manifest's bytes as read: an index names it, served from here
         self.index, self.spool, self.base = index, spool, base
         self.platforms = [parse_platform(text) for text in (platforms if index else platforms[:1])]
         if base is not None:
@@ -231,6 +235,8 @@ class ModelCarImage:
             return verify_bytes(self._small[desc.digest], desc.digest, desc.size)
         if desc.digest in self._layers():
             raise OcibridgeError(f"{desc.digest} is a layer of the ModelCar image, not a manifest or config")
+        if desc.digest == self.src_desc.digest and self._src_data is not None:
+            return verify_bytes(self._src_data, desc.digest, desc.size)
         return self.source.fetch_bytes(desc)
 
     def resolve(self, reference: str) -> Descriptor:
@@ -276,12 +282,12 @@ def _family(manifest: Manifest) -> Family:
     return family
 
 
-def _source(store: Store, reference: str) -> tuple[Descriptor, Manifest]:
+def _source(store: Store, reference: str, read: ManifestRead | None) -> ManifestRead:
     """The ModelPack manifest ``reference`` names, directly or as an entry of an index (the
-    one index -> model rule, as pull has it)."""
-    desc, doc = fetch_manifest(store, reference)
-    _family(doc)
-    return desc, doc
+    one index -> model rule, as pull has it): ``read`` where the caller read it, else read here."""
+    read = read if read is not None else read_model_manifest(store, reference)
+    _family(read.manifest)
+    return read
 
 
 def _partition(layers: list[Descriptor]) -> list[_Layer]:

@@ -13,7 +13,7 @@ from ocibridge.kinds.modelcar.base import BaseImage
 from ocibridge.kinds.modelcar.build import DEFAULT_PLATFORMS, build_modelcar
 from ocibridge.kinds.pull import modelpack_of
 from ocibridge.kinds.undo import undone_on_failure
-from ocibridge.oci.models import Descriptor
+from ocibridge.oci.models import Descriptor, ManifestRead
 from ocibridge.stores.base import WritableStore
 from ocibridge.transfer.copy import DEFAULT_CONCURRENCY, copy
 
@@ -25,10 +25,14 @@ def build_from_any(store: WritableStore, reference: str, *, shown: str, tag: str
     image is built from that, as ``convert --to modelcar`` does; a container image or another
     artifact is refused saying what it is (``shown``: the reference as the user wrote it)."""
     found = identify(store, reference, shown=shown)
+    read: ManifestRead | None
     with undone_on_failure(store):  # a failure in either step leaves a layout as it was
         if found.family.name != "modelpack":
             form, desc = modelpack_of(found, store)
             copy(form, desc.digest, store, None, concurrency=DEFAULT_CONCURRENCY, progress=None)
             reference = desc.digest
+            read = None
+        else:  # the manifest identify read is the one built from: not read again
+            read = ManifestRead(found.desc, found.data, found.manifest)
         return build_modelcar(store, reference, tag=tag, index=index, platforms=platforms or DEFAULT_PLATFORMS,
-                              undo_on_failure=False, base=base)  # the block above holds both steps
+                              undo_on_failure=False, base=base, read=read)  # the block above holds both steps

@@ -42,7 +42,6 @@ from ocibridge.stores.registry.commitscan import check_commit_tag, commit_behind
 from ocibridge.stores.registry.credentials import credential_function
 from ocibridge.stores.registry.download import RANGE_PIECE, BlobDownload
 from ocibridge.stores.registry.ingest import StreamingIngest
-from ocibridge.stores.registry.manifestmemo import ManifestMemo
 from ocibridge.stores.registry.mountrequest import MountRequests
 from ocibridge.stores.registry.options import RegistryOptions
 from ocibridge.stores.registry.referrers import RegistryReferrers, fallback_tag, media_type_of, subject_of
@@ -86,7 +85,6 @@ class RegistryStore(ClosesOnExit):
         self._present: set[str] = set()
         self._missing: set[str] = set()
         self._mounts = MountRequests(client, repository)  # and the sessions answered instead
-        self._manifests = ManifestMemo()  # fetched by digest: a second read costs no request
         self._referrers = RegistryReferrers(self)  # the referrers API, or the fallback index
 
     # -- plumbing --------------------------------------------------------------------------
@@ -160,19 +158,20 @@ class RegistryStore(ClosesOnExit):
         if desc.size > MAX_MANIFEST_BYTES:
             raise TooLarge(f"{desc.digest}: {desc.size} bytes is too large to read whole")
         if is_manifest(desc):
-            known = self._manifests.get(desc.digest)
-            if known is not None:
-                return verify_bytes(known[1], desc.digest, desc.size)
-            data, got = self._get_manifest(desc.digest)
-            verify_bytes(data, desc.digest, desc.size)
-            media_type = media_type_of(got.headers.get("content-type"))
-            media_type = media_type if media_type in ALL_MANIFEST_TYPES else desc.mediaType
-            self._manifests.put(desc.digest, media_type, data)
-            remember_manifest_blobs(self.client.base, self.repository, data, media_type)
-            return data
+            return self._fetch_manifest(desc)[1]
         with self.open_blob(desc) as reader:
             data = reader.read()
         return verify_bytes(data, desc.digest, desc.size)
+
+    def _fetch_manifest(self, desc: Descriptor) -> tuple[str, bytes]:
+        """GET the manifest ``desc`` names: its media type (the answer's, else the descriptor's)
+        and its bytes, checked against the digest and size."""
+        data, got = self._get_manifest(desc.digest)
+        verify_bytes(data, desc.digest, desc.size)
+        media_type = media_type_of(got.headers.get("content-type"))
+        media_type = media_type if media_type in ALL_MANIFEST_TYPES else desc.mediaType
+        remember_manifest_blobs(self.client.base, self.repository, data, media_type)
+        return media_type, data
 
     def _get_manifest(self, reference: str) -> tuple[bytes, httpx.Response]:
         """GET a manifest, refusing bodies over the cap; verified when named by digest."""
@@ -202,11 +201,7 @@ class RegistryStore(ClosesOnExit):
 
     def resolve(self, reference: str) -> Descriptor:
         """HEAD the manifest for its digest, type and size; GET when the registry omits them.
-        A digest whose manifest this store already fetched needs no request."""
-        if is_digest(reference):
-            known = self._manifests.get(reference)
-            if known is not None:
-                return Descriptor(mediaType=known[0], digest=reference, size=len(known[1]))
+        Nothing read is kept here: what a command read is handed down by its caller."""
         if short_of_tag(reference):  # an abbreviated commit id: no tag has its name
             return self.resolve(commit_behind(reference, self.tags, self.resolve, self.describe()))
         path = self._path("manifests", reference)
@@ -225,26 +220,23 @@ class RegistryStore(ClosesOnExit):
             return Descriptor(mediaType=media_type, digest=digest, size=int(length))
         data, got = self._get_manifest(reference)
         digest = reference if is_digest(reference) else sha256_bytes(data)
-        return self._keep_manifest(reference, digest, data, got.headers.get("content-type"))[0]
+        return self._answered(reference, digest, data, got.headers.get("content-type"))[0]
 
     def read_manifest(self, reference: str) -> tuple[Descriptor, bytes]:
         """``GET`` the manifest a tag or digest names: its descriptor and verified bytes in one
-        request, kept by digest (a later ``fetch_bytes`` or ``resolve`` of it sends none).
+        request, for the caller to hand down (nothing is kept here).
         A tag's bytes are checked against the ``Docker-Content-Digest`` the registry names."""
         desc, data, _ = self._read_manifest(reference)
         return desc, data
 
     def read_parsed(self, reference: str) -> tuple[Descriptor, bytes, Manifest | Index | None]:
         """:meth:`read_manifest`, with the parse the blob homes were learnt from on a ``GET``,
-        handed over rather than made again (None for a manifest already kept: not parsed here)."""
+        handed over rather than made again (None where the bytes do not parse as the type the
+        registry named: the caller's own parse says why)."""
         return self._read_manifest(reference)
 
     def _read_manifest(self, reference: str) -> tuple[Descriptor, bytes, Manifest | Index | None]:
-        """The manifest, and its parse when this call made one (not for one already kept)."""
-        if is_digest(reference):
-            known = self._manifests.get(reference)
-            if known is not None:
-                return Descriptor(mediaType=known[0], digest=reference, size=len(known[1])), known[1], None
+        """The manifest, and its parse (None where it is not readable as the type named)."""
         if short_of_tag(reference):
             return self._read_manifest(commit_behind(reference, self.tags, self.resolve, self.describe()))
         try:
@@ -259,13 +251,13 @@ class RegistryStore(ClosesOnExit):
             digest = named
         else:
             digest = sha256_bytes(data)
-        desc, node = self._keep_manifest(reference, digest, data, got.headers.get("content-type"))
+        desc, node = self._answered(reference, digest, data, got.headers.get("content-type"))
         return desc, data, node
 
-    def _keep_manifest(self, reference: str, digest: str, data: bytes,
+    def _answered(self, reference: str, digest: str, data: bytes,
                        content_type: str | None) -> tuple[Descriptor, Manifest | Index | None]:
-        """Keep a fetched manifest by digest (its media type from the answer, else from its bytes)
-        and learn where its blobs live, from one parse (None when the bytes are no manifest: the
+        """A fetched manifest's descriptor (its media type from the answer, else from its bytes),
+        and where its blobs live, learnt from one parse (None when the bytes are no manifest: the
         caller's own parse says so): what ``resolve`` and ``read_manifest`` both do after a GET."""
         check_commit_tag(reference, digest, self.describe())
         media_type = media_type_of(content_type)
@@ -277,7 +269,6 @@ class RegistryStore(ClosesOnExit):
                 raise  # no type named and none readable from the bytes
             node = None
         media_type = named or (node.mediaType if node is not None else None) or OCI_MANIFEST
-        self._manifests.put(digest, media_type, data)
         if node is not None:
             remember_blobs_of(self.client.base, self.repository, node)
         return Descriptor(mediaType=media_type, digest=digest, size=len(data)), node
@@ -440,7 +431,6 @@ class RegistryStore(ClosesOnExit):
         """DELETE the manifest by digest (every tag naming it goes with it, as the registry
         has it); 405 means the registry has deletes turned off."""
         scopes = (f"repository:{self.repository}:delete",)
-        self._manifests.forget(desc.digest)
         response = self.client.send("DELETE", self._path("manifests", desc.digest), scopes=scopes)
         if response.status_code == 404:
             raise NotFound(f"{self.describe()}@{desc.digest}: manifest not found")
@@ -450,12 +440,14 @@ class RegistryStore(ClosesOnExit):
 
 def open_repository(ref: RegistryReference | None = None, options: RegistryOptions | None = None, *,
                     host: str | None = None, repository: str | None = None,
-                    on_bytes: BytesHook | None = None, **values: Any) -> RegistryStore:
+                    on_bytes: BytesHook | None = None, kind: type[RegistryStore] = RegistryStore,
+                    **values: Any) -> RegistryStore:
     """A RegistryStore for ``ref`` (or ``host`` + ``repository``), reached as ``options`` say.
 
     Keyword ``values`` are option fields for a caller that has no RegistryOptions at hand
     (``max_retries=0``); a name that is not an option is refused. The credential function is
-    built here, above the client, from the options' credential fields.
+    built here, above the client, from the options' credential fields. ``kind``: a subclass
+    to make (serve's, which keeps the manifests its requests read: hubserver/repo/heldmanifests.py).
     """
     options = (options or RegistryOptions()).updated(values)
     if ref is not None:
@@ -467,5 +459,4 @@ def open_repository(ref: RegistryReference | None = None, options: RegistryOptio
                       parts_in_flight=options.parts_in_flight or defaults.parts_in_flight,
                       adaptive=options.parts_in_flight is None)
     client = RegistryClient(host, options, credentials=credential_function(options))
-    return RegistryStore(client, repository, chunk_size=options.chunk_size, on_bytes=on_bytes,
-                         ranged_plan=plan)
+    return kind(client, repository, chunk_size=options.chunk_size, on_bytes=on_bytes, ranged_plan=plan)
