@@ -35,7 +35,6 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ocibridge.hubserver.answers import error
 from ocibridge.hubserver.routing import raw_route_path, route_path
-from ocibridge.hubserver.zerocopy import SEND_LIMIT
 
 log = logging.getLogger("ocibridge.hubserver")
 
@@ -65,6 +64,9 @@ SEND_TIMEOUT = 30.0
 STALL = 0.5
 #: where the transport's abort is put in the scope by :mod:`.protocol`
 ABORT = "ocibridge.abort"
+#: where the send timeout is put in the scope: a body sent by sendfile waits on its client as
+#: long (:mod:`.zerocopy`)
+SEND_LIMIT = "ocibridge.send_timeout"
 #: where the answer's :class:`Turn` is put in the scope
 TURN = "ocibridge.turn"
 #: where the request's body limit is put in the scope, for a route that takes its body past the

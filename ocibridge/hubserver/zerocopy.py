@@ -31,12 +31,12 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any, Protocol
 
+from ocibridge.hubserver.guard import ABORT, SEND_LIMIT
+
 log = logging.getLogger("ocibridge.serve")
 
 #: the scope key of the connection's :class:`ZeroCopy` (set by :class:`.protocol.GuardedProtocol`)
 SENDFILE = "ocibridge.sendfile"
-#: the scope key of the guard's send timeout, seconds (:class:`.guard.Guard`)
-SEND_LIMIT = "ocibridge.send_timeout"
 #: the scope key of the metrics' count of bytes sent past them (:mod:`.metrics`)
 BODY_SENT = "ocibridge.body_sent"
 #: the send timeout where no guard set one (serve always runs the guard: tests of the app alone)
@@ -189,8 +189,6 @@ async def send_direct(scope: Any, fd: int, segments: list[Segment]) -> int | Non
 async def drop(scope: Any, why: ClientGone | ClientStalled) -> None:
     """Drop the connection of a send that failed on its client (logged when it stalled), and let
     the server hear of it: the answer is then lost, not failed."""
-    from ocibridge.hubserver.guard import ABORT  # (the guard imports this module)
-
     abort: Callable[[], None] | None = scope.get(ABORT)
     if abort is not None:
         abort()
