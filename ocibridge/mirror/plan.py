@@ -9,9 +9,8 @@ is walked and every blob HEADed on the target, so the plan says exactly what wil
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
 from ocibridge.chunks.table import ARTIFACT_TYPE as CHUNKS_ARTIFACT_TYPE
 from ocibridge.core.graphbound import GraphBound
@@ -19,6 +18,7 @@ from ocibridge.errors import NotFound, OcibridgeError, SignatureError, error_tex
 from ocibridge.kinds.hf.locator import hub_reference_of
 from ocibridge.mirror.endpoints import job_reference, open_endpoint
 from ocibridge.mirror.filters import select_tags
+from ocibridge.mirror.graphwalk import Fetch, Walked, signatures_missing, walk_graph
 from ocibridge.mirror.job import MirrorJob, SyncEntry
 from ocibridge.mirror.planned import ArtifactPlan, EntryPlan
 from ocibridge.mirror.ratelimit import TokenBucket
@@ -29,13 +29,11 @@ from ocibridge.oci.digest import is_digest
 from ocibridge.oci.mediatypes import Family, family_of_artifact
 from ocibridge.oci.models import Descriptor, Index, Manifest, parse_manifest_bytes
 from ocibridge.oci.reference import check_tag
-from ocibridge.signing.attach import companion_tags, is_signature_referrer
+from ocibridge.signing.attach import companion_tags
 from ocibridge.signing.containers_policy import DockerName, Scope, docker_scope, oci_scope
 from ocibridge.signing.policy import Trusted, verify_before_use
 from ocibridge.signing.use import UsePolicy, check_before_use
-from ocibridge.stores.base import HeldReferrers, Mounting, Store, blob_origin, is_manifest, referrers_read
-
-Fetch = Callable[[Store, Descriptor], bytes]
+from ocibridge.stores.base import HeldReferrers, Mounting, Store, blob_origin, is_manifest
 
 
 def plan_entry(job: MirrorJob, index: int, entry: SyncEntry, *, dry_run: bool = False,
@@ -235,7 +233,7 @@ class _Planner:
         than upload them from the scratch copy."""
         if not self._mountable(self.src.store):
             return {}
-        graph = _graph(self.src.store, original, False, self._fetch)
+        graph = walk_graph(self.src.store, original, False, self._fetch)
         return {d.digest: self.src.store for d in graph.found if not is_manifest(d)}
 
     def _located(self, ref: str) -> Scope:
@@ -327,7 +325,7 @@ class _Planner:
         """Walk the graph (and referrers) and HEAD each blob on the target; one the target
         lacks is mounted when it can be (from the source, or from ``mounts``), else sent.
         What the walk read is returned, for the copy to be handed."""
-        walked = _graph(store, root, self.settings.referrers, self._fetch, listed)
+        walked = walk_graph(store, root, self.settings.referrers, self._fetch, listed)
         for desc in walked.found:
             if is_manifest(desc):
                 continue
@@ -362,73 +360,6 @@ class _Planner:
         """Whether the copy will mount this source's blobs: both ends are repositories of one
         registry (through a re-labelling view too), as RegistryStore.mount_from does."""
         return isinstance(self.dst.store, Mounting) and self.dst.store.can_mount_from(blob_origin(store))
-
-
-@dataclass
-class Walked:
-    """What a walk of one artifact's graph found and read: every descriptor reached, each
-    manifest's verified bytes by digest, each listing of referrers by its subject's digest.
-    The copy is handed the reads (mirror/run.py), so it asks the source for none of them again."""
-
-    found: list[Descriptor] = field(default_factory=list)
-    manifests: dict[str, bytes] = field(default_factory=dict)
-    referrers: dict[str, HeldReferrers] = field(default_factory=dict)
-
-
-def _graph(store: Store, root: Descriptor, referrers: bool, fetch: Fetch,
-           listed: dict[str, HeldReferrers] | None = None) -> Walked:
-    """Every descriptor reachable from ``root``: manifests, configs, layers (and referrers);
-    each once, within the bounds of core/graphbound.py (referrers are untrusted). A referrer's
-    manifest is taken as its listing read it, not fetched again; ``listed``: listings made
-    already, by subject digest (not listed again)."""
-    walked = Walked()
-    seen: set[str] = set()
-    bound = GraphBound(f"graph of {root.digest}")
-    stack = [(root, 0)]
-    while stack:
-        desc, depth = stack.pop()
-        if desc.digest in seen:
-            continue
-        seen.add(desc.digest)
-        walked.found.append(desc)
-        if not is_manifest(desc):
-            continue
-        bound.enter(desc.digest, depth)
-        data = walked.manifests.get(desc.digest)
-        if data is None:
-            data = walked.manifests[desc.digest] = fetch(store, desc)
-        node = parse_manifest_bytes(data, desc.mediaType)
-        below = depth + 1
-        if isinstance(node, Index):
-            stack.extend((d, below) for d in node.manifests)
-        else:
-            stack.extend((d, below) for d in (node.config, *node.layers))
-        if referrers:
-            held = (listed or {}).get(desc.digest) or referrers_read(store, desc)
-            walked.referrers[desc.digest] = held
-            for digest, read in held.read.items():
-                walked.manifests.setdefault(digest, read)
-            stack.extend((d, below) for d in held)
-            stack.extend((d, below) for d, _ in companion_tags(store, desc))
-    return walked
-
-
-def signatures_missing(src: Store, dst: Store, desc: Descriptor,
-                       listed: dict[str, HeldReferrers] | None = None) -> bool:
-    """Whether ``src`` holds signatures of ``desc`` (cosign tags, bundle referrers) that ``dst``
-    lacks: an artifact mirrored before it was signed still gets its signatures. The referrers
-    listed (with what the listing read) go into ``listed``, for the walk that carries them."""
-    for sig, tag in companion_tags(src, desc):
-        try:
-            if dst.resolve(tag).digest == sig.digest:
-                continue
-        except NotFound:
-            pass
-        return True
-    held = referrers_read(src, desc)
-    if listed is not None:
-        listed[desc.digest] = held
-    return any(is_signature_referrer(r) and not dst.exists(r) for r in held)
 
 
 def _other_family(store: Store, desc: Descriptor) -> str | None:
