@@ -70,8 +70,28 @@ def _read(path: Path) -> str:
         return "absent"
 
 
+def free_blocks() -> tuple[float, float]:
+    """GiB of free memory in blocks of order 9 and more (2 MiB: what page reporting gives back to
+    the host, and what a huge page takes) and in smaller ones (``/proc/buddyinfo``, all zones).
+
+    A machine just booted has nearly all its free memory in large blocks; one busy for hours has
+    much of it in small ones that are never reported, which 4 KiB page-cache pages come from at no
+    host fault, while a transparent huge page (numpy's arrays from 4 MiB) always takes a large block.
+    """
+    large = small = 0
+    for line in _read(Path("/proc/buddyinfo")).splitlines():
+        counts = [int(c) for c in line.split()[4:] if c.isdigit()]
+        for order, count in enumerate(counts):
+            if order >= 9:
+                large += count << order
+            else:
+                small += count << order
+    page = os.sysconf("SC_PAGE_SIZE")
+    return large * page / 2**30, small * page / 2**30
+
+
 def state() -> str:
-    """One line: uptime, free memory, the balloon's page reporting and transparent huge pages."""
+    """One line: uptime, free memory and its blocks, the balloon's page reporting, transparent huge pages."""
     meminfo = {line.split(":")[0]: int(line.split()[1]) for line in _read(Path("/proc/meminfo")).splitlines()
                if line.count(" ") and line.split()[1].isdigit()}
     uptime = float(_read(Path("/proc/uptime")).split()[0]) if Path("/proc/uptime").exists() else 0.0
@@ -79,8 +99,10 @@ def state() -> str:
     order = _read(REPORTING)
     reporting = "absent: freed pages stay the guest's" if order == "absent" else \
         f"{order} (freed pages go back to the host: a page new to the guest is a host fault)"
+    large, small = free_blocks()
     return (f"uptime {uptime / 3600:.2f} h; MemFree {meminfo.get('MemFree', 0) / gib:.1f} GiB of "
-            f"{meminfo.get('MemTotal', 0) / gib:.1f}; page_reporting_order {reporting}; "
+            f"{meminfo.get('MemTotal', 0) / gib:.1f} (in blocks of 2 MiB and more {large:.1f} GiB, "
+            f"smaller {small:.1f} GiB); page_reporting_order {reporting}; "
             f"transparent_hugepage {_read(HUGEPAGES)}; load {os.getloadavg()[0]:.1f}")
 
 
