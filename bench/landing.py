@@ -2,11 +2,13 @@
 
 curl to /dev/null touches no memory new to the process; a pull writes every byte into the page
 cache and a load into tensors, and both take pages the guest must get first. On the VMs these
-benches run on, memory the guest frees goes back to the host (the balloon's free page
+benches run on, free blocks of 2 MiB and more go back to the host (the balloon's free page
 reporting, ``page_reporting_order`` 9), and the first touch of such a page is a fault the host
-serves: ~2.4 s of system time a GiB, against ~0.1 s for pages freed a few seconds before. A
-freshly booted machine has only such pages, which is why its first pull loses more to curl than
-a later one. So beside each row, in every round, this measures what landing the bytes costs the
+serves: 1.3-2.5 s of system time a GiB, against ~0.1 s for blocks freed a few seconds before. A
+huge page (numpy's arrays from 4 MiB) always takes such a block; a page-cache page comes first
+from the small free blocks a machine busy for hours has, which are never reported, so it likely
+pays as well only on a machine just booted, all its free memory in large blocks (docs/benchmarks.md,
+issue 91). So beside each row, in every round, this measures what landing the bytes costs the
 machine with no project code in it:
 
 - ``curl to /dev/null``: the wire alone;
@@ -20,8 +22,8 @@ runs before each sample and names the state (``--pages``): ``as-is`` (nothing: w
 sample before left), ``recycled`` (a process writes 1.5× the size into fresh memory and exits
 just before: the sample reuses pages the guest holds, as on a machine busy for a while) or
 ``aged`` (a wait of ``AGED_WAIT`` s: what the samples before freed has gone back to the host
-(here it starts to after ~8 s, all of it by ~30 s), so the sample lands in pages as new to the
-guest as on a machine just booted). ``state()`` is the header line naming the machine's memory.
+(here it starts to after ~8 s, all of it by ~30 s), so the sample's large blocks are as new to
+the guest as on a machine just booted; the small ones a busy machine has stay the guest's). ``state()`` is the header line naming the machine's memory.
 
     .venv/bin/python -m bench.landing --repeat 5                   # the floors alone, a fresh registry
     .venv/bin/python -m bench.landing --repeat 3 --pages aged      # each sample into aged pages
