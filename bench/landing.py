@@ -23,7 +23,8 @@ sample before left), ``recycled`` (a process writes 1.5× the size into fresh me
 just before: the sample reuses pages the guest holds, as on a machine busy for a while) or
 ``aged`` (a wait of ``AGED_WAIT`` s: what the samples before freed has gone back to the host
 (here it starts to after ~8 s, all of it by ~30 s), so the sample's large blocks are as new to
-the guest as on a machine just booted; the small ones a busy machine has stay the guest's). ``state()`` is the header line naming the machine's memory.
+the guest as on a machine just booted; the small ones a busy machine has stay the guest's).
+``state()`` is the header line naming the machine's memory.
 
     .venv/bin/python -m bench.landing --repeat 5                   # the floors alone, a fresh registry
     .venv/bin/python -m bench.landing --repeat 3 --pages aged      # each sample into aged pages
