@@ -17,12 +17,16 @@ empty model cache between them:
   wire into fresh memory, as a loader must land it: no hash, no check, no Python per byte). On a
   VM the first touch of fresh memory can cost more than the wire (docs/benchmarks.md, issue 80),
   and ``curl`` to /dev/null pays none of it;
+- ``file write``, ``fresh memory``: the machine's landing floors (``bench.landing``): ``dd`` of
+  the size into a new file, and a first touch of that much new memory;
 - ``hash``: the table's hash (BLAKE3 for tables pushed now, SHA-256 for older ones) over the
   bytes, 1 MiB chunks on one thread, timed in a process that holds the bytes in memory first
   (the CPU floor; only the hashing is timed).
 
 The floor is max(curl, hash) of each round (the issue's), and beside it max(into memory, hash):
 what landing the bytes costs on this machine at least. Medians of the rounds, every sample shown.
+``--pages`` names the free memory each sample lands in (``bench.landing.prepare``: ``aged`` is the
+first run after boot); the header names the machine's memory state, before and after.
 """
 
 from __future__ import annotations
@@ -38,7 +42,8 @@ import sys
 import time
 from pathlib import Path
 
-from .proc import run_measured
+from . import landing
+from .proc import Sample, run_measured
 from .registries import fresh_registry
 
 MiB = 1024 * 1024
@@ -117,7 +122,7 @@ def write_model(directory: Path, size: int, count: int) -> Path:
     return path
 
 
-def run(size_mib: int, count: int, work: Path, repeat: int) -> list[str]:
+def run(size_mib: int, count: int, work: Path, repeat: int, pages: str = "as-is") -> list[str]:
     from ocibridge.api.lazy_ops import open_model
     from ocibridge.api.model_ops import push
 
@@ -143,14 +148,20 @@ def run(size_mib: int, count: int, work: Path, repeat: int) -> list[str]:
             subprocess.run(["sync"], check=True)
 
         kinds = ("load", "load_inside", "load_user", "load_sys", "pull", "load_file", "curl", "memory",
-                 "memory_inside", "hash")
+                 "memory_inside", "hash", "write", "touch")
         samples: dict[str, list[float]] = {k: [] for k in kinds}
         rss: dict[str, list[float]] = {"load": [], "load_file": [], "pull": []}
         clean()
         run_measured([sys.executable, "-c", LOAD, ref], env=env)  # warm-up: imports and the page cache
+        size = size_mib * MiB
+
+        def measured(cmd: list[str], env: dict[str, str] | None = None) -> Sample:
+            landing.prepare(pages, size)
+            return run_measured(cmd, env=env)
+
         for _ in range(repeat):
             clean()
-            s = run_measured([sys.executable, "-c", LOAD, ref], env=env)
+            s = measured([sys.executable, "-c", LOAD, ref], env=env)
             inside, nbytes, tensors, user, system = s.stdout.split()
             samples["load_user"].append(float(user))
             samples["load_sys"].append(float(system))
@@ -159,19 +170,22 @@ def run(size_mib: int, count: int, work: Path, repeat: int) -> list[str]:
             samples["load_inside"].append(float(inside))
             rss["load"].append(s.rss_mb)
             clean()
-            s = run_measured([sys.executable, "-m", "ocibridge", "pull", ref, str(pulled), "-q"], env=env)
+            s = measured([sys.executable, "-m", "ocibridge", "pull", ref, str(pulled), "-q"], env=env)
             samples["pull"].append(s.seconds)
             rss["pull"].append(s.rss_mb)
-            s = run_measured([sys.executable, "-c", LOAD_FILE, str(pulled / "model.safetensors")], env=env)
+            s = measured([sys.executable, "-c", LOAD_FILE, str(pulled / "model.safetensors")], env=env)
             samples["load_file"].append(s.seconds)
             rss["load_file"].append(s.rss_mb)
             clean()
-            s = run_measured(["curl", "-sf", "-o", "/dev/null", f"http://{reg.host}/v2/{repo}/blobs/{layer.digest}"])
+            s = measured(landing.curl_null(f"http://{reg.host}/v2/{repo}/blobs/{layer.digest}"))
             samples["curl"].append(s.seconds)
-            s = run_measured([sys.executable, "-c", INTO_MEMORY, reg.host, f"/v2/{repo}/blobs/{layer.digest}",
-                              str(layer.size)])
+            s = measured([sys.executable, "-c", INTO_MEMORY, reg.host, f"/v2/{repo}/blobs/{layer.digest}",
+                          str(layer.size)])
             samples["memory"].append(s.seconds)
             samples["memory_inside"].append(float(s.stdout))
+            landing.prepare(pages, size)
+            samples["write"].append(landing.write_sample(work / "written", size).seconds)
+            samples["touch"].append(measured(landing.fresh_memory(size)).seconds)
             s = run_measured([sys.executable, "-c", TABLE_HASH, str(file), algorithm])
             samples["hash"].append(float(s.stdout))
         clean()
@@ -196,6 +210,8 @@ def run(size_mib: int, count: int, work: Path, repeat: int) -> list[str]:
         f"| the blob into fresh memory: one socket, recv_into a numpy.empty (as a process) "
         f"| {show(samples['memory'])} | inside the process, from allocating to the last byte: "
         f"{show(samples['memory_inside'])} |",
+        f"| {landing.FILE_WRITE}: the size into a new file on this file system | {show(samples['write'])} | |",
+        f"| {landing.FRESH_MEMORY}: the size in new memory, every page written once | {show(samples['touch'])} | |",
         f"| the table's hash ({algorithm}) of the bytes in 1 MiB chunks, one thread | {show(samples['hash'])} | |",
         f"| the floor: max(curl, {algorithm}) of each round | {show(floor)} | |",
         f"| landing's floor: max(into memory, {algorithm}) of each round | {show(landed)} | |",
@@ -208,6 +224,14 @@ def run(size_mib: int, count: int, work: Path, repeat: int) -> list[str]:
         f"({', '.join(f'{x:.0f}' for x in rss['load'])}); the target, 1.15 × tensors + 64 MiB: "
         f"{1.15 * tensor_mib + 64:.0f} MiB; pull's peak {max(rss['pull']):.0f} MiB, load_file's "
         f"{max(rss['load_file']):.0f} MiB",
+        "- against curl to /dev/null, each median (which figure is the machine's floor):",
+        *("  " + line for line in landing.ratio_lines({
+            landing.CURL_NULL: statistics.median(samples["curl"]),
+            landing.FILE_WRITE: statistics.median(samples["write"]),
+            landing.FRESH_MEMORY: statistics.median(samples["touch"]),
+            "the blob into fresh memory (one socket)": statistics.median(samples["memory"]),
+            "load_tensors": load, "pull": statistics.median(samples["pull"]),
+            "pull + load_file": statistics.median(pull_load)})),
     ]
     return rows
 
@@ -217,17 +241,20 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=1024, help="MiB of tensors (default 1024)")
     parser.add_argument("--tensors", type=int, default=64)
     parser.add_argument("--repeat", type=int, default=5)
+    landing.pages_argument(parser)
     parser.add_argument("--work", type=Path, default=None, help="a scratch folder (default: a temporary one)")
     args = parser.parse_args()
     import tempfile
 
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    before = landing.state()
     with tempfile.TemporaryDirectory(prefix="ocibridge-bench-load-", dir=args.work) as tmp:
-        rows = run(args.size, args.tensors, Path(tmp), args.repeat)
+        rows = run(args.size, args.tensors, Path(tmp), args.repeat, args.pages)
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     load = os.getloadavg()
-    print(f"### `python -m bench.load_tensors --size {args.size} --tensors {args.tensors} --repeat {args.repeat}` "
-          f"(git {commit}, {started}, load {load[0]:.1f})\n")
+    print(f"### `python -m bench.load_tensors --size {args.size} --tensors {args.tensors} --repeat {args.repeat} "
+          f"--pages {args.pages}` (git {commit}, {started}, load {load[0]:.1f})\n")
+    print(f"machine before: {before}\nmachine after: {landing.state()}\n")
     print("| measure | median (samples) | parts |\n| --- | --- | --- |")
     for row in rows:
         print(row)

@@ -14,6 +14,10 @@ Rows:
 - a sequential read of the whole file through the mount (``cat FILE > /dev/null``; and mount +
   cat + umount), against ``ocibridge pull`` of it: the throughput ratio (issue 77's target: ≥ 0.9×
   on a quiet machine, the median of ≥ 5 alternating samples);
+- the machine's landing floors beside them (``bench.landing``, issue 91), every round: curl of the
+  blob to /dev/null, ``dd`` of the size into a new file, a first touch of that much new memory,
+  each against curl; ``--pages`` names the free memory each sample lands in (``aged``: as on a
+  machine just booted);
 - with ``--timeline N``: N more cold sequential reads through the mount, 256 KiB at a time as
   ``cat`` reads, each printing the seconds since its first read at 1, 4, 8, 16, 32, 64 MiB and
   every 128 MiB after: where a whole read waits (the chunk reads before the fill, the fill).
@@ -22,6 +26,7 @@ Rows:
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import statistics
@@ -32,7 +37,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from . import landing
 from .lazy_reads import write_model
+from .proc import run_measured
 from .registries import fresh_registry
 
 MiB = 1024 * 1024
@@ -69,8 +76,9 @@ def _held(cache: Path) -> int:
 class Bench:
     """One registry, one pushed file; each ``sample`` a fresh cache, ``sync`` after."""
 
-    def __init__(self, work: Path, ref: str):
+    def __init__(self, work: Path, ref: str, pages: str = "as-is", size: int = 0):
         self.work, self.ref = work, ref
+        self.pages, self.size = pages, size
         self.cache = work / "cache"
         self.env = {**os.environ, "OCIBRIDGE_CACHE": str(self.cache)}
         self.log = open(work / "mount.log", "a")  # noqa: SIM115  # the detached mounts write here
@@ -83,6 +91,7 @@ class Bench:
         shutil.rmtree(self.cache, ignore_errors=True)
         shutil.rmtree(self.work / "out", ignore_errors=True)
         subprocess.run(["sync"], check=True)
+        landing.prepare(self.pages, self.size)
         took = steps(self.work / "out")
         held = _held(self.cache)
         shutil.rmtree(self.cache, ignore_errors=True)
@@ -129,7 +138,17 @@ def _cell(samples: list[float]) -> str:
     return f"{statistics.median(samples):.2f} s ({', '.join(f'{x:.2f}' for x in samples)})"
 
 
-def run(size_mib: int, work: Path, repeat: int, timeline: int = 0) -> list[str]:
+def _blob_url(registry: str, ref: str) -> str:
+    """The URL of the largest layer of ``ref`` (``host/repo:tag``) on a plain-HTTP registry."""
+    repo, tag = ref.split("/", 1)[1].rsplit(":", 1)
+    manifest = json.loads(subprocess.run(
+        ["curl", "-sSf", "-H", "Accept: application/vnd.oci.image.manifest.v1+json",
+         f"http://{registry}/v2/{repo}/manifests/{tag}"], check=True, capture_output=True).stdout)
+    layer = max(manifest["layers"], key=lambda d: d["size"])
+    return f"http://{registry}/v2/{repo}/blobs/{layer['digest']}"
+
+
+def run(size_mib: int, work: Path, repeat: int, timeline: int = 0, pages: str = "as-is") -> list[str]:
     with fresh_registry(work) as reg:
         src = work / "src"
         write_model(src, size_mib * MiB)
@@ -137,11 +156,13 @@ def run(size_mib: int, work: Path, repeat: int, timeline: int = 0) -> list[str]:
         ref = f"{reg.host}/bench/mount{size_mib}:v1"
         subprocess.run([*OCIBRIDGE, "push", str(src), ref, "-q"], check=True, stdout=subprocess.DEVNULL)
         shutil.rmtree(src)
-        b = Bench(work, ref)
+        url = _blob_url(reg.host, ref)
+        b = Bench(work, ref, pages, size)
         b.sample(b.pull_whole)  # warm-up: the interpreter's and the registry's first touch
         first: dict[str, list[float]] = {"mount": [], "pull": []}
         moved: list[int] = []
         whole: dict[str, list[float]] = {"mount": [], "cat": [], "pull": []}
+        floors: dict[str, list[float]] = {landing.CURL_NULL: [], landing.FILE_WRITE: [], landing.FRESH_MEMORY: []}
         for _ in range(repeat):
             took, held = b.sample(b.mount_first_tensor)
             first["mount"].append(took)
@@ -150,6 +171,12 @@ def run(size_mib: int, work: Path, repeat: int, timeline: int = 0) -> list[str]:
             whole["mount"].append(b.sample(b.mount_whole)[0])
             whole["cat"].append(b.cat)
             whole["pull"].append(b.sample(b.pull_whole)[0])
+            landing.prepare(pages, size)
+            floors[landing.CURL_NULL].append(run_measured(landing.curl_null(url)).seconds)
+            landing.prepare(pages, size)
+            floors[landing.FILE_WRITE].append(landing.write_sample(work / "written", size).seconds)
+            landing.prepare(pages, size)
+            floors[landing.FRESH_MEMORY].append(run_measured(landing.fresh_memory(size)).seconds)
         for _ in range(timeline):
             print("timeline of a cold read through the mount: ", end="", flush=True)
             b.sample(b.mount_timeline)
@@ -164,6 +191,11 @@ def run(size_mib: int, work: Path, repeat: int, timeline: int = 0) -> list[str]:
             f"({size / MiB / m['wpull']:.0f} MiB/s) | {m['wpull'] / m['wcat']:.2f}× pull's |",
             f"| {size_mib} MiB | the same, mount + cat + umount | {_cell(whole['mount'])} "
             f"| pull {_cell(whole['pull'])} | {m['wpull'] / m['wmount']:.2f}× pull's |",
+            *(f"| {size_mib} MiB | {name} (the machine's floor) | {_cell(xs)} | | |" for name, xs in floors.items()),
+            "",
+            "against curl to /dev/null, each median (which figure is the machine's floor):",
+            *landing.ratio_lines({**{name: statistics.median(xs) for name, xs in floors.items()},
+                                  "cat through the mount": m["wcat"], "pull": m["wpull"]}),
         ]
 
 
@@ -174,12 +206,15 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--repeat", type=int, default=3, help="alternating samples of each (medians, every sample shown)")
     p.add_argument("--timeline", type=int, default=0, metavar="N",
                    help="N cold sequential reads more, each printing when it reached each offset")
+    landing.pages_argument(p)
     args = p.parse_args(argv)
+    print(f"machine before: {landing.state()}; each sample's pages: {args.pages}\n")
     print("| file | measure | ocibridge mount | against | ratio |\n|---|---|---|---|---|")
     with tempfile.TemporaryDirectory(prefix="mountbench-") as tmp:
-        for row in run(args.size, Path(tmp), args.repeat, args.timeline):
+        for row in run(args.size, Path(tmp), args.repeat, args.timeline, args.pages):
             print(row, flush=True)
     print("load average (1, 5, 15 min) at the end: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
+    print(f"machine after: {landing.state()}")
 
 
 if __name__ == "__main__":

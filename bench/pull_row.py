@@ -5,11 +5,15 @@ The floors: curl GET to a file (receiving and writing, unverified), ``openssl dg
 of the file (hashing alone: the issue's floor is the slower of the two), and Python's bare
 ``http.client`` read with a hashing thread (``bench.rawpull``). Wall time and the client's
 user+system CPU seconds of the same runs, medians and ratios, peak RSS, and the load average:
-on a shared machine CPU seconds are the steadier figure.
+on a shared machine CPU seconds are the steadier figure. Beside them the machine's landing
+floors (``bench.landing``, issue 91): curl to /dev/null, ``dd`` of the size into a new file and
+a first touch of that much new memory, each against curl to /dev/null; ``--pages`` names the free
+memory each sample lands in (``aged``: as on a machine just booted).
 
     .venv/bin/python -m bench.pull_row --repeat 5
     .venv/bin/python -m bench.pull_row --repeat 5 --baseline /work/main   # + another checkout's pull
     .venv/bin/python -m bench.pull_row --size-mib 4096 --repeat 1          # memory at 4 GiB
+    .venv/bin/python -m bench.pull_row --repeat 5 --pages aged             # the first run after boot
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from . import models, tools
+from . import landing, models, tools
 from .proc import Sample, Series, run_measured, run_quiet
 from .push_row import row_arguments
 from .registries import fresh_registry
@@ -35,7 +39,11 @@ MiB = models.MiB
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = row_arguments("python -m bench.pull_row", __doc__).parse_args(argv)
+    parser = row_arguments("python -m bench.pull_row", __doc__)
+    landing.pages_argument(parser)
+    args = parser.parse_args(argv)
+    size = args.size_mib * MiB
+    before = landing.state()
     compile_package()
     if args.baseline:
         run_quiet([sys.executable, "-m", "compileall", "-q", str(Path(args.baseline) / "ocibridge")])
@@ -81,12 +89,25 @@ def main(argv: list[str] | None = None) -> int:
             }
             if args.baseline:
                 rows["ocibridge (baseline)"] = ocibridge(str(Path(args.baseline).resolve()))
-            bench.measure(scenario, rows)
+            rows[landing.CURL_NULL] = lambda i: bench.run(landing.curl_null(f"{reg.url}/v2/bench/one/blobs/{blob}"))
+            rows[landing.FILE_WRITE] = lambda i: landing.write_sample(bench.workdir / "written", size)
+            rows[landing.FRESH_MEMORY] = lambda i: bench.run(landing.fresh_memory(size))
+
+            def prepared(run: Callable[[int], Sample]) -> Callable[[int], Sample]:
+                def sample(i: int) -> Sample:
+                    landing.prepare(args.pages, size)
+                    return run(i)
+                return sample
+            bench.measure(scenario, {name: run if isinstance(run, str) else prepared(run)
+                                     for name, run in rows.items()})
         loads.append(_loadavg())
         series = bench.results.table[scenario]
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    print(f"machine before: {before}; each sample's pages: {args.pages}\nmachine after: {landing.state()}\n")
     print(render(scenario, series, args.repeat, loads))
+    print("\nagainst curl to /dev/null, each median (which figure is the machine's floor):")
+    print("\n".join(landing.ratio_lines({name: row.median for name, row in series.items() if row.samples})))
     return 0
 
 
