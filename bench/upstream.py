@@ -61,7 +61,9 @@ def cpu_seconds(proc: subprocess.Popen[bytes]) -> float:
 
 
 def landed(registry: str, name: str, timeout: float = 300) -> None:
-    """Until the proxy's prefix holds the fetched commit (its upstream tag)."""
+    """Until the proxy's prefix holds the fetched commit (its upstream tag) and main names it (its
+    default tag, ``latest``, moved just after the commit landed: before it, a read of main is
+    still the fetch's)."""
     import time
 
     import httpx
@@ -70,7 +72,7 @@ def landed(registry: str, name: str, timeout: float = 300) -> None:
     while True:
         answer = httpx.get(f"http://{registry}/v2/{name}/{REPO}/tags/list")
         tags = (answer.json().get("tags") or []) if answer.status_code == 200 else []
-        if any(t.startswith("ocibridge-upstream-") for t in tags):
+        if "latest" in tags and any(t.startswith("ocibridge-upstream-") for t in tags):
             return
         if time.monotonic() > until:
             raise RuntimeError(f"{name}: the commit never landed")
@@ -87,14 +89,25 @@ class Loads:
     second_cpu: float
 
 
-def proxied_loads(work: Path, registry: str, up_url: str, name: str, code: Path | None) -> Loads:
+def settle(flush: bool) -> None:
+    """With ``--flush``: every dirty page written back before a timed load (``sync``), so that no
+    load pays for the writeback of what the step before it wrote (the ingest lands the model in
+    the Hub cache and the registry just before the second load: 2 GiB for a 1 GiB model)."""
+    if flush:
+        os.sync()
+
+
+def proxied_loads(work: Path, registry: str, up_url: str, name: str, code: Path | None,
+                  flush: bool = False) -> Loads:
     """A fresh proxy's first load; once its commit landed in the registry, its second."""
     proxy, url = start(work, f"{registry}/{name}", name, "--upstream", up_url,
                        "--upstream-token-file", str(work / "token.txt"), code=code)
     try:
+        settle(flush)
         started = cpu_seconds(proxy)
         first = snapshot_once(url, work, "main", plain=True)
         landed(registry, name)
+        settle(flush)
         between = cpu_seconds(proxy)
         second = snapshot_once(url, work, "main", plain=True)
         return Loads(first, second, between - started, cpu_seconds(proxy) - between)
@@ -126,7 +139,8 @@ def received(audit: Path) -> int:
     return sum(int(e.get("bytes_received", 0)) for e in lines if e.get("outcome") == "landed")
 
 
-def run(size_mib: int, work: Path, repeat: int, clients: int, against: Path | None = None) -> list[str]:
+def run(size_mib: int, work: Path, repeat: int, clients: int, against: Path | None = None,
+        flush: bool = False) -> list[str]:
     os.environ["HF_TOKEN"] = TOKEN  # every client's (base_env passes it on), the proxies' upstream token too
     (work / "token.txt").write_text(TOKEN + "\n")
     model = write_model(work / "model", size_mib * MiB)
@@ -141,14 +155,16 @@ def run(size_mib: int, work: Path, repeat: int, clients: int, against: Path | No
             if against is not None:
                 runs[str(against)] = []
             for n in range(repeat):
+                settle(flush)
                 direct.append(snapshot_once(up_url, work, "main", plain=True))
                 for label, loads in runs.items():
                     code = None if label == "this" else Path(label)
-                    loads.append(proxied_loads(work, registry.host, up_url, f"p{n}{'b' if code else ''}", code))
+                    loads.append(proxied_loads(work, registry.host, up_url, f"p{n}{'b' if code else ''}", code, flush))
             load = Path("/proc/loadavg").read_text().split()[:3]
             for label, loads in runs.items():
                 shown = "this checkout" if label == "this" else f"--against {label}"
-                rows.append(row(f"{size_mib} MiB, {repeat} alternating runs, {shown}", direct, loads)
+                rows.append(row(f"{size_mib} MiB, {repeat} alternating runs{', flushed' if flush else ''}, {shown}",
+                                direct, loads)
                             + f"; load {load}")
             if clients:
                 audit = work / "many-audit.jsonl"
@@ -174,10 +190,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--against", type=Path, help="another ocibridge checkout whose proxies alternate with "
                         "this one's in the same runs (the baseline)")
+    parser.add_argument("--flush", action="store_true", help="sync before each timed load: no load pays for "
+                        "the writeback of what the step before it wrote")
     args = parser.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="bench-upstream-"))
     try:
-        for line in run(args.size, work, args.repeat, args.clients, args.against):
+        for line in run(args.size, work, args.repeat, args.clients, args.against, args.flush):
             print(line, flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
