@@ -10,6 +10,7 @@ import json
 import os
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import threading
@@ -163,13 +164,15 @@ def stop(proc: subprocess.Popen[bytes], seconds: float = 40) -> None:
         proc.wait()
 
 
-def wait_until_healthy(proc: subprocess.Popen[bytes], url: str, log: Path, seconds: float = 30) -> None:
-    """Until serve started as ``proc`` answers ``/healthz`` (its log in the failure if it died)."""
+def wait_until_healthy(proc: subprocess.Popen[bytes], url: str, log: Path | None = None, seconds: float = 30,
+                       verify: ssl.SSLContext | bool = True) -> None:
+    """Until serve started as ``proc`` answers ``/healthz`` (its log in the failure if it died;
+    ``verify``: the trust of an ``https`` URL)."""
     deadline = time.monotonic() + seconds
     while True:
-        assert proc.poll() is None, log.read_text()
+        assert proc.poll() is None, log.read_text() if log is not None else "serve exited"
         with contextlib.suppress(httpx.TransportError):
-            if httpx.get(f"{url}/healthz").status_code == 200:
+            if httpx.get(f"{url}/healthz", verify=verify).status_code == 200:
                 return
         assert time.monotonic() < deadline, "serve did not start"
         time.sleep(0.02)
@@ -217,3 +220,14 @@ def serve_over(registry: RegistryProcess, root: Path, tokens: str, sources: Call
     with serve_as_process([*sources(registry.host), "--no-access-log", "--token-file", str(root / "tokens.txt")],
                           environ, root / "serve.log") as url:
         yield url
+
+
+def received_until_cut(url: str, token: str) -> bytes:
+    """What a reader of ``url`` got before serve cut its body (a file that failed its check, a
+    fetch that broke): the read must end in an error, never as a whole body."""
+    received = bytearray()
+    with httpx.stream("GET", url, headers={"Authorization": f"Bearer {token}"}, timeout=120) as answer, \
+            pytest.raises(httpx.HTTPError):
+        for chunk in answer.iter_bytes():
+            received += chunk
+    return bytes(received)

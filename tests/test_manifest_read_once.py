@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import io
 
+import pytest
+
 from ocibridge.oci.mediatypes import OCI_CONFIG, OCI_LAYER_TAR, OCI_MANIFEST
 from ocibridge.oci.models import Descriptor, Manifest
 from ocibridge.stores.base import referrers_read
@@ -42,6 +44,20 @@ def _refer(store: RegistryStore, subject: Descriptor) -> Descriptor:
     desc = Descriptor.for_bytes(OCI_MANIFEST, data)
     store.push_manifest(desc, data)
     return desc
+
+
+def manifest_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The digests of the manifests registry stores read from now on (``fetch_bytes``), in order."""
+    read: list[str] = []
+    fetch_bytes = RegistryStore.fetch_bytes
+
+    def counted_fetch(self: RegistryStore, desc: Descriptor) -> bytes:
+        if desc.mediaType == OCI_MANIFEST:
+            read.append(desc.digest)
+        return fetch_bytes(self, desc)
+
+    monkeypatch.setattr(RegistryStore, "fetch_bytes", counted_fetch)
+    return read
 
 
 def test_a_copy_handed_what_its_caller_read_asks_the_source_for_none_of_it(fault_proxy, unique_repo, tmp_path):
@@ -114,15 +130,7 @@ def test_a_registry_pull_into_a_directory_reads_and_parses_the_manifest_once(fau
     validate = Manifest.model_validate
     monkeypatch.setattr(Manifest, "model_validate",
                         classmethod(lambda cls, doc: parsed.append(doc) or validate(doc)))
-    read_again: list[str] = []  # reads of a manifest from the store after the door's (memo or not)
-    fetch_bytes = RegistryStore.fetch_bytes
-
-    def counted_fetch(self: RegistryStore, desc: Descriptor) -> bytes:
-        if desc.mediaType == OCI_MANIFEST:
-            read_again.append(desc.digest)
-        return fetch_bytes(self, desc)
-
-    monkeypatch.setattr(RegistryStore, "fetch_bytes", counted_fetch)
+    read_again = manifest_reads(monkeypatch)  # reads of a manifest from the store after the door's
     before = len(fault_proxy.requests)
     pull(ref, str(tmp_path / "out"))
     assert (tmp_path / "out" / "weights.bin").read_bytes() == b"w" * 50_000
@@ -146,15 +154,7 @@ def test_a_plain_artifact_pulled_into_a_directory_is_read_once(fault_proxy, uniq
         store.push_blob(layer, io.BytesIO(text))
         store.push_blob(config, io.BytesIO(b"{}"))
         store.push_manifest(Descriptor.for_bytes(OCI_MANIFEST, data), data, "v1")
-    read_again: list[str] = []
-    fetch_bytes = RegistryStore.fetch_bytes
-
-    def counted_fetch(self: RegistryStore, desc: Descriptor) -> bytes:
-        if desc.mediaType == OCI_MANIFEST:
-            read_again.append(desc.digest)
-        return fetch_bytes(self, desc)
-
-    monkeypatch.setattr(RegistryStore, "fetch_bytes", counted_fetch)
+    read_again = manifest_reads(monkeypatch)
     before = len(fault_proxy.requests)
     pull(f"{fault_proxy.host}/{unique_repo}:v1", str(tmp_path / "out"))
     assert (tmp_path / "out" / "hello.txt").read_bytes() == text

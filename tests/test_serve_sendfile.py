@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 from huggingface_hub import hf_hub_download
-from serving import point_hub_at, serving
+from serving import point_hub_at, serving, wait_until_healthy
 
 import ocibridge
 from ocibridge.hubserver import protocol
@@ -89,7 +89,6 @@ def test_over_tls_the_bytes_go_as_messages_and_arrive_exact(tmp_path):
     import ssl
     import subprocess
     import sys
-    import time
 
     from support.certs import make_tls_files
     from support.registry import free_port
@@ -111,16 +110,7 @@ def test_over_tls_the_bytes_go_as_messages_and_arrive_exact(tmp_path):
     trust = ssl.create_default_context(cafile=tls.ca_file)
     url = f"https://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            assert proc.poll() is None
-            try:
-                if httpx.get(f"{url}/healthz", verify=trust).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, "serve did not start"
-            time.sleep(0.1)
+        wait_until_healthy(proc, url, verify=trust)
         for _ in range(2):  # cold (the fill followed), then from the model cache
             got = httpx.get(f"{url}/acme/t/resolve/main/model.safetensors", verify=trust, timeout=60)
             assert got.status_code == 200 and got.content == data

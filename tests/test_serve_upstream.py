@@ -23,7 +23,16 @@ import httpx
 import huggingface_hub
 import pytest
 from huggingface_hub import HfApi
-from serving import ROOT, files_of, make_model, own_registry_and_serve, point_hub_at, serve_as_process, serve_over
+from serving import (
+    ROOT,
+    files_of,
+    make_model,
+    own_registry_and_serve,
+    point_hub_at,
+    received_until_cut,
+    serve_as_process,
+    serve_over,
+)
 from signing_keys import key_pair
 from support.faultproxy import FaultProxy, corrupt, delay, drop_response, server_error, throttle
 from support.registry import RegistryProcess
@@ -369,13 +378,7 @@ def test_a_file_that_fails_its_check_is_cut_for_its_reader_and_fetched_whole_aga
     sha = up.upload_file(path_or_fileobj=weights, path_in_repo="w.safetensors", repo_id="acme/bad").oid
     file = r"/acme/bad/resolve/.*/w\.safetensors"
     proxied.counted.add("GET", file, corrupt(offset=1000))
-    headers = {"Authorization": f"Bearer {CLIENT_TOKEN}"}
-    with httpx.stream("GET", f"{proxied.proxy}/acme/bad/resolve/main/w.safetensors", headers=headers,
-                      timeout=120) as answer:
-        received = bytearray()
-        with pytest.raises(httpx.HTTPError):
-            for chunk in answer.iter_bytes():
-                received += chunk
+    received = received_until_cut(f"{proxied.proxy}/acme/bad/resolve/main/w.safetensors", CLIENT_TOKEN)
     assert len(received) < len(weights)  # never the last byte of a file that did not check
     assert proxied.ended("acme/bad", 1) == ["failed"]
     assert proxied.tags("proxy/acme/bad") == []
@@ -572,15 +575,39 @@ def test_branch_names_first_fetched_at_the_same_moment_are_all_listed_as_branche
     assert refs.tags == []
 
 
+def published_with_a_slow_file(proxied: Proxied, repo_id: str, weights: bytes) -> tuple[dict[str, bytes], str]:
+    """``repo_id`` at the upstream (a config and ``w.safetensors``), its weights' GET held 1 s so
+    that a fetch is still under way when other clients ask: (its files, its commit)."""
+    up = HfApi(endpoint=proxied.upstream, token=UP_TOKEN)
+    up.create_repo(repo_id)
+    files = {"config.json": json.dumps({"repo": repo_id}).encode(), "w.safetensors": weights}
+    for path, data in files.items():
+        sha = up.upload_file(path_or_fileobj=data, path_in_repo=path, repo_id=repo_id).oid
+    proxied.counted.add("GET", rf"/{repo_id}/resolve/.*/w\.safetensors", delay(1))
+    return files, sha
+
+
+def six_clients_fetched_once(proxied: Proxied, repo_id: str, files: dict[str, bytes], via: tuple[str, str],
+                             tmp_path: Path) -> None:
+    """Six clients at once, alternating between the two proxies ``via``: each gets every file
+    byte for byte, and the upstream was asked for each file once in all."""
+
+    def load(n: int) -> dict[str, bytes]:
+        return {path: Path(huggingface_hub.hf_hub_download(repo_id, path, endpoint=via[n % 2], token=CLIENT_TOKEN,
+                                                           cache_dir=tmp_path / f"c{n}")).read_bytes()
+                for path in sorted(files)}
+
+    with ThreadPoolExecutor(6) as pool:
+        loaded = list(pool.map(load, range(6)))
+    assert loaded == [files] * 6
+    for path in files:
+        assert len(proxied.counted.requests_matching("GET", f"/{repo_id}/resolve/.*/{path}")) == 1, path
+
+
 def test_replicas_share_one_fetch_the_writer_fetches_and_the_reader_forwards(proxied: Proxied, tmp_path: Path):
     """A writer and a ``--writer`` reader, proxies over one registry prefix: clients asking both at
     once for a model neither holds get its bytes, each file asked of the upstream once in all."""
-    up = HfApi(endpoint=proxied.upstream, token=UP_TOKEN)
-    up.create_repo("acme/shared")
-    files = {"config.json": b'{"shared": 1}', "w.safetensors": bytes(range(256)) * 1024}
-    for path, data in files.items():
-        sha = up.upload_file(path_or_fileobj=data, path_in_repo=path, repo_id="acme/shared").oid
-    proxied.counted.add("GET", r"/acme/shared/resolve/.*/w\.safetensors", delay(1))  # a fetch still under way
+    files, sha = published_with_a_slow_file(proxied, "acme/shared", bytes(range(256)) * 1024)
     flags = ["--upstream", proxied.counted.url, "--upstream-token-file", str(proxied.root / "up-token.txt")]
     for name in ("writer", "reader"):
         (tmp_path / name).mkdir()
@@ -589,18 +616,7 @@ def test_replicas_share_one_fetch_the_writer_fetches_and_the_reader_forwards(pro
             serve_over(proxied.registry, tmp_path / "reader", f"{CLIENT_TOKEN}\n",
                        lambda host: [f"{host}/shared", "--plain-http", *flags, "--writer", writer],
                        HF_HUB_DISABLE_XET="1") as reader:
-
-        def load(n: int) -> dict[str, bytes]:
-            via = (writer, reader)[n % 2]
-            return {path: Path(huggingface_hub.hf_hub_download("acme/shared", path, endpoint=via, token=CLIENT_TOKEN,
-                                                               cache_dir=tmp_path / f"c{n}")).read_bytes()
-                    for path in sorted(files)}
-
-        with ThreadPoolExecutor(6) as pool:
-            loaded = list(pool.map(load, range(6)))
-        assert loaded == [files] * 6
-        for path in files:
-            assert len(proxied.counted.requests_matching("GET", f"/acme/shared/resolve/.*/{path}")) == 1, path
+        six_clients_fetched_once(proxied, "acme/shared", files, (writer, reader), tmp_path)
         assert len(proxied.asked("/api/models/acme/shared/tree/")) == 1
         tags = proxied.landed("shared/acme/shared", sha)
         assert [t for t in tags if t.startswith("ocibridge-upstream-")] == [f"ocibridge-upstream-{sha}"]
@@ -615,12 +631,7 @@ def test_read_only_proxies_over_one_prefix_fetch_once_the_lease_holder_fetching_
     """Two proxies with read tokens only, no ``--writer``: the first takes the writer lease of the
     prefix (it writes what it fetches), the second, given it as ``--peer``, stands by and sends its
     misses there. Before, neither took the lease and each asked the upstream for every file."""
-    up = HfApi(endpoint=proxied.upstream, token=UP_TOKEN)
-    up.create_repo("acme/peered")
-    files = {"config.json": b'{"peered": 1}', "w.safetensors": bytes(range(256)) * 2048}
-    for path, data in files.items():
-        sha = up.upload_file(path_or_fileobj=data, path_in_repo=path, repo_id="acme/peered").oid
-    proxied.counted.add("GET", r"/acme/peered/resolve/.*/w\.safetensors", delay(1))  # a fetch still under way
+    files, sha = published_with_a_slow_file(proxied, "acme/peered", bytes(range(256)) * 2048)
     flags = ["--upstream", proxied.counted.url, "--upstream-token-file", str(proxied.root / "up-token.txt")]
     for name in ("first", "second"):
         (tmp_path / name).mkdir()
@@ -631,18 +642,7 @@ def test_read_only_proxies_over_one_prefix_fetch_once_the_lease_holder_fetching_
                        HF_HUB_DISABLE_XET="1") as second:
         said = (tmp_path / "second" / "serve.log").read_text()
         assert f"misses fetched by {first} (host " in said and f"sent to {first}" in said, said
-
-        def load(n: int) -> dict[str, bytes]:
-            via = (first, second)[n % 2]
-            return {path: Path(huggingface_hub.hf_hub_download("acme/peered", path, endpoint=via, token=CLIENT_TOKEN,
-                                                               cache_dir=tmp_path / f"c{n}")).read_bytes()
-                    for path in sorted(files)}
-
-        with ThreadPoolExecutor(6) as pool:
-            loaded = list(pool.map(load, range(6)))
-        assert loaded == [files] * 6
-        for path in files:
-            assert len(proxied.counted.requests_matching("GET", f"/acme/peered/resolve/.*/{path}")) == 1, path
+        six_clients_fetched_once(proxied, "acme/peered", files, (first, second), tmp_path)
         tags = proxied.landed("peered/acme/peered", sha)
         assert [t for t in tags if t.startswith("ocibridge-upstream-")] == [f"ocibridge-upstream-{sha}"]
 

@@ -14,7 +14,7 @@ import httpx
 import httpx2
 import pytest
 from huggingface_hub import HfApi, HfFileSystem, hf_hub_download, snapshot_download
-from serving import files_of, hub_retries_at_once, make_model, point_hub_at, serving
+from serving import files_of, hub_retries_at_once, make_model, point_hub_at, serving, wait_until_healthy
 
 from ocibridge.cli import main
 from ocibridge.hubserver.access import TOKEN_LIFE, Signer
@@ -386,16 +386,7 @@ def test_xet_over_https_with_a_private_ca(model, tmp_path):
     url = f"https://127.0.0.1:{port}"
     trust = ssl.create_default_context(cafile=tls.ca_file)
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            assert proc.poll() is None
-            try:
-                if httpx.get(f"{url}/healthz", verify=trust).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, "serve did not start"
-            time.sleep(0.1)
+        wait_until_healthy(proc, url, verify=trust)
         client = {**env, "HF_ENDPOINT": url, "HF_HUB_CACHE": str(tmp_path / "hub"), "HF_HOME": str(tmp_path / "home"),
                   "SSL_CERT_FILE": str(tls.ca_file), "HF_HUB_DISABLE_TELEMETRY": "1", "HF_HUB_DISABLE_XET": "0"}
         done = subprocess.run([sys.executable, "-c", "from huggingface_hub import snapshot_download as s; "
