@@ -96,7 +96,7 @@ def test_registry_round_trip_keeps_digests_and_mounts(registry, served, tmp_path
 
     # Straight from the registry artifact to another Ollama registry repository.
     back = open_ollama_target(f"ollama://{registry.host}/library/{model}-back:latest", for_write=True)
-    desc = export_ollama(art_repo, art_repo.resolve("v1"), back)
+    desc = export_ollama(art_repo, art_repo.resolve("v1"), back).root
     assert back.store.fetch_bytes(back.store.resolve("latest")) == manifest_path.read_bytes()
     assert desc.digest == back.store.resolve("latest").digest
     again = read_ollama(back.store, "latest")

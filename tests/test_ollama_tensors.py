@@ -111,7 +111,7 @@ def test_registry_round_trip_keeps_the_manifest_digest(registry, store, tmp_path
     art = open_repository(parse_registry_reference(f"{registry.host}/modelpack/m{uuid.uuid4().hex[:8]}:v1"))
     copy(build(package), "artifact", art, "v1")
     back = open_ollama_target(f"ollama://{registry.host}/library/m{uuid.uuid4().hex[:8]}:latest", for_write=True)
-    desc = export_ollama(art, art.resolve("v1"), back)
+    desc = export_ollama(art, art.resolve("v1"), back).root
     manifest_bytes = (src / f"manifests/registry.ollama.ai/library/{model}/latest").read_bytes()
     assert back.store.fetch_bytes(back.store.resolve("latest")) == manifest_bytes
     assert desc.digest == origin.store.resolve("latest").digest

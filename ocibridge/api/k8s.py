@@ -324,22 +324,15 @@ def _serve_upstream(options: K8sServeOptions) -> ServeUpstream | None:
     from ocibridge.hubserver.upstream.settings import check_fresh
     from ocibridge.k8s.serve import ServeUpstream
 
-    if options.upstream is None:
-        if options.upstream_token_secret or options.upstream_fresh is not None or options.upstream_allow \
-                or options.upstream_deny or options.upstream_allow_pickle or options.upstream_licenses \
-                or options.upstream_refuse_files or options.upstream_allow_gated or options.upstream_allow_private:
-            raise UsageError("the --upstream-* flags go with --upstream URL")
+    if not options.upstream_wanted(options.upstream, tokens=bool(options.token_secret), token_flag="--token-secret",
+                                   others_given=bool(options.upstream_token_secret)
+                                   or options.upstream_fresh is not None):
         return None
-    if (options.upstream_allow_gated or options.upstream_allow_private) and not options.token_secret:
-        raise UsageError("--upstream-allow-gated and --upstream-allow-private go with --token-secret: a repository "
-                         "kept gated or private is given to the readers serve's own tokens name")
     url = parse_public_url(options.upstream, "--upstream")
     assert url is not None
     return ServeUpstream(url, options.upstream_token_secret,
                          None if options.upstream_fresh is None else check_fresh(options.upstream_fresh),
-                         tuple(options.upstream_allow), tuple(options.upstream_deny), options.upstream_allow_pickle,
-                         tuple(options.upstream_licenses), tuple(options.upstream_refuse_files),
-                         tuple(options.upstream_allow_gated), tuple(options.upstream_allow_private))
+                         options.upstream_policy_flags())
 
 
 def k8s_serve(

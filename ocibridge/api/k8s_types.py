@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from ocibridge.api.upstream_policy import UpstreamPolicyOptions
 from ocibridge.core.texts import one_or_many as _as_texts
 
 if TYPE_CHECKING:
@@ -84,10 +85,10 @@ class PrewarmOptions:
 
 
 @dataclass(frozen=True)
-class K8sServeOptions:
+class K8sServeOptions(UpstreamPolicyOptions):
     """The Deployment, Service and cache volume running ``ocibridge serve`` (``image``: default
     ``ocibridge:VERSION``; ``cache_access_mode``: default ReadWriteOnce for one replica, else an
-    emptyDir per replica)."""
+    emptyDir per replica); the ``upstream_*`` policy: :class:`UpstreamPolicyOptions`, as serve's."""
 
     image: str | None = None
     name: str = "ocibridge-serve"
@@ -106,13 +107,6 @@ class K8sServeOptions:
     upstream: str | None = None  # serve --upstream: a proxy of this Hub API (docs/serve.md)
     upstream_token_secret: str | None = None  # a Secret whose key 'token' is the token sent to it
     upstream_fresh: float | None = None  # --upstream-fresh (None: serve's default)
-    upstream_allow: tuple[str, ...] = ()
-    upstream_deny: tuple[str, ...] = ()
-    upstream_allow_pickle: bool = False
-    upstream_licenses: tuple[str, ...] = ()
-    upstream_refuse_files: tuple[str, ...] = ()
-    upstream_allow_gated: tuple[str, ...] = ()
-    upstream_allow_private: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -142,10 +142,9 @@ def _refused_early(decision: Decision, requirement: Requirement, name: str) -> s
 
 def _subject(located: Locator, transfer: TransferOptions | None) -> tuple[Any, Descriptor]:
     """The store ``located`` names and the manifest its reference resolves to."""
-    from ocibridge.api.options import TransferOptions
-    from ocibridge.places.targets import open_store_target
+    from ocibridge.api.opening import open_located
 
-    target = open_store_target(located, options=(transfer or TransferOptions()).registry_options())
+    target = open_located(located, transfer).target
     return target.store, target.store.resolve(target.reference)
 
 

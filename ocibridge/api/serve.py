@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ocibridge.api.upstream_policy import UpstreamPolicyOptions
 from ocibridge.errors import OcibridgeError, UsageError
 from ocibridge.hubserver import XET_MIN_SIZE as XET_MIN_SIZE
 from ocibridge.hubserver.server import read_tokens as read_tokens
@@ -39,8 +40,9 @@ EXTRA = "ocibridge serve needs Starlette, uvicorn and its page renderers: pip in
 
 
 @dataclass(frozen=True)
-class ServeOptions:
-    """What the application answers besides its sources (``ocibridge serve``'s flags)."""
+class ServeOptions(UpstreamPolicyOptions):
+    """What the application answers besides its sources (``ocibridge serve``'s flags; the ``upstream_*``
+    policy: :class:`UpstreamPolicyOptions`)."""
 
     default_tag: str = "latest"  # the tag the revision "main" names (--default-tag)
     tokens: tuple[str, ...] = ()  # --token-file lines, "TOKEN [read|write] [REPO-PREFIX] [NAME]"; none: open, no writes
@@ -62,13 +64,6 @@ class ServeOptions:
     upstream: str | None = None  # an upstream Hub API: what the registry lacks is fetched from it once (--upstream)
     upstream_token_file: str | None = None  # the token sent to it (else $OCIBRIDGE_UPSTREAM_TOKEN), never a client's
     upstream_fresh: float = 300.0  # a branch head re-checked at the upstream at most every SECONDS (0: never)
-    upstream_allow: tuple[str, ...] = ()  # repo id globs that may be fetched (none: all not denied)
-    upstream_deny: tuple[str, ...] = ()  # repo id globs that may not
-    upstream_allow_pickle: bool = False  # fetch pickle formats (*.bin, *.pt, *.pth, *.pkl, *.ckpt) too
-    upstream_licenses: tuple[str, ...] = ()  # the card must name one of these licenses (none: any)
-    upstream_refuse_files: tuple[str, ...] = ()  # file globs that keep a commit out
-    upstream_allow_gated: tuple[str, ...] = ()  # repo id globs fetched though gated upstream: gated here
-    upstream_allow_private: tuple[str, ...] = ()  # repo id globs fetched though private upstream: private here
 
 
 @dataclass(frozen=True)
@@ -266,27 +261,14 @@ def _upstream(options: ServeOptions, concurrency: int) -> UpstreamSettings | Non
     from ocibridge.hubserver.server import parse_public_url
     from ocibridge.hubserver.upstream.settings import UpstreamSettings, check_fresh, upstream_token
 
-    if options.upstream is None:
-        if options.upstream_token_file or options.upstream_allow or options.upstream_deny \
-                or options.upstream_allow_pickle or options.upstream_licenses or options.upstream_refuse_files \
-                or options.upstream_allow_gated or options.upstream_allow_private:
-            raise UsageError("--upstream-token-file, --upstream-allow, --upstream-deny, --upstream-allow-pickle, "
-                             "--upstream-license, --upstream-refuse-files, --upstream-allow-gated and "
-                             "--upstream-allow-private go with --upstream URL")
+    if not options.upstream_wanted(options.upstream, others_given=bool(options.upstream_token_file),
+                                   tokens=bool(options.tokens or options.token_file), token_flag="--token-file"):
         return None
-    if (options.upstream_allow_gated or options.upstream_allow_private) and not (options.tokens or options.token_file):
-        raise UsageError("--upstream-allow-gated and --upstream-allow-private go with --token-file: a repository "
-                         "kept gated or private here is given to the readers serve's own tokens name, and a serve "
-                         "without them has none")
     from ocibridge.cache.models import ModelCache
 
     url = parse_public_url(options.upstream, "--upstream")
     assert url is not None
     return UpstreamSettings(url, upstream_token(options.upstream_token_file), check_fresh(options.upstream_fresh),
-                            tuple(options.upstream_allow), tuple(options.upstream_deny),
-                            options.upstream_allow_pickle, concurrency,
+                            concurrency=concurrency,
                             hub_cache=ModelCache().root.parent / "upstream-hub",  # beside serve's model cache
-                            licenses=tuple(options.upstream_licenses),
-                            refuse_files=tuple(options.upstream_refuse_files),
-                            allow_gated=tuple(options.upstream_allow_gated),
-                            allow_private=tuple(options.upstream_allow_private))
+                            **options.upstream_policy())

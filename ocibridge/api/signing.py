@@ -104,13 +104,12 @@ def sign(reference: str | Locator, options: SignOptions, *, form: str | Sequence
 
 def _open(reference: str | os.PathLike[str] | Locator, transfer: TransferOptions | None) -> tuple[StoreTarget, str]:
     """The store and reference an artifact's text names, and that text (for messages)."""
-    from ocibridge.api.options import TransferOptions
-    from ocibridge.places.locate import Role, locate, text_of
-    from ocibridge.places.targets import open_store_target
+    from ocibridge.api.opening import open_located
+    from ocibridge.places.locate import text_of
 
-    located = locate(os.fspath(reference) if isinstance(reference, os.PathLike) else reference, Role.MODEL)
-    name = reference if isinstance(reference, str) else text_of(located)
-    return open_store_target(located, options=(transfer or TransferOptions()).registry_options()), name
+    located, target = open_located(os.fspath(reference) if isinstance(reference, os.PathLike) else reference,
+                                   transfer).parts
+    return target, reference if isinstance(reference, str) else text_of(located)
 
 
 # -- verify -------------------------------------------------------------------------------------

@@ -66,13 +66,7 @@ class ServeUpstream:
     url: str
     token_secret: str | None = None  # a Secret whose key 'token' is the upstream's token
     fresh: float | None = None  # --upstream-fresh (None: serve's default)
-    allow: tuple[str, ...] = ()
-    deny: tuple[str, ...] = ()
-    allow_pickle: bool = False
-    licenses: tuple[str, ...] = ()
-    refuse_files: tuple[str, ...] = ()
-    allow_gated: tuple[str, ...] = ()
-    allow_private: tuple[str, ...] = ()
+    policy: tuple[str, ...] = ()  # the --upstream-allow flags and their kin, as the API renders its options
 
     def args(self) -> list[str]:
         args = ["--upstream", self.url]
@@ -80,13 +74,7 @@ class ServeUpstream:
             args += ["--upstream-token-file", f"{UPSTREAM_DIR}/{UPSTREAM_KEY}"]
         if self.fresh is not None:
             args += ["--upstream-fresh", f"{self.fresh:g}"]
-        for flag, values in (("--upstream-allow", self.allow), ("--upstream-deny", self.deny),
-                             ("--upstream-license", self.licenses), ("--upstream-refuse-files", self.refuse_files),
-                             ("--upstream-allow-gated", self.allow_gated),
-                             ("--upstream-allow-private", self.allow_private)):
-            for value in values:
-                args += [flag, value]
-        return args + (["--upstream-allow-pickle"] if self.allow_pickle else [])
+        return args + list(self.policy)
 
 
 @dataclass

@@ -201,25 +201,12 @@ def export_ollama(
     *,
     concurrency: int = 4,
     progress: ProgressFn | None = None,
-) -> Descriptor:
-    """Write the artifact ``desc`` as an Ollama model at ``target``; returns the manifest's
-    descriptor. Digests are kept, so the blobs an Ollama store or registry has are skipped."""
-    stats = copy_as_ollama(src_store, desc, target, concurrency=concurrency, progress=progress)
-    assert stats.root is not None
-    return stats.root
-
-
-def copy_as_ollama(
-    src_store: Store,
-    desc: Descriptor,
-    target: StoreTarget,
-    *,
-    concurrency: int = 4,
-    progress: ProgressFn | None = None,
 ) -> CopyStats:
-    """:func:`export_ollama`, with what the copy did: the Ollama model is a read-only view of
-    ``src_store`` (:class:`OllamaView`), and the one copy writes it, blobs first, the manifest
-    last, taking back what it added if it fails."""
+    """Write the artifact ``desc`` as an Ollama model at ``target``; returns what the copy did
+    (``root``: the Ollama manifest's descriptor). Digests are kept, so the blobs an Ollama store
+    or registry has are skipped. The Ollama model is a read-only view of ``src_store``
+    (:class:`OllamaView`), and the one copy writes it, blobs first, the manifest last, taking
+    back what it added if it fails."""
     view = OllamaView(src_store, _plan(src_store, desc))
     mounts = {d.digest: src_store for d in view.plan.sources}  # same registry: mounted, not sent
     try:

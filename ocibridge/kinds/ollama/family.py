@@ -47,9 +47,9 @@ class OllamaFamily:
     def export(self, store: Store, desc: Descriptor, target: StoreTarget, *, concurrency: int,
                progress: ProgressFn | None) -> Exported:
         from ocibridge.kinds.ollama import MANIFEST_FILE
-        from ocibridge.kinds.ollama.exporter import copy_as_ollama
+        from ocibridge.kinds.ollama.exporter import export_ollama
 
-        stats = copy_as_ollama(store, desc, target, concurrency=concurrency, progress=progress)
+        stats = export_ollama(store, desc, target, concurrency=concurrency, progress=progress)
         written = stats.root
         assert written is not None
         manifest = parse_manifest_bytes(store.fetch_bytes(desc), desc.mediaType)

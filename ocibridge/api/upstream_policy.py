@@ -1,0 +1,61 @@
+"""What may come from an upstream Hub, as the Python API takes it: the ``upstream_*`` policy options
+that ``ServeOptions`` (:mod:`ocibridge.api.serve`) and ``K8sServeOptions`` (a k8s serve's pods,
+:mod:`ocibridge.api.k8s_types`) share, declared once with the checks serve makes of them.
+The flags that set them: :mod:`ocibridge.cli.upstream_flags`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ocibridge.errors import UsageError
+
+
+@dataclass(frozen=True, kw_only=True)
+class UpstreamPolicyOptions:
+    """Which repositories and commits serve's upstream proxy may fetch (``--upstream-allow`` and its
+    kin; docs/serve.md, A proxy of an upstream Hub); none set: every repository, no pickle files."""
+
+    upstream_allow: tuple[str, ...] = ()  # repo id globs that may be fetched (none: all not denied)
+    upstream_deny: tuple[str, ...] = ()  # repo id globs that may not
+    upstream_allow_pickle: bool = False  # fetch pickle formats (*.bin, *.pt, *.pth, *.pkl, *.ckpt) too
+    upstream_licenses: tuple[str, ...] = ()  # the card must name one of these licenses (none: any)
+    upstream_refuse_files: tuple[str, ...] = ()  # file globs that keep a commit out
+    upstream_allow_gated: tuple[str, ...] = ()  # repo id globs fetched though gated upstream: gated here
+    upstream_allow_private: tuple[str, ...] = ()  # repo id globs fetched though private upstream: private here
+
+    def upstream_wanted(self, upstream: str | None, *, others_given: bool, tokens: bool, token_flag: str) -> bool:
+        """Whether a proxy of ``upstream`` is asked for. The policy (or ``others_given``: the caller's own
+        ``--upstream-*`` options set) without ``upstream`` is refused, and so are repositories kept gated or
+        private without serve's own tokens (``tokens``, given by ``token_flag``), which name their readers."""
+        if upstream is None:
+            if others_given or self.upstream_allow or self.upstream_deny or self.upstream_allow_pickle \
+                    or self.upstream_licenses or self.upstream_refuse_files or self.upstream_allow_gated \
+                    or self.upstream_allow_private:
+                raise UsageError("the --upstream-* flags go with --upstream URL")
+            return False
+        if (self.upstream_allow_gated or self.upstream_allow_private) and not tokens:
+            raise UsageError(f"--upstream-allow-gated and --upstream-allow-private go with {token_flag}: a "
+                             "repository kept gated or private here is given to the readers serve's own tokens "
+                             "name, and a serve without them has none")
+        return True
+
+    def upstream_policy(self) -> dict[str, Any]:
+        """The policy as serve's ``UpstreamSettings`` takes it (its fields, without ``upstream_``)."""
+        return {"allow": tuple(self.upstream_allow), "deny": tuple(self.upstream_deny),
+                "allow_pickle": self.upstream_allow_pickle, "licenses": tuple(self.upstream_licenses),
+                "refuse_files": tuple(self.upstream_refuse_files),
+                "allow_gated": tuple(self.upstream_allow_gated),
+                "allow_private": tuple(self.upstream_allow_private)}
+
+    def upstream_policy_flags(self) -> tuple[str, ...]:
+        """The policy as serve's flags (a k8s serve's pod arguments), each repeated flag once a value."""
+        flags: list[str] = []
+        for flag, values in (("--upstream-allow", self.upstream_allow), ("--upstream-deny", self.upstream_deny),
+                             ("--upstream-license", self.upstream_licenses),
+                             ("--upstream-refuse-files", self.upstream_refuse_files),
+                             ("--upstream-allow-gated", self.upstream_allow_gated),
+                             ("--upstream-allow-private", self.upstream_allow_private)):
+            for value in values:
+                flags += [flag, value]
+        return tuple(flags + (["--upstream-allow-pickle"] if self.upstream_allow_pickle else []))
