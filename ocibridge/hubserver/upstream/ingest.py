@@ -1,6 +1,6 @@
 """One fetch per (repository, upstream commit): the commit downloaded from the upstream as a mirror
 job downloads an ``hf://`` source (kinds/hf/commitdownload.py: the files listed, each fetched with
-huggingface_hub's engine into the Hub cache and checked against the listing's sha256 or git blob
+the project's streaming fetch into the Hub cache and checked against the listing's sha256 or git blob
 id), read as ``push hf:ORG/NAME@COMMIT`` reads it, so the artifact and its digest are that push's;
 then written to the registry, tagged in the order a reader relies on:
 

@@ -6,7 +6,7 @@ wrote it (upstream/checked.py: no file is hashed twice).
 
 A file comes over Xet where the upstream offers it (the listing names its ``xetHash``:
 :mod:`.xetfetch`), else, or where the upstream grants no Xet read, by its ``resolve`` route with
-huggingface_hub's download engine (LFS, or a file in git: :class:`.fileget.ResolveGet`).
+the project's own streaming fetch (LFS, or a file in git: :class:`.resolveget.ResolveGet`).
 ``HF_HUB_DISABLE_XET`` (huggingface_hub's switch) keeps every file on ``resolve``.
 
 The files land in serve's own Hub cache as a snapshot (``snapshots/<commit>/<path>``) once checked;
@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING, Any
 
 from ocibridge.core.keyedlocks import KeyedLocks
 from ocibridge.errors import OcibridgeError
-from ocibridge.hubserver.upstream.fileget import FileGet, ResolveGet, XetUnavailable
+from ocibridge.hubserver.upstream.fileget import FileGet, XetUnavailable
+from ocibridge.hubserver.upstream.resolveget import ResolveGet
 from ocibridge.hubserver.upstream.tee import FileCut, FileFlight
 
 if TYPE_CHECKING:
@@ -73,6 +74,7 @@ class StreamedFetch:
             self.files = {entry.path: self._flight(entry) for entry in listed}
             self.xet = self._over_xet(listed)
         except Exception as e:
+            self.resolve.close()
             raise self._failed(e) from None
         finally:
             self.listed.set()
@@ -84,6 +86,7 @@ class StreamedFetch:
                 flight.fail(f"{src.repo_id}@{self.commit}: the fetch from the upstream failed: {said(e)}")
             raise self._failed(e) from None
         finally:
+            self.resolve.close()
             if self.xet is not None:
                 self.xet.close()
         artifact, reference = self.download.snapshot(listed)

@@ -1,5 +1,5 @@
-"""One file of an upstream fetch, teed: the upstream's bytes are written to a partial file (the
-engine's ``temp_file``) and, as they land, read by every client that asked for the file meanwhile
+"""One file of an upstream fetch, teed: the upstream's bytes are written to a partial file (its
+:class:`TeeFile`) and, as they land, read by every client that asked for the file meanwhile
 (single-flight per file: one upstream download, any number of readers). A reader gets every byte
 but the last until the whole file hashed to what the upstream listed: a file that does not is cut
 short (its body incomplete, so the client's own check fails too) and never reaches the registry.
@@ -41,14 +41,14 @@ class FileHash:
         self.check = hasher(kind, size)
         self.content = self.check if kind == "sha256" else hashlib.sha256()
 
-    def update(self, data: bytes) -> None:
+    def update(self, data: bytes | memoryview) -> None:
         self.check.update(data)
         if self.content is not self.check:
             self.content.update(data)
 
 
 class FileFlight:
-    """One file in flight: written once (by the engine, through :meth:`opened`), read by many."""
+    """One file in flight: written once (by the fetch, through :meth:`opened`), read by many."""
 
     def __init__(self, path: str, size: int, kind: str, expected: str, partial: Path, final: Path):
         self.path, self.size, self.kind, self.expected = path, size, kind, expected
@@ -163,14 +163,14 @@ class FileFlight:
 
 
 class TeeFile:
-    """The engine's ``temp_file``: each write lands in the partial file, is hashed and is told to
+    """The fetch's partial file: each write lands in the partial file, is hashed and is told to
     the file's readers; a rewind (an upstream that ignored the Range) re-hashes what is kept."""
 
     def __init__(self, flight: FileFlight, f: Any):
         self.flight, self._f = flight, f
         self._hash = FileHash(flight.kind, flight.size)
 
-    def write(self, data: bytes) -> int:
+    def write(self, data: bytes | memoryview) -> int:
         n = self._f.write(data)
         self._f.flush()
         self._hash.update(data)
