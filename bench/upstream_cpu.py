@@ -4,7 +4,7 @@ registry (what the push costs after the reader was answered), with the walls of 
 load; ``--profile DIR``: a ``perf record`` of the proxy through each first load (until landed),
 its top symbols by share printed.
 
-    .venv/bin/python -m bench.upstream_cpu --size 1024 --repeat 3 [--profile /tmp/prof]
+    .venv/bin/python -m bench.upstream_cpu --size 1024 --repeat 3 [--against DIR] [--profile /tmp/prof]
 
 The same setup as :mod:`bench.upstream` (a local registry, an upstream ``ocibridge serve`` holding
 the model, a fresh proxy each run, ``snapshot_download`` with ``HF_HUB_DISABLE_XET=1``)."""
@@ -41,9 +41,10 @@ def top_symbols(data: Path, count: int = 30) -> list[str]:
     return [line.strip() for line in said.splitlines() if line.strip() and not line.startswith("#")][:count]
 
 
-def one(work: Path, registry: str, up_url: str, name: str, profile: Path | None) -> dict[str, float]:
+def one(work: Path, registry: str, up_url: str, name: str, profile: Path | None,
+        code: Path | None = None) -> dict[str, float]:
     proxy, url = start(work, f"{registry}/{name}", name, "--upstream", up_url,
-                       "--upstream-token-file", str(work / "token.txt"))
+                       "--upstream-token-file", str(work / "token.txt"), code=code)
     spy = None
     try:
         if profile is not None:
@@ -73,6 +74,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--size", type=int, default=1024, help="MiB of weights")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--profile", type=Path, help="a folder for perf's profiles")
+    parser.add_argument("--against", type=Path, help="another ocibridge checkout whose proxy alternates with "
+                        "this one's in the same runs (the baseline)")
     args = parser.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="bench-upstream-cpu-"))
     os.environ["HF_TOKEN"] = TOKEN
@@ -86,26 +89,31 @@ def main(argv: list[str] | None = None) -> None:
             try:
                 upload(up_url, model)
                 snapshot_once(up_url, work, "main", plain=True)  # the upstream warm, as in bench.upstream's runs
-                runs = []
+                codes: dict[str, Path | None] = {"this": None}
+                if args.against is not None:
+                    codes[f"--against {args.against}"] = args.against
+                runs: dict[str, list[dict[str, float]]] = {label: [] for label in codes}
                 for n in range(args.repeat):
                     direct = snapshot_once(up_url, work, "main", plain=True)
-                    got = one(work, registry.host, up_url, f"c{n}", args.profile)
-                    got["direct"] = direct
-                    load = Path("/proc/loadavg").read_text().split()[0]
-                    print(f"run {n}: direct {direct:.2f} s, first through the proxy {got['client']:.2f} s; the "
-                          f"proxy's CPU until the client had its files {got['user'] + got['sys']:.2f} s (user "
-                          f"{got['user']:.2f}, sys {got['sys']:.2f}); then {got['after']:.2f} s and "
-                          f"{got['after_cpu']:.2f} s of CPU until landed; load {load}", flush=True)
-                    runs.append(got)
+                    for k, (label, code) in enumerate(codes.items()):
+                        got = one(work, registry.host, up_url, f"c{n}x{k}", args.profile, code)
+                        got["direct"] = direct
+                        load = Path("/proc/loadavg").read_text().split()[0]
+                        print(f"run {n} {label}: direct {direct:.2f} s, first through the proxy {got['client']:.2f} s;"
+                              f" the proxy's CPU until the client had its files {got['user'] + got['sys']:.2f} s "
+                              f"(user {got['user']:.2f}, sys {got['sys']:.2f}); then {got['after']:.2f} s and "
+                              f"{got['after_cpu']:.2f} s of CPU until landed; load {load}", flush=True)
+                        runs[label].append(got)
                 gib = args.size / 1024
-                med = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
-                print(f"median: direct {med['direct']:.2f} s, first {med['client']:.2f} s "
-                      f"({med['client'] / med['direct']:.2f}x); the proxy's CPU a GiB until the client had its "
-                      f"files {(med['user'] + med['sys']) / gib:.2f} s (user {med['user'] / gib:.2f}, sys "
-                      f"{med['sys'] / gib:.2f}), after it until landed {med['after_cpu'] / gib:.2f} s in "
-                      f"{med['after']:.2f} s", flush=True)
+                for label, got_runs in runs.items():
+                    med = {k: statistics.median(r[k] for r in got_runs) for k in got_runs[0]}
+                    print(f"median, {label}: direct {med['direct']:.2f} s, first {med['client']:.2f} s "
+                          f"({med['client'] / med['direct']:.2f}x); the proxy's CPU a GiB until the client had its "
+                          f"files {(med['user'] + med['sys']) / gib:.2f} s (user {med['user'] / gib:.2f}, sys "
+                          f"{med['sys'] / gib:.2f}), after it until landed {med['after_cpu'] / gib:.2f} s in "
+                          f"{med['after']:.2f} s", flush=True)
                 if args.profile is not None:
-                    for data in sorted(args.profile.glob("c*.data"))[:1]:
+                    for data in sorted(args.profile.glob("c0x*.data")):
                         print(f"{data}:\n  " + "\n  ".join(top_symbols(data)))
             finally:
                 stop(up)

@@ -5,9 +5,11 @@ partial file, hashed and told to its readers once per :data:`.fileget.CHUNK` (th
 into the process, one into the file, one pass of the hash); a cut is resumed from what the
 partial file holds (``Range``), a few times, before the fetch fails (the next request resumes it).
 
-Measured (bench/upstream_cpu.py, 1 GiB, plain HTTP on loopback): the engine's 64 KiB pieces,
-copied by h11 and joined again into its chunks, cost the proxy ~0.8 s of user CPU a GiB more
-than reading the socket into the buffer (docs/benchmarks.md, "the proxy's first load").
+Measured (bench/upstream_cpu.py, 1 GiB, plain HTTP on loopback, 3 runs alternating with the
+engine's): the proxy's user CPU until the client had its files 1.10 s a GiB against 1.61 s; by
+perf, the interpreter's share 0.46 s against 0.88 s and libc's copies 0.11 s against 0.36 s (the
+engine's 64 KiB pieces, copied by h11 and joined again into its chunks; docs/benchmarks.md, "the
+proxy's first load").
 
 The upstream's token goes to the upstream's own origin only: a redirect elsewhere (a CDN's
 signed URL) is followed without ``Authorization``."""
