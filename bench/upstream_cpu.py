@@ -48,8 +48,8 @@ def one(work: Path, registry: str, up_url: str, name: str, profile: Path | None,
     spy = None
     try:
         if profile is not None:
-            spy = subprocess.Popen(["perf", "record", "-F", "999", "-o", str(profile / f"{name}.data"),
-                                    "-p", str(proxy.pid)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            spy = subprocess.Popen(os.environ.get("PROFILER", "perf record -F 999 -o {out}.data -p {pid}").format(
+                out=profile / name, pid=proxy.pid).split(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             time.sleep(1)
         u0, s0 = cpu_split(proxy.pid)
         t0 = time.perf_counter()
@@ -73,7 +73,8 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", type=int, default=1024, help="MiB of weights")
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--profile", type=Path, help="a folder for perf's profiles")
+    parser.add_argument("--profile", type=Path, help="a folder for perf's profiles (PROFILER: "
+                        "another profiler's command, with {out} and {pid})")
     parser.add_argument("--against", type=Path, help="another ocibridge checkout whose proxy alternates with "
                         "this one's in the same runs (the baseline)")
     args = parser.parse_args(argv)

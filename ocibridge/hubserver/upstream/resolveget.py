@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import urljoin, urlsplit
 
 from ocibridge.errors import OcibridgeError
-from ocibridge.hubserver.upstream.client import TIMEOUT
+from ocibridge.hubserver.upstream.client import TIMEOUT, upstream_tls
 from ocibridge.hubserver.upstream.fileget import CHUNK
 
 if TYPE_CHECKING:
@@ -75,7 +75,8 @@ class ResolveGet:
 
         self.src, self.commit = src, commit
         self._headers = {**build_hf_headers(token=src.token, library_name="ocibridge"), "Accept-Encoding": "identity"}
-        self._http = httpx.Client(timeout=httpx.Timeout(TIMEOUT[1], connect=TIMEOUT[0]), follow_redirects=False)
+        self._http = httpx.Client(timeout=httpx.Timeout(TIMEOUT[1], connect=TIMEOUT[0]), follow_redirects=False,
+                                  verify=upstream_tls())
 
     def close(self) -> None:
         self._http.close()
