@@ -33,6 +33,19 @@ def cpu_split(pid: int) -> tuple[float, float]:
     return int(fields[11]) / tick, int(fields[12]) / tick
 
 
+def pid_serving(config: Path) -> int:
+    """The process whose command line names ``config`` (the bench's registry: ``docker-registry
+    serve CONFIG``), to count its CPU beside the proxy's."""
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if str(config).encode() in (entry / "cmdline").read_bytes():
+                    return int(entry.name)
+            except OSError:
+                continue
+    raise RuntimeError(f"no process serves {config}")
+
+
 def top_symbols(data: Path, count: int = 30) -> list[str]:
     """perf's on-CPU samples of the proxy by library and symbol (the kernel's, libcrypto's
     SHA-256, libc's copies, the interpreter), the largest first."""
@@ -42,7 +55,7 @@ def top_symbols(data: Path, count: int = 30) -> list[str]:
 
 
 def one(work: Path, registry: str, up_url: str, name: str, profile: Path | None,
-        code: Path | None = None) -> dict[str, float]:
+        code: Path | None = None, registry_pid: int | None = None) -> dict[str, float]:
     proxy, url = start(work, f"{registry}/{name}", name, "--upstream", up_url,
                        "--upstream-token-file", str(work / "token.txt"), code=code)
     spy = None
@@ -51,16 +64,20 @@ def one(work: Path, registry: str, up_url: str, name: str, profile: Path | None,
             spy = subprocess.Popen(os.environ.get("PROFILER", "perf record -F 999 -o {out}.data -p {pid}").format(
                 out=profile / name, pid=proxy.pid).split(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             time.sleep(1)
+        reg = (lambda: sum(cpu_split(registry_pid))) if registry_pid is not None else (lambda: 0.0)
         u0, s0 = cpu_split(proxy.pid)
+        r0 = reg()
         t0 = time.perf_counter()
         client = snapshot_once(url, work, "main", plain=True)
         u1, s1 = cpu_split(proxy.pid)
+        r1 = reg()
         t1 = time.perf_counter()
         landed(registry, name)
         u2, s2 = cpu_split(proxy.pid)
+        r2 = reg()
         t2 = time.perf_counter()
         return {"client": client, "user": u1 - u0, "sys": s1 - s0, "after": t2 - t1, "after_cpu": u2 + s2 - u1 - s1,
-                "wall": t1 - t0}
+                "wall": t1 - t0, "registry": r1 - r0, "registry_after": r2 - r1}
     finally:
         if spy is not None:
             spy.send_signal(signal.SIGINT)
@@ -97,13 +114,17 @@ def main(argv: list[str] | None = None) -> None:
                 for n in range(args.repeat):
                     direct = snapshot_once(up_url, work, "main", plain=True)
                     for k, (label, code) in enumerate(codes.items()):
-                        got = one(work, registry.host, up_url, f"c{n}x{k}", args.profile, code)
+                        got = one(work, registry.host, up_url, f"c{n}x{k}", args.profile, code,
+                                  pid_serving(registry.process.config_file))
                         got["direct"] = direct
                         load = Path("/proc/loadavg").read_text().split()[0]
                         print(f"run {n} {label}: direct {direct:.2f} s, first through the proxy {got['client']:.2f} s;"
                               f" the proxy's CPU until the client had its files {got['user'] + got['sys']:.2f} s "
                               f"(user {got['user']:.2f}, sys {got['sys']:.2f}); then {got['after']:.2f} s and "
-                              f"{got['after_cpu']:.2f} s of CPU until landed; load {load}", flush=True)
+                              f"{got['after_cpu']:.2f} s of CPU until landed; the registry's CPU "
+                              f"{got['registry']:.2f} s until the client had its files, "
+                              f"{got['registry_after']:.2f} s after; load {load}",
+                              flush=True)
                         runs[label].append(got)
                 gib = args.size / 1024
                 for label, got_runs in runs.items():
@@ -112,7 +133,8 @@ def main(argv: list[str] | None = None) -> None:
                           f"({med['client'] / med['direct']:.2f}x); the proxy's CPU a GiB until the client had its "
                           f"files {(med['user'] + med['sys']) / gib:.2f} s (user {med['user'] / gib:.2f}, sys "
                           f"{med['sys'] / gib:.2f}), after it until landed {med['after_cpu'] / gib:.2f} s in "
-                          f"{med['after']:.2f} s", flush=True)
+                          f"{med['after']:.2f} s; the registry's CPU {med['registry']:.2f} s until the client had "
+                          f"its files, {med['registry_after']:.2f} s after", flush=True)
                 if args.profile is not None:
                     for data in sorted(args.profile.glob("c0x*.data")):
                         print(f"{data}:\n  " + "\n  ".join(top_symbols(data)))
