@@ -9,6 +9,11 @@ then written to the registry, tagged in the order a reader relies on:
 2. serve's own commit tag ``ocibridge-commit-<id>``, as every commit serve writes has;
 3. the revision's registry tag (a branch's or tag's name), moved by the caller.
 
+The push waits until no client is still reading the fetched files (a short quiet, bounded:
+:meth:`.StreamedFetch.readers_done`): the fetch, ahead of its readers, would otherwise have the
+registry hash and write the model beside the clients' own loads. Until it lands the fetch is still
+the one every request for the commit joins (its files read from serve's Hub cache, checked).
+
 Requests for the same missing commit that arrive while it is fetched join that one fetch
 (single-flight within this serve), which runs in a thread of its own: its files can be read as they
 arrive (upstream/streamed.py, upstream/tee.py), and which leaves them in serve's model cache
@@ -168,6 +173,7 @@ class Ingest:
         try:
             assert flight.fetch is not None
             artifact, reference = flight.fetch()
+            flight.fetch.readers_done()  # the clients answered first: the push after, not beside them
             self._keep(flight.fetch)
             store = writable(repo)
             mapping = repo.reference(upstream_tag(commit))

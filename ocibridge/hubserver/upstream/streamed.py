@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -38,6 +39,14 @@ if TYPE_CHECKING:
 log = logging.getLogger("ocibridge.hubserver")
 #: the folder of a repository's Hub cache folder where files in flight are written
 PARTIAL = "ocibridge-partial"
+
+
+#: seconds no file of a fetched commit must have been read before its push to the registry begins
+#: (a client between two of its requests is not yet done) ...
+READERS_GRACE = 0.3
+#: ... waited for at most: a reader slower than that (or one that never ends) does not hold the
+#: commit back longer
+READERS_MOST = 30.0
 
 
 #: one writer a partial file in this process: two commits fetched at once that share a file (the
@@ -93,6 +102,20 @@ class StreamedFetch:
         assert isinstance(artifact, PlannedArtifact)
         vouch(artifact.package, self.files)  # hashed once, by the tee: the build reads them unhashed
         return artifact, reference
+
+    def readers_done(self, grace: float = READERS_GRACE, most: float = READERS_MOST) -> float:
+        """Until no file of the commit has been read for ``grace`` seconds (``most`` at most): the
+        push to the registry (hashing and writing the model again, in the registry's process) then
+        does not compete with the clients still reading the files, which the fetch, ahead of them,
+        has checked already. The seconds waited."""
+        started = time.monotonic()
+        while (waited := time.monotonic() - started) < most:
+            since = [f.unread_since() for f in self.files.values()]
+            quiet = [s for s in since if s is not None]
+            if len(quiet) == len(since) and time.monotonic() - max(quiet, default=0.0) >= grace:
+                break
+            time.sleep(0.05)
+        return waited
 
     def _over_xet(self, listed: list[Any]) -> XetGet | None:
         """What fetches the files the listing names a Xet hash of (none under ``HF_HUB_DISABLE_XET``)."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import os
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -58,6 +59,8 @@ class FileFlight:
         self.checked = False  # the whole file hashed to ``expected`` (and moved to ``final``)
         self.sha256: str | None = None  # once checked: its content's SHA-256 (hex), hashed as it was written
         self.error: str | None = None
+        self.readers = 0  # reads of the file under way
+        self.last_read = 0.0  # when the last of them ended (time.monotonic())
 
     # -- the writer ---------------------------------------------------------------------------
     def opened(self) -> TeeFile:
@@ -123,6 +126,16 @@ class FileFlight:
         end = self.size if end is None else end
         with self._cond:
             f = self._open()
+            self.readers += 1
+        try:
+            yield from self._read_from(f, start, end)
+        finally:
+            with self._cond:
+                self.readers -= 1
+                self.last_read = time.monotonic()
+                self._cond.notify_all()
+
+    def _read_from(self, f: Any, start: int, end: int) -> Iterator[bytes]:
         with f:
             at = start
             while at < end:
@@ -154,6 +167,12 @@ class FileFlight:
         self.partial.parent.mkdir(parents=True, exist_ok=True)
         self.partial.touch()
         return open(self.partial, "rb")  # noqa: SIM115 - read() closes it
+
+    def unread_since(self) -> float | None:
+        """Since when no one reads the file (``time.monotonic()``; 0: never read), None while
+        someone does."""
+        with self._cond:
+            return None if self.readers else self.last_read
 
     def wait(self, timeout: float | None = None) -> bool:
         """Whether the file checked (waiting for its end); False when it failed."""
