@@ -129,9 +129,10 @@ def main(argv: list[str] | None = None) -> None:
                 gib = args.size / 1024
                 for label, got_runs in runs.items():
                     med = {k: statistics.median(r[k] for r in got_runs) for k in got_runs[0]}
+                    cpu = statistics.median(r["user"] + r["sys"] for r in got_runs)
                     print(f"median, {label}: direct {med['direct']:.2f} s, first {med['client']:.2f} s "
                           f"({med['client'] / med['direct']:.2f}x); the proxy's CPU a GiB until the client had its "
-                          f"files {(med['user'] + med['sys']) / gib:.2f} s (user {med['user'] / gib:.2f}, sys "
+                          f"files {cpu / gib:.2f} s (user {med['user'] / gib:.2f}, sys "
                           f"{med['sys'] / gib:.2f}), after it until landed {med['after_cpu'] / gib:.2f} s in "
                           f"{med['after']:.2f} s; the registry's CPU {med['registry']:.2f} s until the client had "
                           f"its files, {med['registry_after']:.2f} s after", flush=True)
