@@ -90,9 +90,11 @@ class Fetching(Exception):  # noqa: N818 - a state the routes answer, not an err
         """The upstream's answer to the same metadata read, with serve's token."""
         import httpx
 
+        from ocibridge.hubserver.upstream.client import upstream_tls
+
         target = self.upstream + request.url.path + (f"?{request.url.query}" if request.url.query else "")
         headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
-        async with httpx.AsyncClient(timeout=60.0, follow_redirects=False) as client:
+        async with httpx.AsyncClient(timeout=60.0, follow_redirects=False, verify=upstream_tls()) as client:
             got = await client.request(request.method, target, headers=headers)
         passed = {k: v for k, v in got.headers.items() if k.lower() in PASSED}
         if "link" in passed:  # a page of a listing: the next page is asked of serve too

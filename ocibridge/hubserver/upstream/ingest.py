@@ -1,6 +1,6 @@
 """One fetch per (repository, upstream commit): the commit downloaded from the upstream as a mirror
 job downloads an ``hf://`` source (kinds/hf/commitdownload.py: the files listed, each fetched with
-huggingface_hub's engine into the Hub cache and checked against the listing's sha256 or git blob
+the project's streaming fetch into the Hub cache and checked against the listing's sha256 or git blob
 id), read as ``push hf:ORG/NAME@COMMIT`` reads it, so the artifact and its digest are that push's;
 then written to the registry, tagged in the order a reader relies on:
 
@@ -8,6 +8,11 @@ then written to the registry, tagged in the order a reader relies on:
    upstream's id resolves from here on, and the registry's GC keeps the manifest);
 2. serve's own commit tag ``ocibridge-commit-<id>``, as every commit serve writes has;
 3. the revision's registry tag (a branch's or tag's name), moved by the caller.
+
+The push waits until no client is still reading the fetched files (a short quiet, bounded:
+:meth:`.StreamedFetch.readers_done`): the fetch, ahead of its readers, would otherwise have the
+registry hash and write the model beside the clients' own loads. Until it lands the fetch is still
+the one every request for the commit joins (its files read from serve's Hub cache, checked).
 
 Requests for the same missing commit that arrive while it is fetched join that one fetch
 (single-flight within this serve), which runs in a thread of its own: its files can be read as they
@@ -168,6 +173,7 @@ class Ingest:
         try:
             assert flight.fetch is not None
             artifact, reference = flight.fetch()
+            flight.fetch.readers_done()  # the clients answered first: the push after, not beside them
             self._keep(flight.fetch)
             store = writable(repo)
             mapping = repo.reference(upstream_tag(commit))

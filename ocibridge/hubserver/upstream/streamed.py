@@ -6,7 +6,7 @@ wrote it (upstream/checked.py: no file is hashed twice).
 
 A file comes over Xet where the upstream offers it (the listing names its ``xetHash``:
 :mod:`.xetfetch`), else, or where the upstream grants no Xet read, by its ``resolve`` route with
-huggingface_hub's download engine (LFS, or a file in git: :class:`.fileget.ResolveGet`).
+the project's own streaming fetch (LFS, or a file in git: :class:`.resolveget.ResolveGet`).
 ``HF_HUB_DISABLE_XET`` (huggingface_hub's switch) keeps every file on ``resolve``.
 
 The files land in serve's own Hub cache as a snapshot (``snapshots/<commit>/<path>``) once checked;
@@ -19,13 +19,15 @@ from __future__ import annotations
 import hashlib
 import logging
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ocibridge.core.keyedlocks import KeyedLocks
 from ocibridge.errors import OcibridgeError
-from ocibridge.hubserver.upstream.fileget import FileGet, ResolveGet, XetUnavailable
+from ocibridge.hubserver.upstream.fileget import FileGet, XetUnavailable
+from ocibridge.hubserver.upstream.resolveget import ResolveGet
 from ocibridge.hubserver.upstream.tee import FileCut, FileFlight
 
 if TYPE_CHECKING:
@@ -37,6 +39,14 @@ if TYPE_CHECKING:
 log = logging.getLogger("ocibridge.hubserver")
 #: the folder of a repository's Hub cache folder where files in flight are written
 PARTIAL = "ocibridge-partial"
+
+
+#: seconds no file of a fetched commit must have been read before its push to the registry begins
+#: (a client between two of its requests is not yet done) ...
+READERS_GRACE = 0.3
+#: ... waited for at most: a reader slower than that (or one that never ends) does not hold the
+#: commit back longer
+READERS_MOST = 30.0
 
 
 #: one writer a partial file in this process: two commits fetched at once that share a file (the
@@ -73,6 +83,7 @@ class StreamedFetch:
             self.files = {entry.path: self._flight(entry) for entry in listed}
             self.xet = self._over_xet(listed)
         except Exception as e:
+            self.resolve.close()
             raise self._failed(e) from None
         finally:
             self.listed.set()
@@ -84,12 +95,27 @@ class StreamedFetch:
                 flight.fail(f"{src.repo_id}@{self.commit}: the fetch from the upstream failed: {said(e)}")
             raise self._failed(e) from None
         finally:
+            self.resolve.close()
             if self.xet is not None:
                 self.xet.close()
         artifact, reference = self.download.snapshot(listed)
         assert isinstance(artifact, PlannedArtifact)
         vouch(artifact.package, self.files)  # hashed once, by the tee: the build reads them unhashed
         return artifact, reference
+
+    def readers_done(self, grace: float = READERS_GRACE, most: float = READERS_MOST) -> float:
+        """Until no file of the commit has been read for ``grace`` seconds (``most`` at most): the
+        push to the registry (hashing and writing the model again, in the registry's process) then
+        does not compete with the clients still reading the files, which the fetch, ahead of them,
+        has checked already. The seconds waited."""
+        started = time.monotonic()
+        while (waited := time.monotonic() - started) < most:
+            since = [f.unread_since() for f in self.files.values()]
+            quiet = [s for s in since if s is not None]
+            if len(quiet) == len(since) and time.monotonic() - max(quiet, default=0.0) >= grace:
+                break
+            time.sleep(0.05)
+        return waited
 
     def _over_xet(self, listed: list[Any]) -> XetGet | None:
         """What fetches the files the listing names a Xet hash of (none under ``HF_HUB_DISABLE_XET``)."""

@@ -1,5 +1,5 @@
-"""One file of an upstream fetch, teed: the upstream's bytes are written to a partial file (the
-engine's ``temp_file``) and, as they land, read by every client that asked for the file meanwhile
+"""One file of an upstream fetch, teed: the upstream's bytes are written to a partial file (its
+:class:`TeeFile`) and, as they land, read by every client that asked for the file meanwhile
 (single-flight per file: one upstream download, any number of readers). A reader gets every byte
 but the last until the whole file hashed to what the upstream listed: a file that does not is cut
 short (its body incomplete, so the client's own check fails too) and never reaches the registry.
@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import os
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -41,14 +42,14 @@ class FileHash:
         self.check = hasher(kind, size)
         self.content = self.check if kind == "sha256" else hashlib.sha256()
 
-    def update(self, data: bytes) -> None:
+    def update(self, data: bytes | memoryview) -> None:
         self.check.update(data)
         if self.content is not self.check:
             self.content.update(data)
 
 
 class FileFlight:
-    """One file in flight: written once (by the engine, through :meth:`opened`), read by many."""
+    """One file in flight: written once (by the fetch, through :meth:`opened`), read by many."""
 
     def __init__(self, path: str, size: int, kind: str, expected: str, partial: Path, final: Path):
         self.path, self.size, self.kind, self.expected = path, size, kind, expected
@@ -58,6 +59,8 @@ class FileFlight:
         self.checked = False  # the whole file hashed to ``expected`` (and moved to ``final``)
         self.sha256: str | None = None  # once checked: its content's SHA-256 (hex), hashed as it was written
         self.error: str | None = None
+        self.readers = 0  # reads of the file under way
+        self.last_read = 0.0  # when the last of them ended (time.monotonic())
 
     # -- the writer ---------------------------------------------------------------------------
     def opened(self) -> TeeFile:
@@ -123,6 +126,16 @@ class FileFlight:
         end = self.size if end is None else end
         with self._cond:
             f = self._open()
+            self.readers += 1
+        try:
+            yield from self._read_from(f, start, end)
+        finally:
+            with self._cond:
+                self.readers -= 1
+                self.last_read = time.monotonic()
+                self._cond.notify_all()
+
+    def _read_from(self, f: Any, start: int, end: int) -> Iterator[bytes]:
         with f:
             at = start
             while at < end:
@@ -155,6 +168,12 @@ class FileFlight:
         self.partial.touch()
         return open(self.partial, "rb")  # noqa: SIM115 - read() closes it
 
+    def unread_since(self) -> float | None:
+        """Since when no one reads the file (``time.monotonic()``; 0: never read), None while
+        someone does."""
+        with self._cond:
+            return None if self.readers else self.last_read
+
     def wait(self, timeout: float | None = None) -> bool:
         """Whether the file checked (waiting for its end); False when it failed."""
         with self._cond:
@@ -163,14 +182,14 @@ class FileFlight:
 
 
 class TeeFile:
-    """The engine's ``temp_file``: each write lands in the partial file, is hashed and is told to
+    """The fetch's partial file: each write lands in the partial file, is hashed and is told to
     the file's readers; a rewind (an upstream that ignored the Range) re-hashes what is kept."""
 
     def __init__(self, flight: FileFlight, f: Any):
         self.flight, self._f = flight, f
         self._hash = FileHash(flight.kind, flight.size)
 
-    def write(self, data: bytes) -> int:
+    def write(self, data: bytes | memoryview) -> int:
         n = self._f.write(data)
         self._f.flush()
         self._hash.update(data)

@@ -1,0 +1,157 @@
+"""The proxy's fetch of a file by its resolve route (hubserver/upstream/resolveget.py) against
+loopback servers of this test over real HTTP: the upstream (a Range it honours or ignores, a cut
+mid-body, a redirect to its own path or to a CDN on another port) and the CDN."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from ocibridge.hubserver.upstream.resolveget import Refused, ResolveGet
+from ocibridge.hubserver.upstream.tee import FileFlight
+from ocibridge.kinds.hf.commitdownload import HubSource
+
+COMMIT = "c" * 40
+TOKEN = "up-token"
+DATA = os.urandom(2 << 20)  # more than one buffer (fileget.CHUNK): read off the socket
+FILE = f"/acme/x/resolve/{COMMIT}/w.safetensors"
+
+
+@dataclass
+class Server:
+    """One loopback server: what it does with the file's path, and every request it saw."""
+
+    redirect: str | None = None  # answer the file's path with a 302 to this location
+    cut_after: int | None = None  # the first answer's body is cut after this many bytes
+    ignore_range: bool = False
+    missing: bool = False
+    asked: list[tuple[str, str | None, str | None]] = field(default_factory=list)  # (path, Authorization, Range)
+    url: str = ""
+
+    def handler(self) -> type[BaseHTTPRequestHandler]:
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def do_GET(self) -> None:  # noqa: N802 - http.server's name
+                server.asked.append((self.path, self.headers.get("Authorization"), self.headers.get("Range")))
+                if server.missing:
+                    self.send_response(404)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
+                if self.path == FILE and server.redirect is not None:
+                    self.send_response(302)
+                    self.send_header("Location", server.redirect)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
+                start = 0
+                m = re.fullmatch(r"bytes=(\d+)-", self.headers.get("Range") or "")
+                if m and not server.ignore_range:
+                    start = int(m.group(1))
+                    self.send_response(206)
+                    self.send_header("Content-Range", f"bytes {start}-{len(DATA) - 1}/{len(DATA)}")
+                else:
+                    self.send_response(200)
+                self.send_header("Content-Length", str(len(DATA) - start))
+                self.end_headers()
+                body = DATA[start:]
+                if server.cut_after is not None:
+                    body, server.cut_after = body[:server.cut_after], None
+                    self.wfile.write(body)
+                    self.wfile.flush()
+                    self.close_connection = True
+                    return
+                self.wfile.write(body)
+
+        return Handler
+
+
+@pytest.fixture
+def servers() -> Iterator[tuple[Server, Server]]:
+    """The upstream, and a CDN on another port (another origin)."""
+    made, running = [], []
+    for _ in range(2):
+        s = Server()
+        http = ThreadingHTTPServer(("127.0.0.1", 0), s.handler())
+        http.daemon_threads = True
+        s.url = f"http://127.0.0.1:{http.server_address[1]}"
+        threading.Thread(target=http.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+        made.append(s)
+        running.append(http)
+    yield made[0], made[1]
+    for http in running:
+        http.shutdown()
+        http.server_close()
+
+
+def fetched(upstream: Server, tmp_path: Path, held: bytes = b"") -> FileFlight:
+    """The file fetched into a partial file that held ``held``, then checked."""
+    flight = FileFlight("w.safetensors", len(DATA), "sha256", hashlib.sha256(DATA).hexdigest(),
+                        tmp_path / "partial", tmp_path / "snapshot" / "w.safetensors")
+    if held:
+        flight.partial.parent.mkdir(parents=True, exist_ok=True)
+        flight.partial.write_bytes(held)
+    get = ResolveGet(HubSource("acme/x", upstream.url, TOKEN, None), COMMIT)
+    try:
+        with flight.opened() as tee:
+            get.get(flight, tee)
+            flight.finish(tee.hexdigest(), tee.sha256())
+    finally:
+        get.close()
+    return flight
+
+
+def test_a_redirect_to_another_host_gets_no_token_one_to_the_upstream_keeps_it(servers: tuple[Server, Server],
+                                                                               tmp_path: Path):
+    upstream, cdn = servers
+    upstream.redirect = f"{cdn.url}/signed/w?sig=1"
+    flight = fetched(upstream, tmp_path / "cdn")
+    assert flight.checked and flight.final.read_bytes() == DATA
+    assert upstream.asked == [(FILE, f"Bearer {TOKEN}", None)]
+    assert cdn.asked == [("/signed/w?sig=1", None, None)]  # the CDN never sees the upstream's token
+    upstream.redirect, upstream.asked = "/cas/w", []  # on the upstream's own origin: the token goes along
+    flight = fetched(upstream, tmp_path / "own")
+    assert flight.checked
+    assert upstream.asked == [(FILE, f"Bearer {TOKEN}", None), ("/cas/w", f"Bearer {TOKEN}", None)]
+
+
+def test_a_cut_mid_body_resumes_from_the_last_byte_received_and_the_file_checks(servers: tuple[Server, Server],
+                                                                              tmp_path: Path):
+    upstream, _ = servers
+    upstream.cut_after = 700_001  # not a whole buffer: what arrived after the last full one is kept too
+    flight = fetched(upstream, tmp_path)
+    assert flight.checked and flight.final.read_bytes() == DATA
+    assert [r for _, _, r in upstream.asked] == [None, "bytes=700001-"]
+
+
+def test_a_held_start_is_asked_for_the_rest_and_one_the_upstream_ignores_is_fetched_whole(
+        servers: tuple[Server, Server], tmp_path: Path):
+    upstream, _ = servers
+    flight = fetched(upstream, tmp_path / "honoured", held=DATA[:1000])
+    assert flight.checked and upstream.asked[-1][2] == "bytes=1000-"
+    upstream.ignore_range = True
+    flight = fetched(upstream, tmp_path / "ignored", held=DATA[:1000])  # a 200: the whole file, once
+    assert flight.checked and flight.final.read_bytes() == DATA
+
+
+def test_a_file_the_upstream_does_not_have_is_refused_without_another_try(servers: tuple[Server, Server],
+                                                                          tmp_path: Path):
+    upstream, _ = servers
+    upstream.missing = True
+    with pytest.raises(Refused, match="answered 404"):
+        fetched(upstream, tmp_path)
+    assert len(upstream.asked) == 1
