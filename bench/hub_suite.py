@@ -67,13 +67,19 @@ ROOT = Path(__file__).resolve().parent.parent
 #: own, anyone reads public repositories without a token; the suite's CI user writes everywhere
 #: (hub-ci's user is flagged isHF and creates repositories in organisations it is not a member of).
 # the test user's full name as the Hub's staging account says it (testing_constants.FULL_NAME), in
-# the token file's own field for it (a space written %20): what whoami answers
+# the token file's own field for it (a space written %20), and its organisation with the full name
+# the Hub shows (ORG_IN_FILE): what whoami answers
 TOKEN_FILE = """\
-{TOKEN} user={USER} write=* fullname={FULL_NAME_IN_FILE}
+{TOKEN} user={USER} write=* fullname={FULL_NAME_IN_FILE} orgs={ORG_IN_FILE}
 {OTHER_TOKEN} user={OTHER_USER} write={OTHER_USER}/
 {ENTERPRISE_TOKEN} user={ENTERPRISE_USER} write={ENTERPRISE_USER}/,{ENTERPRISE_ORG}/
 anonymous read=*
 """
+
+#: the CI user's organisation and its full name on the Hub's staging server: test_hf_api.py's
+#: test_whoami_with_passing_token asserts them as literals (testing_constants.py has no constant
+#: for them, as it has FULL_NAME for the user's)
+CI_ORG, CI_ORG_FULL_NAME = "valid_org_hub", "Dummy Hub Org"
 
 #: the suite's CI user, renamed: "__DUMMY_HUB_USER__" starts with "_", which no OCI repository
 #: name may (distribution's path-component grammar, [a-z0-9]+(?:[._-][a-z0-9]+)*): a registry's limit
@@ -738,7 +744,8 @@ def main(argv: list[str] | None = None) -> int:
             registry = RegistryProcess(work / "registry", log_level="warn")
             token_file = work / "tokens.txt"
             token_file.write_text(TOKEN_FILE.format(**{**consts, "USER": RENAMED_USER,
-                                                       "FULL_NAME_IN_FILE": quote(consts.get("FULL_NAME", ""))}))
+                                                       "FULL_NAME_IN_FILE": quote(consts.get("FULL_NAME", "")),
+                                                       "ORG_IN_FILE": f"{CI_ORG}:{quote(CI_ORG_FULL_NAME)}"}))
             source = snapshot_of(args.ocibridge_ref, work / "ocibridge-src") if args.ocibridge_ref else ROOT
             serve = start_serve(registry.host, work, out, token_file,
                                 [sys.executable, "-m", "ocibridge", "serve"], args.serve_arg, source)

@@ -20,6 +20,7 @@ from support.fixtures import (  # noqa: F401
     token_registry,
     unique_repo,
 )
+from upstream_proxy import proxied  # noqa: F401 - one upstream and proxy for test_serve_upstream{,_refusals,_shared}.py
 
 # Between tests (and in threads a test leaves running, a server of a module's fixture) there is
 # a cache root too, and it is never the user's: each test then sets its own (_own_pull_cache).

@@ -19,7 +19,7 @@ import pytest
 from huggingface_hub import HfApi
 from serving import own_registry_and_serve, point_hub_at
 
-TOKENS = ("js-token user=hubjs write=hubjs/ fullname=Hub%20JS+Bot orgs=acme,labs\n"
+TOKENS = ("js-token user=hubjs write=hubjs/ fullname=Hub%20JS+Bot orgs=acme:Acme%20Corp%2C+Inc.,labs\n"
           "plain-token user=plain write=plain/\n"
           "anonymous read=*\n")
 AUTH = {"Authorization": "Bearer js-token"}
@@ -123,6 +123,11 @@ def test_whoami_answers_the_full_name_and_organisations_the_token_file_says(url)
     assert [(o["name"], o["type"]) for o in me["orgs"]] == [("acme", "org"), ("labs", "org")]
     plain = HfApi(token="plain-token").whoami()
     assert (plain["fullname"], plain["orgs"]) == ("plain", [])
+
+
+def test_whoami_answers_each_organisations_full_name_the_token_file_gives_else_its_name(url):
+    orgs = HfApi(token="js-token").whoami()["orgs"]
+    assert [(o["name"], o["fullname"]) for o in orgs] == [("acme", "Acme Corp, Inc."), ("labs", "labs")]
 
 
 def test_a_missing_repository_is_401_without_a_token_and_404_with_one(url):

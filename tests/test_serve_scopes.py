@@ -67,6 +67,14 @@ def test_a_read_prefix_hides_every_other_repository_as_missing():
     assert parse_line("r read * named").prefix == ""
 
 
+def test_an_organisations_full_name_follows_its_name_and_one_without_a_name_is_refused():
+    grant = parse_line("t user=u orgs=valid_org_hub:Dummy%20Hub%20Org,labs,x:A:B")
+    assert [(o.name, o.fullname) for o in grant.orgs] == [("valid_org_hub", "Dummy Hub Org"), ("labs", ""),
+                                                         ("x", "A:B")]
+    with pytest.raises(UsageError, match="orgs= ':Acme': the organisation's name comes before ':'"):
+        parse_line("t user=u orgs=:Acme")
+
+
 def test_the_pages_hide_what_the_cookie_may_not_read():
     gate = Gate(["r read acme/"])
     session = gate.session_for("r")

@@ -4,7 +4,8 @@ when private. Parsing alone, kept apart from the decisions so that each module h
 
 The keyed form may also say what ``whoami`` answers beyond the name (``hf auth whoami``, the
 JavaScript client's ``whoAmI``): ``fullname=Alice%20Smith`` (a space written ``%20`` or ``+``, the
-line being split at spaces) and ``orgs=acme,labs`` (the organisations listed). Neither grants
+line being split at spaces) and ``orgs=acme:Acme%20Corp,labs`` (the organisations listed, each with
+its full name after a ``:`` when it has one; a ``,`` in it written ``%2C``). Neither grants
 anything: what a token reads and writes is its prefixes alone."""
 
 from __future__ import annotations
@@ -13,12 +14,19 @@ import hashlib
 import hmac
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import unquote_plus
 
 from ocibridge.errors import UsageError
 
 SCOPES = ("read", "write")
+
+
+class Org(NamedTuple):
+    """An organisation whoami lists: its name, and the full name the Hub shows ("": the name)."""
+
+    name: str
+    fullname: str = ""
 
 
 @dataclass(frozen=True)
@@ -33,7 +41,7 @@ class Grant:
     private: tuple[str, ...] = ()
     anonymous: bool = False  # the line of requests with no token (``anonymous read=...``)
     fullname: str = ""  # what whoami answers as the full name (``fullname=``), else the name
-    orgs: tuple[str, ...] = ()  # the organisations whoami lists (``orgs=a,b``): shown, granting nothing
+    orgs: tuple[Org, ...] = ()  # the organisations whoami lists (``orgs=a,b:B%20Labs``): shown, granting nothing
 
     @property
     def write(self) -> bool:
@@ -77,8 +85,9 @@ class Grant:
             token["repoPrefix"] = self.prefix  # serve's own: the repositories this token reads (and writes)
         if self.writes:
             token["writes"] = [p or "*" for p in self.writes]  # serve's own: where it writes
-        orgs = [{"type": "org", "id": org, "name": org, "fullname": org, "email": None, "canPay": False,
-                 "avatarUrl": "", "periodEnd": None, "roleInOrg": role} for org in self.orgs]
+        orgs = [{"type": "org", "id": org.name, "name": org.name, "fullname": org.fullname or org.name,
+                 "email": None, "canPay": False, "avatarUrl": "", "periodEnd": None, "roleInOrg": role}
+                for org in self.orgs]
         return {"type": "user", "id": self.name, "name": self.name, "fullname": self.fullname or self.name,
                 "email": None, "emailVerified": False, "orgs": orgs, "avatarUrl": "", "periodEnd": None,
                 "billingMode": "postpaid", "canPay": False, "isPro": False,
@@ -107,13 +116,29 @@ def within(prefix: str, repo_id: str) -> bool:
 ANONYMOUS = "anonymous"
 _KEYS = ("user", "read", "write", "private", "fullname", "orgs")
 _FORMS = ("expected 'TOKEN [read|write] [REPO-PREFIX] [NAME]', 'TOKEN user=NAME [read=PREFIXES] "
-          "[write=PREFIXES] [private=PREFIXES] [fullname=NAME] [orgs=ORG,ORG]' or 'anonymous read=PREFIXES'")
+          "[write=PREFIXES] [private=PREFIXES] [fullname=NAME] [orgs=ORG[:FULL-NAME],ORG]' or "
+          "'anonymous read=PREFIXES'")
 
 
 def _prefixes(text: str) -> tuple[str, ...]:
     """``a/,b/`` as prefixes; ``*`` is every repository (""), an empty value none."""
     parts = [p.strip() for p in text.split(",") if p.strip()]
     return tuple("" if p == "*" else p for p in parts)
+
+
+def _orgs(text: str, where: str) -> tuple[Org, ...]:
+    """``acme:Acme%20Corp,labs``: each organisation's name, and its full name after a ``:``
+    (escaped as ``fullname=``: a space ``%20`` or ``+``, a comma ``%2C``)."""
+    orgs = []
+    for item in (part.strip() for part in text.split(",")):
+        if not item:
+            continue
+        name, _, fullname = item.partition(":")
+        if not name:
+            raise UsageError(f"{where}: orgs= {item!r}: the organisation's name comes before ':' "
+                             "(ORG:FULL-NAME)")
+        orgs.append(Org(name, unquote_plus(fullname)))
+    return tuple(orgs)
 
 
 def _default_name(token: str) -> str:
@@ -160,7 +185,7 @@ def _keyed_line(fields: list[str], where: str) -> Grant:
     name = values.get("user") or _default_name(token)
     writes = _prefixes(values.get("write", ""))
     private = _prefixes(values["private"]) if "private" in values else (*writes, f"{name}/")
-    orgs = tuple(o.strip() for o in values.get("orgs", "").split(",") if o.strip())
+    orgs = _orgs(values.get("orgs", ""), where)
     # a full name holds no space on a line split at spaces: written %20 (or +), as in a URL
     fullname = unquote_plus(values.get("fullname", ""))
     return Grant(token, name, _prefixes(values.get("read", "*")), writes, private, fullname=fullname, orgs=orgs)
