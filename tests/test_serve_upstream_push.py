@@ -12,12 +12,12 @@ from pathlib import Path
 import httpx
 import pytest
 from huggingface_hub import HfApi
-from test_serve_upstream import CLIENT_TOKEN, UP_TOKEN, Proxied, lfs_only, proxied  # noqa: F401 - fixtures
+from upstream_proxy import CLIENT_TOKEN, UP_TOKEN, Proxied, lfs_only  # noqa: F401 - autouse: over LFS
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
 
-def test_the_push_waits_until_the_reader_of_the_fetched_file_is_done(proxied: Proxied):  # noqa: F811 - the fixture
+def test_the_push_waits_until_the_reader_of_the_fetched_file_is_done(proxied: Proxied):
     up = HfApi(endpoint=proxied.upstream, token=UP_TOKEN)
     up.create_repo("acme/paused")
     weights = os.urandom(16 << 20)  # more than loopback's socket buffers hold for a reader that waits
