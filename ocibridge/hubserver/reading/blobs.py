@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import tempfile
 from collections.abc import Callable
@@ -35,6 +36,7 @@ import anyio.to_thread
 
 from ocibridge.cache.chunks import CacheChunks
 from ocibridge.cache.locks import flocked
+from ocibridge.chunks.table import LayerChunks
 from ocibridge.chunks.tablehash import TableHasher
 from ocibridge.core.fsutil import TEMP_PREFIX
 from ocibridge.hubserver.reading.fileanswer import Spans, file_spans
@@ -47,7 +49,6 @@ from ocibridge.stores.ranged import RangedBlobSource
 
 if TYPE_CHECKING:
     from ocibridge.cache.models import ModelCache
-    from ocibridge.chunks.table import LayerChunks
     from ocibridge.stores.base import Store
 
 #: a layer's chunk digests and the table's chunk size
@@ -99,7 +100,14 @@ class CheckedFile:
 
 def _table_key(chunks: TableOf | None) -> str | None:
     """The content key of a layer's table (the name of a file only that table vouches for), if any."""
-    return chunks[0].content_key(chunks[1]) if chunks is not None else None
+    return _content_key(*chunks) if chunks is not None else None
+
+
+@functools.lru_cache(maxsize=256)
+def _content_key(chunks: LayerChunks, chunk_size: int) -> str:
+    """(asked at every request, and every xorb of a file is one: made once per table entry, as
+    it hashes every chunk digest of the layer)"""
+    return chunks.content_key(chunk_size)
 
 
 class Blobs:
