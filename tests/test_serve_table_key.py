@@ -9,11 +9,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import time
 
 import httpx
 import pytest
 from serving import make_model, serving
-from support.faultproxy import status
+from support.faultproxy import status, throttle
 from support.fixtures import new_repo
 
 from ocibridge.cache.models import ModelCache
@@ -100,6 +101,25 @@ def test_another_repository_with_the_same_table_gets_the_kept_copy_without_a_fet
         assert _get(served.url, "copy") == data
         assert served.blobs.fetched == fetched
     assert len(fault_proxy.requests_matching("GET", f"/blobs/{digest}")) == 1  # the registry sent it once
+
+
+def test_readers_of_one_table_in_two_repositories_at_once_share_one_fetch(pushed, fault_proxy):
+    """The registry paced (2 MiB/s): the second reader joins the fetch the first started (the
+    same table: the same key), and the registry sends the blob once."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    prefix, data, digest, _ = pushed
+    fault_proxy.add("GET", f"/blobs/{digest}", throttle(2 << 20), times=None)
+    with serving([prefix.replace(prefix.split("/", 1)[0], fault_proxy.host)]) as served, \
+            ThreadPoolExecutor(2) as pool:
+        first = pool.submit(_get, served.url, "big")
+        deadline = time.monotonic() + 30
+        while not fault_proxy.requests_matching("GET", f"/blobs/{digest}") and time.monotonic() < deadline:
+            time.sleep(0.02)  # the first reader's fetch has begun
+        second = pool.submit(_get, served.url, "copy")
+        assert first.result() == data and second.result() == data
+    assert len(fault_proxy.requests_matching("GET", f"/blobs/{digest}")) == 1
+    assert served.blobs.fetched == 1 and served.blobs.hits == 0  # the second followed the fetch
 
 
 def test_a_manifest_binding_another_table_for_the_layer_does_not_get_the_kept_copy(pushed, fault_proxy):
