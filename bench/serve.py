@@ -138,9 +138,11 @@ class Server:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         env = {**base_env(work, root), "OCIBRIDGE_CACHE": str(cache), "OCIBRIDGE_CACHE_DIR": str(cache) + "-dir"}
+        # run in ``root``: ``python -m`` puts the working directory ahead of PYTHONPATH, so a serve
+        # started from another checkout would import that checkout's ocibridge (--before's too)
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "ocibridge", "serve", source, "--listen", f"127.0.0.1:{self.port}",
-             "--no-access-log"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+             "--no-access-log"], env=env, cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         wait_healthy(self.proc, self.url)
 
     def peak_rss_mib(self) -> float:

@@ -71,7 +71,10 @@ def test_snapshot_download_over_xet_gets_the_exact_bytes_from_a_cold_server(mode
         assert [p for p in gets if p.endswith("config.json")]
         from ocibridge.cache.models import ModelCache
 
-        assert ModelCache().blobs.blob_path(f"sha256:{weights}").is_file()  # kept in the model cache
+        # kept in the model cache, checked by the table alone: under the table's content key, not the digest
+        assert not ModelCache().blobs.blob_path(f"sha256:{weights}").exists()
+        kept = [p for p in served.blobs.layer_files.layers.iterdir() if not p.name.startswith(".")]
+        assert [hashlib.sha256(p.read_bytes()).hexdigest() for p in kept] == [weights]
         assert served.blobs.fetched >= 1
         served.requests.clear()
         assert Path(snapshot_download("acme/big")) == where

@@ -4,11 +4,15 @@ The pull engine (``stores.partial``) hashes a blob in order as its parts arrive;
 hasher instead of the blob digest's, every chunk is compared with its table entry the moment
 its last byte is in. So a reader can be handed bytes up to :attr:`TableHasher.verified` long
 before the blob ends, each byte hashed once, as a chunk read would have checked it.
+
+What it checks is the table's word, not the blob's digest: a table from an untrusted manifest
+can claim any layer digest, so a file checked by it alone is kept under the table's content
+key (``LayerChunks.content_key``: lazy reads' ``chunks/layers``, serve's cold reads), never under
+the layer digest that readers of other manifests trust.
 """
 
 from __future__ import annotations
 
-import hashlib
 import threading
 
 from ocibridge.chunks.table import LayerChunks
@@ -77,36 +81,4 @@ class TableHasher:
     def hexdigest(self) -> str:
         if self.failed_chunk is None and self._fed == self._chunks.size and self.verified == self._chunks.size:
             return split_digest(self._chunks.digest)[1]
-        return ""
-
-
-class TableAndDigestHasher:
-    """A chunk table's check and the blob's own digest at once, for a fetch kept under the
-    layer digest.
-
-    The table lets bytes go out as each chunk matches (:attr:`verified`); only the whole blob's
-    SHA-256 may name it in a cache that others trust by layer digest (a table from an
-    untrusted manifest can claim any digest: ``LayerChunks.content_key``). Once the check at
-    the end fails, :attr:`verified` is 0: the download truncates and starts over right after,
-    and a reader holding this hasher must not trust what it read."""
-
-    def __init__(self, chunks: LayerChunks, chunk_size: int):
-        self.table = TableHasher(chunks, chunk_size)
-        self.expected = split_digest(chunks.digest)[1]
-        self._whole = hashlib.sha256()
-        self.dead = False
-
-    @property
-    def verified(self) -> int:
-        return 0 if self.dead else self.table.verified
-
-    def update(self, data: bytes | bytearray | memoryview, /) -> None:
-        self.table.update(data)
-        self._whole.update(data)
-
-    def hexdigest(self) -> str:
-        whole = self._whole.hexdigest()
-        if self.table.hexdigest() == self.expected and whole == self.expected:
-            return whole
-        self.dead = True
         return ""

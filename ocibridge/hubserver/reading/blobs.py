@@ -1,9 +1,14 @@
 """A file's bytes, verified, and kept in the model cache; one fetch per digest.
 
-- A blob the model cache holds (verified when it was written) is read from there.
+- A blob the model cache holds (verified when it was written) is read from there: under its
+  layer digest (checked by SHA-256: any reader's), or, for a reader whose manifest binds a chunk
+  table, under that table's content key (``chunks/layers/<key>``, as lazy reads keep layers:
+  checked by the table's hash alone, so never found by a layer digest, which any table may claim).
 - Otherwise the blob is fetched once into the cache, on a thread of its own (:class:`.follow.Fill`):
-  from a registry (a store that sends parts of blobs) by pull's own download; from another
-  store (a layout) read whole while it is hashed and written. Every request for it, whole or a
+  from a registry (a store that sends parts of blobs) by pull's own download, checked by the
+  chunk table the manifest binds when there is one (each byte hashed once, with the table's
+  hash: kept under the table's key), else by the digest; from another store (a layout) read
+  whole while it is hashed and written. Every request for it, whole or a
   range, follows that file as its verified prefix grows (:mod:`.follow`): the first bytes go
   out while the rest arrives, and the last byte is held back until the digest matched, so a
   client never receives a whole body that is wrong (on a mismatch the body iterator raises, and
@@ -20,26 +25,30 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 import anyio.to_thread
 
+from ocibridge.cache.chunks import CacheChunks
 from ocibridge.cache.locks import flocked
-from ocibridge.chunks.tablehash import TableAndDigestHasher
+from ocibridge.chunks.table import LayerChunks
+from ocibridge.chunks.tablehash import TableHasher
 from ocibridge.core.fsutil import TEMP_PREFIX
 from ocibridge.hubserver.reading.fileanswer import Spans, file_spans
 from ocibridge.hubserver.reading.follow import Fill, FillView, spans
 from ocibridge.oci.digest import CHUNK, split_digest, verified
 from ocibridge.oci.models import Descriptor
 from ocibridge.stores.inorder_hash import Frontier
+from ocibridge.stores.partial import download
 from ocibridge.stores.ranged import RangedBlobSource
 
 if TYPE_CHECKING:
     from ocibridge.cache.models import ModelCache
-    from ocibridge.chunks.table import LayerChunks
     from ocibridge.stores.base import Store
 
 #: a layer's chunk digests and the table's chunk size
@@ -90,36 +99,69 @@ class CheckedFile:
 
 
 def _table_key(chunks: TableOf | None) -> str | None:
-    """The content key of a layer's table (whose word early bytes of a fetch are), if any."""
-    return chunks[0].content_key(chunks[1]) if chunks is not None else None
+    """The content key of a layer's table (the name of a file only that table vouches for), if any."""
+    return _content_key(*chunks) if chunks is not None else None
+
+
+@functools.lru_cache(maxsize=256)
+def _content_key(chunks: LayerChunks, chunk_size: int) -> str:
+    """(asked at every request, and every xorb of a file is one: made once per table entry, as
+    it hashes every chunk digest of the layer)"""
+    return chunks.content_key(chunk_size)
 
 
 class Blobs:
-    """Blobs of the model cache, filled from registries once per digest."""
+    """Blobs of the model cache, filled from registries once per digest and table."""
 
     def __init__(self, cache: ModelCache):
         self.cache = cache
+        self.layer_files = CacheChunks(cache.root)  # its ``chunks/layers``: files checked by a table
         self._filling: dict[str, asyncio.Event] = {}
-        self._fills: dict[str, Fill] = {}  # registry fetches in progress, by digest
+        # registry fetches in progress, by digest and the content key of the table that checks
+        # them (None: checked by the digest, so every reader may follow it)
+        self._fills: dict[tuple[str, str | None], Fill] = {}
         self.fetched = 0  # blobs fetched from a source (for tests, the log and /metrics)
         self.hits = 0  # answers sent from the model cache (/metrics)
 
-    def cached(self, layer: Descriptor) -> Path | None:
-        """The model cache's verified copy of ``layer``, if it holds one."""
-        return self.cache.blobs.blob_path(layer.digest) if self.cache.blobs.exists(layer) else None
+    def cached(self, layer: Descriptor, chunks: TableOf | None = None) -> Path | None:
+        """The model cache's verified copy of ``layer``: under its digest, else, for a reader
+        whose manifest binds ``chunks``, the whole layer kept under that table's content key."""
+        if self.cache.blobs.exists(layer):
+            return self.cache.blobs.blob_path(layer.digest)
+        key = _table_key(chunks)
+        return None if key is None else self._layer_file(key, layer.size)
 
-    def filling(self, layer: Descriptor) -> bool:
-        """Whether a fetch of ``layer`` is in progress."""
-        return layer.digest in self._fills or layer.digest in self._filling
+    def _layer_file(self, key: str, size: int) -> Path | None:
+        """The layer file named ``key`` if it holds the whole layer (a lazy read may have kept
+        only its first chunks); marked used, as prune goes by last use."""
+        path = self.layer_files.layer_path(key)
+        try:
+            if path.stat().st_size != size:
+                return None
+            os.utime(path)
+        except OSError:
+            return None
+        return path
+
+    def filling(self, layer: Descriptor, chunks: TableOf | None = None) -> bool:
+        """Whether a fetch of ``layer`` that a reader with ``chunks`` may follow is in progress."""
+        return self._fill_of(layer, _table_key(chunks)) is not None or layer.digest in self._filling
+
+    def _fill_of(self, layer: Descriptor, key: str | None) -> Fill | None:
+        """The fetch in progress a reader whose table has content key ``key`` may follow: one
+        checked by the digest, else one checked by that same table (never another table's)."""
+        fill = self._fills.get((layer.digest, None))
+        return fill if fill is not None or key is None else self._fills.get((layer.digest, key))
 
     async def body(self, store: Store, manifest: Descriptor, layer: Descriptor,
                    start: int, end: int, chunks: TableOf | None = None) -> Spans:
         """Bytes ``[start, end)`` of ``layer``, as spans of its file (:mod:`.fileanswer`: sent by
         sendfile): from the cache, else from one fetch shared by every request for it, followed
-        as it arrives (checked chunk by chunk against ``chunks`` too, so Xet requests that join
-        it get verified chunks early). The fetch runs on a thread of its own: no request holds
-        it, so a client that stops reading keeps no other waiting."""
-        found = self.cached(layer)
+        as it arrives (checked chunk by chunk against ``chunks``, the table the manifest binds,
+        when there is one). The fetch runs on a thread of its own: no request holds it, so a
+        client that stops reading keeps no other waiting."""
+        chunks = _ranged(store, chunks)
+        found = self.cached(layer, chunks)
         if found is not None:
             self.hits += 1
             return file_spans(found, start, end)
@@ -133,8 +175,9 @@ class Blobs:
         """``layer``'s bytes as they are verified, for senders that may send no other (Xet's):
         the model cache's copy; else the registry fetch, checked chunk by chunk against
         ``chunks`` (the table the manifest binds) as it arrives, or whole when there is none or
-        the fetch under way is checked by another manifest's table."""
-        found = self.cached(layer)
+        the fetch under way is checked by the digest."""
+        chunks = _ranged(store, chunks)
+        found = self.cached(layer, chunks)
         if found is not None:
             self.hits += 1
             return CheckedFile(found)
@@ -147,31 +190,48 @@ class Blobs:
         return CheckedFile(await self.fill(store, manifest, layer))
 
     async def _shared_fetch(self, store: Store, layer: Descriptor, chunks: TableOf | None) -> Fill | Path:
-        """The registry fetch of ``layer`` under way, else one started now; or the cache's copy,
-        when a fetch of the other kind (a store that sends no parts) put it there meanwhile."""
-        fill = self._fills.get(layer.digest)
+        """The registry fetch of ``layer`` under way that this reader may follow, else one
+        started now; or the cache's copy, when a fetch of the other kind (a store that sends no
+        parts) put it there meanwhile."""
+        key = _table_key(chunks)
+        fill = self._fill_of(layer, key)
         if fill is None:
-            found = await self.wait(layer)
+            found = await self.wait(layer, chunks)
             if found is not None:
                 return found
             # started by a request that waited alongside, else by this one
-            fill = self._fills.get(layer.digest) or self._follow_fetch(store, layer, chunks)
+            fill = self._fill_of(layer, key) or self._follow_fetch(store, layer, chunks)
         return fill
 
     def _follow_fetch(self, store: Store, layer: Descriptor, chunks: TableOf | None = None) -> Fill:
         """Start the one fetch of ``layer`` into the cache, on a thread of its own: a registry's
-        by pull's download (ranged, resumable), another store's (a layout) read whole while it is
-        hashed (:func:`_copy_into`); either reports its verified-in-order prefix to the Fill."""
-        fill = Fill(layer.digest, layer.size, self.cache.blobs.blob_path(layer.digest))
-        fill.table_key = _table_key(chunks)
-        self._fills[layer.digest] = fill
-        blobs, locks = self.cache.blobs, self.cache.locks
+        by pull's download (ranged, resumable), checked by ``chunks`` into the table's layer
+        file when given (:meth:`_table_fetch`), else by the digest into the blobs; another
+        store's (a layout) read whole while it is hashed (:func:`_copy_into`). Either reports
+        its verified-in-order prefix to the Fill."""
+        key = _table_key(chunks)
+        target = self.layer_files.layer_target(key) if key is not None else None
+        if chunks is not None and key is not None and target is not None and isinstance(store, RangedBlobSource):
+            fill = Fill(layer.digest, layer.size, target)
+            fill.table_key = key
+            fetch = self._table_fetch(store, layer, chunks, fill)
+        else:
+            fill = Fill(layer.digest, layer.size, self.cache.blobs.blob_path(layer.digest))
+            fetch = self._digest_fetch(store, layer)
+        self._fills[(layer.digest, fill.table_key)] = fill
 
-        def table_hasher() -> TableAndDigestHasher:
-            assert chunks is not None
-            hasher = TableAndDigestHasher(*chunks)  # a new one each time the download starts over
-            fill.set_hasher(hasher)
-            return hasher
+        def done(ended: Fill) -> None:
+            if self._fills.get((layer.digest, ended.table_key)) is ended:
+                del self._fills[(layer.digest, ended.table_key)]
+            if ended.verified:
+                self.fetched += 1
+
+        fill.start(fetch, done)
+        return fill
+
+    def _digest_fetch(self, store: Store, layer: Descriptor) -> Callable[[Frontier], None]:
+        """The fetch into the blobs, checked by the digest: what any reader may trust."""
+        blobs, locks = self.cache.blobs, self.cache.locks
 
         def fetch(on_hashed: Frontier) -> None:
             # the cache's lock: another process filling the same cache waits, then finds it
@@ -179,29 +239,44 @@ class Blobs:
                 if blobs.exists(layer):
                     return
                 if isinstance(store, RangedBlobSource):
-                    blobs.download_blob(layer, store, on_hashed=on_hashed,
-                                        hasher_for=table_hasher if chunks is not None else None)
+                    blobs.download_blob(layer, store, on_hashed=on_hashed)
                     os.chmod(blobs.blob_path(layer.digest), READ_ONLY)
                 else:
                     _copy_into(store, layer, blobs.blob_path(layer.digest), on_hashed)
 
-        def done(ended: Fill) -> None:
-            if self._fills.get(layer.digest) is ended:
-                del self._fills[layer.digest]
-            if ended.verified:
-                self.fetched += 1
+        return fetch
 
-        fill.start(fetch, done)
-        return fill
+    def _table_fetch(self, store: RangedBlobSource, layer: Descriptor, chunks: TableOf,
+                     fill: Fill) -> Callable[[Frontier], None]:
+        """The fetch into the layer file named by the table's content key, each chunk checked
+        with the table's hash as the in-order hash reaches it (one hash of each byte, not the
+        table's and SHA-256's): found only by readers whose manifest binds the same table."""
+        key, target = fill.table_key, fill.final
+        assert key is not None
 
-    async def wait(self, layer: Descriptor) -> Path | None:
+        def table_hasher() -> TableHasher:
+            hasher = TableHasher(*chunks)  # a new one each time the download starts over
+            fill.set_hasher(hasher)
+            return hasher
+
+        def fetch(on_hashed: Frontier) -> None:
+            # the cache's lock: another process filling the same layer file waits, then finds it
+            with flocked(self.cache.locks / f"layer-{key}.lock"):
+                if self._layer_file(key, layer.size) is not None:
+                    return
+                download(target, layer, store, on_hashed=on_hashed, hasher_for=table_hasher)
+                os.chmod(target, READ_ONLY)
+
+        return fetch
+
+    async def wait(self, layer: Descriptor, chunks: TableOf | None = None) -> Path | None:
         """Wait out a fetch of ``layer`` in progress; then the cache's copy, if any."""
         for _ in range(2):
             event = self._filling.get(layer.digest)
             if event is None:
                 break
             await event.wait()
-        return self.cached(layer)
+        return self.cached(layer, chunks)
 
     async def fill(self, store: Store, manifest: Descriptor, layer: Descriptor) -> Path:
         """Fetch ``layer`` into the cache (verified) unless there; its path."""
@@ -228,6 +303,12 @@ class Blobs:
         if self._filling.get(layer.digest) is event:
             del self._filling[layer.digest]
         event.set()
+
+
+def _ranged(store: Store, chunks: TableOf | None) -> TableOf | None:
+    """``chunks`` where a table checks the fetch (a registry's, by parts); a store that sends
+    whole blobs only (a layout) is read and checked whole."""
+    return chunks if isinstance(store, RangedBlobSource) else None
 
 
 def _copy_into(store: Store, layer: Descriptor, final: Path, on_hashed: Frontier) -> None:

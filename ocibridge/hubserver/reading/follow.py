@@ -4,8 +4,9 @@ The blob is fetched by the model cache's own download (pull's: received into buf
 at its offset, hashed in order on another thread, renamed once verified). Every client of the
 blob follows that one file as its verified-in-order prefix grows, so the first byte goes out
 as soon as it is hashed, not after the whole blob is in. The last byte is held back until the
-whole blob matched its digest: a client of a blob that does not match gets a body cut short
-(its client raises) and the model cache gets nothing.
+whole blob matched its digest, or, for a fetch checked by the chunk table the readers' manifest
+binds, every chunk its table entry: a client of a blob that does not match gets a body cut
+short (its client raises) and the model cache gets nothing.
 
 Measured (1 GiB, loopback, docs/benchmarks.md): serve spent 3.2-3.3 s of CPU on a cold
 download when it read the blob in 1 MiB pieces through the store's reader, wrote it, and hashed
@@ -22,7 +23,7 @@ from pathlib import Path
 
 import anyio.to_thread
 
-from ocibridge.chunks.tablehash import TableAndDigestHasher
+from ocibridge.chunks.tablehash import TableHasher
 from ocibridge.errors import DigestMismatch, OcibridgeError
 
 #: bytes read from the file and handed to the server per step (the warm path reads as much)
@@ -43,8 +44,8 @@ class Fill:
         self.hashed = 0
         self.verified = False
         self.error: BaseException | None = None
-        self.hasher: TableAndDigestHasher | None = None  # set when a chunk table checks the blob as it comes
-        self.table_key: str | None = None  # the content key of that table (whose word the early bytes are)
+        self.hasher: TableHasher | None = None  # set when a chunk table checks the blob as it comes
+        self.table_key: str | None = None  # the content key of that table (None: checked by the digest)
         self._fd: int | None = None  # a copy of the download's descriptor, while it runs
         self._lock = threading.Lock()
         self._loop = asyncio.get_running_loop()
@@ -72,7 +73,7 @@ class Fill:
 
         threading.Thread(target=run, name=f"fill-{self.digest[7:19]}", daemon=True).start()
 
-    def set_hasher(self, hasher: TableAndDigestHasher) -> None:
+    def set_hasher(self, hasher: TableHasher) -> None:
         """The fetching thread's hasher for this start of the download (under the lock, as
         :meth:`confirm` reads it)."""
         with self._lock:
@@ -183,7 +184,8 @@ class Fill:
 
 class FillView:
     """A :class:`Fill` as a ``serve.blobs.Checked``: its table's early bytes when the reader's
-    manifest binds the same table, else only the whole blob once its digest matched."""
+    manifest binds the same table, else only the whole blob once its digest matched (a fetch
+    checked by another table is never followed: ``blobs.Blobs._fill_of``)."""
 
     def __init__(self, fill: Fill, whole: bool):
         self.fill = fill

@@ -61,8 +61,6 @@ class XetNames(Protocol):
     """What the read routes ask of the Xet side (:class:`.xet.routes.XetRoutes`): which files it
     names, the header that refreshes its token, the chunk table a layer is read by."""
 
-    def name_size(self, size: int) -> bool: ...
-
     def offer(self, resolved: Resolved, f: HubFile) -> str | None: ...
 
     async def offered(self, resolved: Resolved, files: ModelFiles) -> dict[str, str]: ...
@@ -289,12 +287,15 @@ class ReadRoutes:
         layer = f.layer
         assert layer is not None
         partial = ranged or start or end != f.size
-        if partial and self.ranges is not None and not self.blobs.filling(layer) and self.blobs.cached(layer) is None:
+        # the table the manifest binds, unless the blob is kept under its digest: a cold fetch is
+        # checked by it (one hash a byte), and kept, and found again, under its content key
+        chunks = None if self.blobs.cached(layer) is not None else await in_thread(self.xet.table_of, resolved, layer)
+        if (partial and self.ranges is not None and not self.blobs.filling(layer, chunks)
+                and self.blobs.cached(layer, chunks) is None):
             # verified chunks, when the manifest binds a chunk table: no whole blob fetched for a range
             blob = await in_thread(self.ranges.open, resolved.repo.store, resolved.manifest, layer)
             if blob is not None:
                 return self.ranges.read(blob, start, end)
-        chunks = await in_thread(self.xet.table_of, resolved, layer) if self.xet.name_size(layer.size) else None
         return FileSpans(await self.blobs.body(resolved.repo.store, resolved.model, layer, start, end, chunks))
 
 
