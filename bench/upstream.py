@@ -17,9 +17,11 @@ after the other, which goes first alternating), ratios per pair and their median
 
 Every load prints where its seconds went (start, metadata requests, the weights' GET, the
 client's CPU), the CPU of the server that answered it and the MiB not yet written back when it
-began (``--verbose``: every request). ``--clients N``: N clients at once through one fresh proxy;
-the bytes the proxy received from the upstream (its audit line's ``bytes_received``) against the
-model's size say whether each file was sent once."""
+began (``--verbose``: every request). ``--against DIR``: in each run a fresh proxy running the
+ocibridge checkout at DIR too, its first load and its pair (a baseline in the same runs).
+``--clients N``: N clients at once through one fresh proxy; the bytes the proxy received from the
+upstream (its audit line's ``bytes_received``) against the model's size say whether each file was
+sent once."""
 
 from __future__ import annotations
 
@@ -221,8 +223,17 @@ def received(audit: Path) -> int:
     return sum(int(e.get("bytes_received", 0)) for e in lines if e.get("outcome") == "landed")
 
 
+def fresh_rows(label: str, firsts: list[Sample], after_first: list[Pair]) -> list[str]:
+    """The fresh proxies' rows: each first load against the direct load of its pair; the pairs."""
+    first_ratio = [round(f.load.wall / p.direct.load.wall, 2) for f, p in zip(firsts, after_first, strict=True)]
+    return [f"{label}: first load through a fresh proxy ÷ the direct load beside it: median "
+            f"{statistics.median(first_ratio):.2f}x {first_ratio}; proxy CPU until landed "
+            f"{[round(f.server_cpu, 2) for f in firsts]}",
+            f"{label}: second load right after the first landed, paired: {ratios(after_first)}"]
+
+
 def run(size_mib: int, work: Path, repeat: int, clients: int, state: str = "as-is",
-        verbose: bool = False) -> list[str]:
+        verbose: bool = False, against: Path | None = None) -> list[str]:
     os.environ["HF_TOKEN"] = TOKEN  # every client's (base_env passes it on), the proxies' upstream token too
     (work / "token.txt").write_text(TOKEN + "\n")
     model = write_model(work / "model", size_mib * MiB)
@@ -235,19 +246,22 @@ def run(size_mib: int, work: Path, repeat: int, clients: int, state: str = "as-i
             bench = Bench(work, registry.host, up, up_url, state, verbose)
             bench.one(up_url, up, [])  # the upstream's own cache filled: every direct load after is warm
             print(f"{size_mib} MiB, state {state!r} before every load; uptime: {uptime()}", flush=True)
-            firsts: list[Sample] = []
-            after_first: list[Pair] = []
+            checkouts: list[Path | None] = [None] if against is None else [None, against]
+            firsts: dict[Path | None, list[Sample]] = {c: [] for c in checkouts}
+            after_first: dict[Path | None, list[Pair]] = {c: [] for c in checkouts}
             for n in range(repeat):
-                name = f"p{n}"
-                proxy, url = bench.proxy(name)
-                try:
-                    firsts.append(bench.ingested(proxy, url, name))
-                    print(f"  fresh proxy {name}: first load {firsts[-1].load.summary()}; proxy CPU until landed "
-                          f"{firsts[-1].server_cpu:.2f}", flush=True)
-                    after_first.append(bench.pair(proxy, url, name, proxy_first=n % 2 == 1))
-                    print("\n".join(after_first[-1].lines("second load, right after the first landed")), flush=True)
-                finally:
-                    stopped(proxy, work, name)
+                for code in checkouts:  # a fresh proxy of each checkout in every run (--against: the baseline)
+                    name = f"p{n}{'' if code is None else 'b'}"
+                    proxy, url = bench.proxy(name, code)
+                    try:
+                        firsts[code].append(bench.ingested(proxy, url, name))
+                        print(f"  fresh proxy {name}: first load {firsts[code][-1].load.summary()}; proxy CPU until "
+                              f"landed {firsts[code][-1].server_cpu:.2f}", flush=True)
+                        after_first[code].append(bench.pair(proxy, url, name, proxy_first=n % 2 == 1))
+                        print("\n".join(after_first[code][-1].lines("second load, right after the first landed")),
+                              flush=True)
+                    finally:
+                        stopped(proxy, work, name)
             held: list[Pair] = []
             proxy, url = bench.proxy("held")
             try:
@@ -257,13 +271,9 @@ def run(size_mib: int, work: Path, repeat: int, clients: int, state: str = "as-i
                     print("\n".join(held[-1].lines(f"held pair {n}")), flush=True)
             finally:
                 stopped(proxy, work, "held")
-            first_ratio = [round(f.load.wall / p.direct.load.wall, 2)
-                           for f, p in zip(firsts, after_first, strict=True)]
-            rows.append(f"{size_mib} MiB, {state}: first load through a fresh proxy ÷ the direct load beside it: "
-                        f"median {statistics.median(first_ratio):.2f}x {first_ratio}; proxy CPU until landed "
-                        f"{[round(f.server_cpu, 2) for f in firsts]}")
-            rows.append(f"{size_mib} MiB, {state}: second load right after the first landed, paired: "
-                        f"{ratios(after_first)}")
+            for code in checkouts:
+                shown = "this checkout" if code is None else f"--against {code}"
+                rows.extend(fresh_rows(f"{size_mib} MiB, {state}, {shown}", firsts[code], after_first[code]))
             rows.append(f"{size_mib} MiB, {state}: loads from a proxy that held the model for a while, paired: "
                         f"{ratios(held)}; uptime {uptime()}")
             if clients:
@@ -295,12 +305,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--state", choices=STATES, default="as-is", help="the state every compared load starts "
                         "from (see prepare); warm and dropped drop the page cache: root only")
     parser.add_argument("--flush", action="store_true", help="the same as --state synced")
+    parser.add_argument("--against", type=Path, help="another ocibridge checkout: in each run a fresh proxy of it "
+                        "too, its first load and its pair (the baseline in the same runs)")
     parser.add_argument("--verbose", action="store_true", help="every request of every load, as JSON")
     args = parser.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="bench-upstream-"))
     try:
         state = "synced" if args.flush else args.state
-        for line in run(args.size, work, args.repeat, args.clients, state, args.verbose):
+        for line in run(args.size, work, args.repeat, args.clients, state, args.verbose, args.against):
             print(line, flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
