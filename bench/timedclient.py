@@ -83,7 +83,7 @@ def main(repo: str, revision: str) -> None:
     heads: list[tuple[Any, float]] = []
 
     def client() -> Any:
-        c = _http.default_client_factory()
+        c = _http.default_client_factory()  # huggingface_hub's own client (its factory is not exported)
         c.event_hooks["request"].append(lambda request: request.extensions.update(sent=time.perf_counter()))
         c.event_hooks["response"].append(lambda response: heads.append((response, time.perf_counter())))
         return c
