@@ -140,7 +140,8 @@ class Server:
         env = {**base_env(work, root), "OCIBRIDGE_CACHE": str(cache), "OCIBRIDGE_CACHE_DIR": str(cache) + "-dir"}
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "ocibridge", "serve", source, "--listen", f"127.0.0.1:{self.port}",
-             "--no-access-log"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+             "--no-access-log"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            cwd=root)  # python -m puts the working directory before PYTHONPATH: else --before ran this tree
         wait_healthy(self.proc, self.url)
 
     def peak_rss_mib(self) -> float:
