@@ -445,7 +445,7 @@ class Catalog:
         if key in self._verified:
             return
         from ocibridge.errors import SignatureError
-        from ocibridge.signing.policy import Trusted
+        from ocibridge.signing.coverage import Trusted  # not .policy: it loads cryptography (verify, keys)
         from ocibridge.signing.use import check_before_use
 
         located = repo.located(tag, top.digest)

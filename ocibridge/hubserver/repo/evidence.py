@@ -25,11 +25,11 @@ from typing import TYPE_CHECKING, Any
 from ocibridge.errors import OcibridgeError
 from ocibridge.hubserver.repo.commits import AUTHOR, PARENT, SUMMARY
 from ocibridge.hubserver.repo.sources import commit_of
-from ocibridge.signing.sign import FORMS, Form
 
 if TYPE_CHECKING:
     from ocibridge.oci.models import Descriptor
     from ocibridge.signing.keys import PrivateKey
+    from ocibridge.signing.sign import Form
     from ocibridge.stores.base import WritableStore
 
 #: the provenance's operation (its build type: https://ocibridge.dev/slsa/publish/v1)
@@ -51,7 +51,9 @@ class Evidence:
     the provenance."""
 
     sign_key: PrivateKey | None = None
-    forms: tuple[Form, ...] = FORMS
+    #: signing.sign's FORMS, written out: importing it loads cryptography (9 MiB of serve's RSS)
+    #: into every serve, signing or not
+    forms: tuple[Form, ...] = ("classic", "bundle")
     identity: str | None = None
     claims: Mapping[str, str] = field(default_factory=dict)
     sbom: bool = False

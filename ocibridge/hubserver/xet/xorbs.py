@@ -31,7 +31,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Callable
 from typing import TYPE_CHECKING, Any
 
 import anyio.to_thread
@@ -183,7 +183,7 @@ def _segments(size: int, first: int, end: int, skip: int, left: int) -> list[Seg
 
 
 async def xorb_body(source: Checked, size: int, k: int, start: int, end: int,
-                    gate: Shares, client: str, turn: Turn, scope: Any = None) -> AsyncIterator[memoryview]:
+                    gate: Shares, client: str, turn: Turn, scope: Any = None) -> AsyncGenerator[memoryview, None]:
     """Bytes ``[start, end)`` of the ``k``-th xorb of a file, each piece read once its file
     bytes are verified (at once from a verified file; as a registry fetch checks them) and
     confirmed still verified after the read. A verified range goes straight to the socket from a
