@@ -1,7 +1,6 @@
 """Sending a file's bytes to the client's socket from a worker thread: by ``sendfile(2)`` from the
 page cache (no copy into Python, none by the server), or, for bytes with heads between them (a
-xorb's chunks behind their 8-byte headers), heads and the file's pages put into a pipe in order
-and spliced from it into the socket (Linux; elsewhere a send and a sendfile each).
+xorb's chunks behind their 8-byte headers), gathered a piece at a time into one reused buffer.
 
 uvicorn 0.54 offers no ASGI ``http.response.pathsend`` nor ``zerocopysend``, and uvloop has no
 ``loop.sendfile``; serve's own protocol (:mod:`.protocol`) puts a :class:`ZeroCopy` in each
@@ -22,13 +21,10 @@ piece, and on a NIC with offloads the copy itself.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import fcntl
 import logging
 import os
 import select
 import socket
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -45,11 +41,8 @@ SENDFILE = "ocibridge.sendfile"
 BODY_SENT = "ocibridge.body_sent"
 #: the send timeout where no guard set one (serve always runs the guard: tests of the app alone)
 UNGUARDED_TIMEOUT = 30.0
-#: whether segments with heads go through a pipe by ``splice(2)`` (Linux's)
-SPLICE = sys.platform == "linux"
-#: bytes of that pipe (Linux's largest for a user by default: ``/proc/sys/fs/pipe-max-size``)
-PIPE = 1 << 20
-_SETPIPE_SZ = 1031  # fcntl's F_SETPIPE_SZ (Linux)
+#: bytes gathered into one buffer per send where segments have heads (a xorb's 1 MiB piece)
+GATHER = (1 << 20) + (1 << 7)
 #: milliseconds between looks at whether the connection was closed, while the client reads nothing
 POLL_MS = 250
 
@@ -82,13 +75,12 @@ def send_segments(sock: socket.socket, fd: int, segments: list[Segment], timeout
                   closed: threading.Event) -> int:
     """``segments`` of ``fd`` to the non-blocking socket ``sock`` (a worker thread's loop,
     polling while the socket is full); the bytes sent (all of them). File bytes alone go by
-    sendfile. Segments with heads (a xorb's chunks, each behind its 8-byte header) go through
-    a pipe (:func:`_send_piped`), where Linux has ``splice``; elsewhere a head's ``send`` and a
-    chunk's sendfile each."""
+    sendfile; segments with heads (a xorb's chunks, each behind its 8-byte header) are gathered
+    into one buffer by one ``preadv`` and sent with one ``send``: a sendfile and a send a 64 KiB
+    chunk cost more system calls than the copy saves (measured: docs/benchmarks.md)."""
     poller = select.poll()
     poller.register(sock.fileno(), select.POLLOUT)
     idle_since = time.monotonic()
-    out = sock.fileno()
 
     def wait() -> None:
         events = poller.poll(POLL_MS)
@@ -98,7 +90,6 @@ def send_segments(sock: socket.socket, fd: int, segments: list[Segment], timeout
             raise ClientStalled(f"the client read nothing for {timeout:g} s")
 
     def step(send: Callable[[], int]) -> int:
-        """``send()``, waited for while the socket is full: the bytes it took (some)."""
         nonlocal idle_since
         while True:
             if closed.is_set():
@@ -113,16 +104,19 @@ def send_segments(sock: socket.socket, fd: int, segments: list[Segment], timeout
             idle_since = time.monotonic()
             return n
 
-    if SPLICE and any(head for head, _, _ in segments):
-        return _send_piped(fd, segments, lambda pipe, n: step(partial(os.splice, pipe, out, n)))
+    if any(head for head, _, _ in segments):
+        buffer = bytearray(max(GATHER, max(len(h) + n for h, _, n in segments)))  # reused: each send is whole
+        total = 0
+        for window in _windows(segments):
+            view = _gathered(fd, window, buffer)
+            while view:
+                view = view[step(partial(sock.send, view)):]
+            total += size_of(window)
+        return total
     total = 0
-    for head, offset, count in segments:
-        while head:
-            n = step(partial(sock.send, head))
-            head = head[n:]
-            total += n
+    for _, offset, count in segments:
         while count:
-            n = step(partial(os.sendfile, out, fd, offset, count))
+            n = step(partial(os.sendfile, sock.fileno(), fd, offset, count))
             if n == 0:
                 raise OSError(f"the file ended {count} bytes early")
             offset += n
@@ -131,53 +125,50 @@ def send_segments(sock: socket.socket, fd: int, segments: list[Segment], timeout
     return total
 
 
-def _send_piped(fd: int, segments: list[Segment], drain: Callable[[int, int], int]) -> int:
-    """``segments`` put into a pipe in order, each head written, the file's bytes spliced (the
-    page cache's pages referenced, not copied), and the pipe spliced into the socket whenever it
-    is full (``drain(pipe, count)``: some of ``count`` bytes of the pipe sent). The file's bytes
-    thus leave as sendfile sends them, with no system call to the socket per 64 KiB chunk: each
-    sendfile or send to a socket pays for a segment's way through TCP (measured: a xorb's 8-byte
-    heads and 64 KiB chunks sent one call each cost serve twice the plain route's system time,
-    docs/benchmarks.md "warm Xet reads")."""
-    r, w = os.pipe2(os.O_NONBLOCK)
+def _windows(segments: list[Segment]) -> list[list[Segment]]:
+    """``segments`` in runs of at most :data:`GATHER` bytes (a segment larger alone)."""
+    out: list[list[Segment]] = [[]]
     held = 0
+    for segment in segments:
+        size = len(segment[0]) + segment[2]
+        if out[-1] and held + size > GATHER:
+            out.append([])
+            held = 0
+        out[-1].append(segment)
+        held += size
+    return out
 
-    def flush() -> None:
-        nonlocal held
-        if not held:
-            raise OSError("the pipe took none of the bytes")  # not full: no drain makes room
-        while held:
-            held -= drain(r, held)
 
-    try:
-        with contextlib.suppress(OSError):  # past the user's pipe budget: the pipe stays smaller
-            fcntl.fcntl(w, _SETPIPE_SZ, PIPE)
-        for head, offset, count in segments:
-            while head:
-                try:
-                    n = os.write(w, head)
-                except BlockingIOError:
-                    flush()
-                    continue
-                head = head[n:]
-                held += n
-            while count:
-                try:
-                    n = os.splice(fd, w, count, offset_src=offset, flags=os.SPLICE_F_NONBLOCK)
-                except BlockingIOError:
-                    flush()
-                    continue
-                if n == 0:
-                    raise OSError(f"the file ended {count} bytes early")
-                offset += n
-                count -= n
-                held += n
-        if held:
-            flush()
-        return size_of(segments)
-    finally:
-        os.close(r)
-        os.close(w)
+def _gathered(fd: int, segments: list[Segment], buffer: bytearray) -> memoryview:
+    """The bytes of ``segments`` in ``buffer`` (the view of them): the heads written, the file's
+    bytes read into their places at once (one ``preadv`` where they lie end to end in the file,
+    as a xorb's do)."""
+    view = memoryview(buffer)[:size_of(segments)]
+    targets: list[memoryview] = []
+    at = 0
+    for head, _, count in segments:
+        view[at:at + len(head)] = head
+        targets.append(view[at + len(head):at + len(head) + count])
+        at += len(head) + count
+    run: list[memoryview] = []
+    first = end = 0
+    for (_, start, count), target in zip(segments, targets, strict=True):
+        if run and start != end:  # not where the run ends: read the run, start another
+            _read_into(fd, run, first)
+            run = []
+        if not run:
+            first = start
+        run.append(target)
+        end = start + count
+    if run:
+        _read_into(fd, run, first)
+    return view
+
+
+def _read_into(fd: int, targets: list[memoryview], offset: int) -> None:
+    want = sum(len(t) for t in targets)
+    if os.preadv(fd, targets, offset) != want:
+        raise OSError(f"the file ended before byte {offset + want}")
 
 
 async def send_direct(scope: Any, fd: int, segments: list[Segment]) -> int | None:
