@@ -179,8 +179,13 @@ class XetRoutes:
             source = CheckedFile(f.local)
         else:
             assert f.layer is not None
-            chunks = await self.run(self.table_of, resolved, f.layer) if self.blobs.cached(f.layer) is None else None
-            source = await self.blobs.checked(resolved.repo.store, resolved.model, f.layer, chunks)
+            cached = self.blobs.cached(f.layer)  # asked once a request: it claims and touches the blob
+            if cached is not None:
+                self.blobs.hits += 1
+                source = CheckedFile(cached)
+            else:
+                chunks = await self.run(self.table_of, resolved, f.layer)
+                source = await self.blobs.checked(resolved.repo.store, resolved.model, f.layer, chunks)
         # the first piece verified before the answer starts: a blob that fails there is a 502; a
         # wait that outlasts FIRST_BYTE_WAIT is a 503 (hf_xet retries it), not a silence hf_xet
         # gives up on after 300 s

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 import anyio.to_thread
 
 from ocibridge.errors import DigestMismatch
-from ocibridge.hubserver.zerocopy import ClientGone, ClientStalled, Segment, drop, send_direct
+from ocibridge.hubserver.zerocopy import ClientGone, ClientStalled, Segment, drop, send_direct, size_of
 
 if TYPE_CHECKING:
     from ocibridge.hubserver.guard import Shares, Turn
@@ -84,6 +84,10 @@ def xorb_count(size: int) -> int:
 def _header(length: int) -> bytes:
     n = length.to_bytes(3, "little")
     return b"\x00" + n + b"\x00" + n
+
+
+#: the header of a whole chunk
+_FULL = _header(CHUNK)
 
 
 def _stored(size: int, first: int, end: int) -> tuple[int, int]:
@@ -163,7 +167,19 @@ def first_piece_end(size: int, k: int, start: int) -> int:
 
 def _segments(size: int, first: int, end: int, skip: int, left: int) -> list[Segment]:
     """File chunks ``[first, end)`` as they are sent (each behind its header), less the first
-    ``skip`` bytes and past ``left`` bytes: ``(header, file offset, count)`` each."""
+    ``skip`` bytes and past ``left`` bytes: ``(header, file offset, count)`` each. The whole
+    chunks are made at once (a xorb request's 256 share one header), the ends of the range a
+    chunk at a time."""
+    out = _cut(size, first, first + 1, skip, left) if skip else []
+    c = first + 1 if skip else first
+    left -= size_of(out)
+    whole = max(0, min(min(end, size // CHUNK) - c, left // (CHUNK + HEADER)))
+    out += [(_FULL, k * CHUNK, CHUNK) for k in range(c, c + whole)]
+    return out + _cut(size, c + whole, end, 0, left - whole * (CHUNK + HEADER))
+
+
+def _cut(size: int, first: int, end: int, skip: int, left: int) -> list[Segment]:
+    """:func:`_segments` a chunk at a time (the partial chunks at the ends of a range)."""
     out: list[Segment] = []
     for c in range(first, end):
         if left <= 0:
