@@ -711,19 +711,26 @@ def _make_handler(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
                     piece = piece[:i] + bytes([piece[i] ^ 0xFF]) + piece[i + 1:]
                 if stop_at is not None and sent + len(piece) >= stop_at:
                     piece = piece[: stop_at - sent]
-                    self._write(piece, chunked_out)
-                    sent += len(piece)
-                    rec.response_bytes = sent
+                    sent = self._counted_write(rec, sent, piece, chunked_out)
                     raise _Cut("response cut by rule")
-                self._write(piece, chunked_out)
-                sent += len(piece)
-                rec.response_bytes = sent
+                sent = self._counted_write(rec, sent, piece, chunked_out)
                 rec.last_sent = time.time()
                 _pace(action, len(piece))
             if stop_at is not None:  # body ended before the cut point: still cut
                 raise _Cut("response cut by rule (body shorter than the limit)")
             if chunked_out:
                 self.wfile.write(b"0\r\n\r\n")
+
+        def _counted_write(self, rec: RecordedRequest, sent: int, piece: bytes, chunked: bool) -> int:
+            """Write ``piece`` with ``rec.response_bytes`` counting it first: a client may read the
+            last piece and a test look at the count before this thread runs again."""
+            rec.response_bytes = sent + len(piece)
+            try:
+                self._write(piece, chunked)
+            except OSError:
+                rec.response_bytes = sent  # it did not go
+                raise
+            return sent + len(piece)
 
         def _write(self, piece: bytes, chunked: bool) -> None:
             if not piece:
