@@ -24,18 +24,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from ocibridge.api.copy import TransferOptions
-from ocibridge.api.opening import open_checked
+from ocibridge.api.opening import locate_destination, open_at, open_checked
 from ocibridge.core import boundedjson
 from ocibridge.core.fsutil import write_sliced
 from ocibridge.core.records import FieldsAsDict
 from ocibridge.core.texts import one_or_many
 from ocibridge.errors import OcibridgeError, UsageError
 from ocibridge.layers.tarwalk import tar_members
-from ocibridge.oci.bookkeeping import refuse_as_destination
 from ocibridge.oci.models import Descriptor
 from ocibridge.oci.reference import LayoutReference, RegistryReference
 from ocibridge.places.locate import Role, locate
-from ocibridge.places.targets import closes_its_stores, default_store_path, open_store_target
+from ocibridge.places.targets import closes_its_stores, default_store_path
 from ocibridge.signing.attach import SignatureCompanions
 from ocibridge.stores.base import Store, is_manifest
 from ocibridge.stores.layout import LayoutStore
@@ -361,13 +360,9 @@ def load(bundle: str | os.PathLike[str], prefix: str | None = None, *, transfer:
                                      f"but its tag names {desc.digest}")
             check_before_use(layout, desc, locate(entry.reference, Role.JOB), verify, entry.reference)
             checked.append(desc)
-        for dest in named:  # before anything is written
-            located = locate(dest, Role.DESTINATION)
-            if isinstance(located, (RegistryReference, LayoutReference)):
-                refuse_as_destination(located.tag, dest)
-        for desc, dest in zip(checked, named, strict=True):
-            target = open_store_target(locate(dest, Role.DESTINATION), for_write=True,
-                                       options=transfer.registry_options())
+        located = [locate_destination(dest) for dest in named]  # before anything is written
+        for desc, dest, place in zip(checked, named, located, strict=True):
+            target = open_at(place, transfer, for_write=True)
             stats = copy(layout, desc, target.store, target.tag, concurrency=transfer.concurrency,
                          referrers=True, progress=progress,
                          hooks=CopyHooks(undo_on_failure=True, companions=SignatureCompanions()))

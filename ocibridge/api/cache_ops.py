@@ -90,16 +90,14 @@ def path(
         except NeverFetched as e:  # (what to do: offline reads only what an online fetch kept)
             raise NeverFetched(f"{e}: run 'ocibridge path' on it once online first") from None
     else:
+        from ocibridge.api.opening import open_read, verified_digest
         from ocibridge.api.options import TransferOptions
-        from ocibridge.places.targets import open_source
 
         transfer = transfer or TransferOptions()
         try:
-            source = open_source(located, options=transfer.registry_options())
+            source = open_read(located, transfer)
             reference = source.reference
             if checking:
-                from ocibridge.api.opening import verified_digest
-
                 reference = verified_digest(source, verify, shown, located, files_only=True)  # a snapshot of files
             snap = cache.snapshot(source.store, reference, shown=shown, include=include, exclude=exclude,
                                   concurrency=transfer.concurrency, origin=_direct_origin(located, source.store),

@@ -10,15 +10,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ocibridge.api.missing import explaining_missing
-from ocibridge.api.opening import open_checked
+from ocibridge.api.opening import locate_destination, open_at, open_checked
 from ocibridge.api.options import TransferOptions as TransferOptions  # public here too (its home before)
 from ocibridge.errors import UsageError
-from ocibridge.oci.bookkeeping import refuse_as_destination
 from ocibridge.oci.models import Descriptor
-from ocibridge.oci.reference import LayoutReference, RegistryReference
 from ocibridge.places.locate import Locator, Role, locate, text_of
 from ocibridge.places.locators import KindPlace
-from ocibridge.places.targets import SourceTarget, closes_its_stores, open_store_target
+from ocibridge.places.targets import SourceTarget, closes_its_stores
 from ocibridge.transfer.copy import Companions, CopyHooks, copy
 from ocibridge.transfer.copy import CopyStats as CopyStats  # what a result's ``stats`` is, for the command
 from ocibridge.transfer.push_result import PushResult
@@ -52,14 +50,11 @@ def copy_reference(
     names the source manifest, by digest), reported in ``extra["evidence"]``. Each reference
     is located once, here."""
     transfer = transfer or TransferOptions()
-    options = transfer.registry_options()
     from ocibridge.api.archive_out import archive_output
 
     archive = archive_output(dst)  # out.carton: a file, not a model of the local store
     src_ref = locate(src, Role.MODEL)
-    dst_ref = archive[0] if archive is not None else locate(dst, Role.DESTINATION)
-    if isinstance(dst_ref, (RegistryReference, LayoutReference)):
-        refuse_as_destination(dst_ref.tag, text_of(dst_ref))
+    dst_ref = archive[0] if archive is not None else locate_destination(dst)
     src_text = text_of(src_ref)
     if archive is not None and (referrers or (attest is not None and attest.wanted)):
         raise UsageError(f"{dst}: an archive holds no signatures or evidence; copy to a store to keep them")
@@ -79,7 +74,7 @@ def copy_reference(
         from ocibridge.model.extract import resolve_model
 
         return write_archive(archive, source_store, resolve_model(source_store, source_reference), transfer)
-    target = open_store_target(dst_ref, for_write=True, options=options)
+    target = open_at(dst_ref, transfer, for_write=True)
     stats = copy(
         source_store,
         source_reference,

@@ -18,15 +18,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ocibridge.api.opening import open_located
+from ocibridge.api.opening import open_at, open_located, store_reference
 from ocibridge.api.options import AttestOptions, SignOptions, TransferOptions
 from ocibridge.core import boundedjson
 from ocibridge.errors import UsageError
 from ocibridge.oci.models import Descriptor
-from ocibridge.oci.reference import LayoutReference, RegistryReference
+from ocibridge.oci.reference import RegistryReference
 from ocibridge.places.locate import Locator, text_of
 from ocibridge.places.locators import KindPlace
-from ocibridge.places.targets import closes_its_stores, default_store_path, open_store_target
+from ocibridge.places.targets import closes_its_stores
 
 if TYPE_CHECKING:
     from ocibridge.signing.keys import PrivateKey
@@ -281,9 +281,8 @@ def with_extra(result: PushResult, **extra: Any) -> PushResult:
 def _open_written(where: Locator | None, transfer: TransferOptions) -> tuple[Locator, WritableStore]:
     """The store a manifest was written to, opened for writing referrers (closed with the
     calling API function's stores)."""
-    place = where if where is not None else LayoutReference(str(default_store_path()))
-    target = open_store_target(place, for_write=True, options=transfer.registry_options())
-    return place, target.store
+    place = where if where is not None else store_reference(None)
+    return place, open_at(place, transfer, for_write=True).store
 
 
 def _attach(evidence: PreparedEvidence, operation: str, place: Locator, store: WritableStore, subject: Descriptor,

@@ -93,10 +93,17 @@ def _located(ref: str | Locator) -> Locator:
     return locate(ref, Role.MODEL)
 
 
-def _credentials_warning(secret: object) -> tuple[str, ...]:
+def _documents(secret: dict[str, Any] | None, docs: Sequence[dict[str, Any]], *, header: str,
+               warnings: Sequence[str] = (), pinned: Sequence[str] = ()) -> KubernetesDocuments:
+    """The documents a call built, the pull Secret it created (``pull_secrets.create``) first so
+    ``kubectl apply`` makes it before what pulls with it, and the closing warning that the
+    output then holds credentials: one builder for every call that may create the Secret."""
     from ocibridge.stores.registry.pull_secret import CREDENTIALS_WARNING
 
-    return (CREDENTIALS_WARNING,) if secret is not None else ()
+    return KubernetesDocuments(
+        (*([secret] if secret else []), *docs), header=header, warnings=tuple(warnings),
+        closing_warnings=(CREDENTIALS_WARNING,) if secret is not None else (), pinned=tuple(pinned),
+        holds_credentials=secret is not None)
 
 
 @closes_its_stores
@@ -216,10 +223,9 @@ def k8s_modelcar(
     docs = [inference_service(kserve.name, str(pinned), runnable=base is not None, model_format=kserve.model_format,
                               pull_secrets=pull_secrets.names)]
     secret = pull_secret(pull_secrets.names[0], [pinned.registry]) if pull_secrets.create else None
-    return ModelCarImage(desc.digest, desc.mediaType, desc.size, options.tag, KubernetesDocuments(
-        tuple([secret] if secret else []) + tuple(docs), header=header(str(pinned), base is not None),
-        warnings=tuple(loopback_warnings([pinned.registry]) + not_carried([pinned.registry])),
-        closing_warnings=_credentials_warning(secret), pinned=(str(pinned),), holds_credentials=secret is not None))
+    return ModelCarImage(desc.digest, desc.mediaType, desc.size, options.tag, _documents(
+        secret, docs, header=header(str(pinned), base is not None),
+        warnings=loopback_warnings([pinned.registry]) + not_carried([pinned.registry]), pinned=(str(pinned),)))
 
 
 @closes_its_stores
@@ -256,9 +262,7 @@ def k8s_volume(
         t.store, t.reference, located, runtime=runtime, platform=platform, mount_path=pod.mount_path,
         name=pod.name, image=pod.image, snippet=pod.snippet, pull_secrets=pull_secrets.names)
     header = pod_header(pinned, runtime=rv, sub_path=sub_path, pull_secrets=pull_secrets.names, files_at=where)
-    return KubernetesDocuments(
-        (secret, doc) if secret else (doc,), header=header, warnings=tuple(warnings),
-        closing_warnings=_credentials_warning(secret), pinned=(str(pinned),), holds_credentials=secret is not None)
+    return _documents(secret, (doc,), header=header, warnings=warnings, pinned=(str(pinned),))
 
 
 def _selector_pairs(selector: Mapping[str, str] | Sequence[str]) -> list[str]:
@@ -312,10 +316,8 @@ def k8s_prewarm(
         warnings.append("warning: --ca-file is this machine's trust; the nodes pull with their runtime's: put the CA "
                         f"in /etc/containers/certs.d/{hosts[0]}/ca.crt (CRI-O) or containerd's hosts.toml on every "
                         "node")
-    return KubernetesDocuments(
-        (*([secret] if secret else []), *done.node_documents, done.daemonset), header=comments(done.header()),
-        warnings=tuple(warnings), closing_warnings=_credentials_warning(secret),
-        pinned=tuple(str(p) for p in done.pinned), holds_credentials=secret is not None)
+    return _documents(secret, (*done.node_documents, done.daemonset), header=comments(done.header()),
+                      warnings=warnings, pinned=[str(p) for p in done.pinned])
 
 
 def _serve_upstream(options: K8sServeOptions) -> ServeUpstream | None:
@@ -383,9 +385,7 @@ def k8s_serve(
     if pull_secrets.create:
         assert docker is not None
         secret = pull_secret(docker, hosts, namespace=options.namespace)
-    return KubernetesDocuments(
-        tuple([secret] if secret else []) + tuple(docs), header=header(d), warnings=tuple(loopback_warnings(hosts)),
-        closing_warnings=_credentials_warning(secret), holds_credentials=secret is not None)
+    return _documents(secret, docs, header=header(d), warnings=loopback_warnings(hosts))
 
 
 def k8s_policy(

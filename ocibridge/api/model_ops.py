@@ -24,7 +24,7 @@ from ocibridge.api.cache_ops import path as path  # public here too: ocibridge.p
 from ocibridge.api.copy import copy_reference as copy_reference
 from ocibridge.api.copy import pinned, wire_counts
 from ocibridge.api.missing import explaining_missing
-from ocibridge.api.opening import open_checked
+from ocibridge.api.opening import open_at, open_checked, open_read, refuse_bookkeeping, registry_options
 from ocibridge.api.options import AttestOptions, PullOptions, PushOptions, SignOptions, pull_options, push_options
 from ocibridge.api.options import TransferOptions as TransferOptions  # public here too (docs/api.md)
 from ocibridge.chunks import hashes
@@ -34,17 +34,10 @@ from ocibridge.core.pathfilter import PathFilter
 from ocibridge.errors import ChunkTableError, UsageError
 from ocibridge.kinds import door
 from ocibridge.model.extract import held_manifest, resolve_model
-from ocibridge.oci.bookkeeping import refuse_as_destination
-from ocibridge.oci.reference import LayoutReference, PathReference, RegistryReference
+from ocibridge.oci.reference import LayoutReference, PathReference
 from ocibridge.places.locate import Locator as Locator  # the type of what the calls take besides a text
 from ocibridge.places.locate import Role, locate, on_registry, text_of
-from ocibridge.places.targets import (
-    StoreTarget,
-    closes_its_stores,
-    default_store_path,
-    open_source,
-    open_store_target,
-)
+from ocibridge.places.targets import StoreTarget, closes_its_stores, default_store_path
 from ocibridge.signing.use import as_use_policy
 from ocibridge.stores.base import Store
 from ocibridge.transfer.progress import ProgressFn
@@ -89,7 +82,7 @@ def load_source(
         package = buildfile.read_default_build_file(found, source, excludes=excludes, name=name)
         metadata.fill(package)
         return package
-    request = door.ReadRequest(kind_overrides, excludes, name, (transfer or TransferOptions()).registry_options(),
+    request = door.ReadRequest(kind_overrides, excludes, name, registry_options(transfer),
                                None if isinstance(located, PathReference) else located)
     package = fmt.read(source, request)
     if name:
@@ -171,7 +164,7 @@ def push(
     source_ref = locate(source, Role.SOURCE)  # located once each, here
     dest_ref = locate(dest, Role.DESTINATION) if dest is not None else None
     _refuse_layout_in_source(source_ref, dest_ref)
-    _refuse_bookkeeping_tag(dest_ref)
+    refuse_bookkeeping(dest_ref)
     signature = evidence = None
     signing = sign is not None or options.oms_signature is not None
     if signing or (attest is not None and attest.wanted):  # checked before a byte is sent
@@ -186,12 +179,6 @@ def push(
         return result
     return evidence_api.after_push(result, dest_ref, source_ref, dest_ref, transfer, evidence=evidence,
                                    signature=signature)
-
-
-def _refuse_bookkeeping_tag(dest_ref: Locator | None) -> None:
-    """A destination tag that is ocibridge's own bookkeeping (:func:`.bookkeeping.refuse_as_destination`)."""
-    if isinstance(dest_ref, (RegistryReference, LayoutReference)):
-        refuse_as_destination(dest_ref.tag, text_of(dest_ref))
 
 
 def _refuse_layout_in_source(source_ref: Locator, dest_ref: Locator | None) -> None:
@@ -215,7 +202,7 @@ def _push_archive(source_ref: Locator, archive: tuple[PathReference, SourceForma
         raise UsageError(f"{text_of(archive[0])}: an archive holds a ModelPack model; --to {options.to} "
                          "writes a store (oci:PATH:TAG, host/repo:tag or NAME:TAG)")
     if door.is_store(source_ref):  # a model of a store: as it is
-        source = open_source(source_ref, options=transfer.registry_options())
+        source = open_read(source_ref, transfer)
         return write_archive(archive, source.store, resolve_model(source.store, source.reference), transfer)
     package = load_source(source_ref, format=options.format, kind_overrides=options.kind_overrides,
                           excludes=options.excludes, name=options.name, transfer=transfer,
@@ -241,7 +228,7 @@ def _push(source_ref: Locator, dest_ref: Locator | None, options: PushOptions, t
     if door.is_store(source_ref):
         # An artifact of a family a source format reads (an Ollama model) is converted, unless
         # the destination is that format's own; anything else is copied as it is.
-        origin = open_store_target(source_ref, options=transfer.registry_options())
+        origin = open_at(source_ref, transfer)
         into = door.destination_format(dest_ref) if dest_ref is not None else None
         conversion = door.examine(origin.store, origin.reference, into, source=source_ref,
                                   refuse_other=False).conversion  # anything else: copied as it is
@@ -284,7 +271,7 @@ def _push(source_ref: Locator, dest_ref: Locator | None, options: PushOptions, t
 
         return push_family(package, build_options, dest_ref, to, registry_options=transfer.registry_options(),
                            concurrency=transfer.concurrency, progress=progress, chunks=policy)
-    target = open_store_target(dest_ref, for_write=True, options=transfer.registry_options())
+    target = open_at(dest_ref, transfer, for_write=True)
     mounts: dict[str, Store] = {}
     if origin is not None and conversion is not None and on_registry(source_ref):
         # The converted model's blobs keep their digests: mount them within the registry

@@ -4,7 +4,9 @@ artifact a kind's place builds), then check before use: the digest the policy an
 accepted is what the call reads next (docs/security.md, "what is verified is used").
 
 A call that checks nothing (inspect, evidence, browse) still locates and opens here, so that
-every call reaches a store the same way, with the same transfer options.
+every call reaches a store the same way, with the same transfer options. A destination is
+located here too (:func:`locate_destination`: ocibridge's bookkeeping tags refused before
+anything is written) and opened for writing with :func:`open_at`.
 """
 
 from __future__ import annotations
@@ -13,12 +15,15 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ocibridge.api.options import TransferOptions
+from ocibridge.oci.bookkeeping import refuse_as_destination
+from ocibridge.oci.reference import LayoutReference, RegistryReference
 from ocibridge.places.locate import Locator, Role, locate, text_of
-from ocibridge.places.targets import SourceTarget, StoreTarget, open_source, open_store_target
+from ocibridge.places.targets import SourceTarget, StoreTarget, default_store_path, open_source, open_store_target
 
 if TYPE_CHECKING:
     from ocibridge.signing.containers_policy import UsePolicy
     from ocibridge.signing.verify import VerifyPolicy
+    from ocibridge.stores.registry.options import RegistryOptions
 
 
 @dataclass
@@ -34,12 +39,51 @@ class Opened:
         return self.located, self.target
 
 
+def registry_options(transfer: TransferOptions | None) -> RegistryOptions:
+    """How registries are reached: ``transfer``'s options, the defaults without one."""
+    return (transfer or TransferOptions()).registry_options()
+
+
+def store_reference(ref: str | Locator | None, role: Role = Role.LOCAL) -> Locator:
+    """``ref`` located once (places/locate.py): None is the local store, a bare NAME[:TAG] a model
+    it holds, a directory holding a layout that layout."""
+    if ref is None:
+        return LayoutReference(str(default_store_path()), written=f"oci:{default_store_path()}")
+    return locate(ref, role)
+
+
+def locate_destination(ref: str | Locator) -> Locator:
+    """``ref`` located as a store to write to, a tag of ocibridge's own bookkeeping refused
+    (:func:`refuse_bookkeeping`) before a byte is written."""
+    located = locate(ref, Role.DESTINATION)
+    refuse_bookkeeping(located)
+    return located
+
+
+def refuse_bookkeeping(located: Locator | None) -> None:
+    """A destination tag that is ocibridge's own bookkeeping (:func:`.bookkeeping.refuse_as_destination`)."""
+    if isinstance(located, (RegistryReference, LayoutReference)):
+        refuse_as_destination(located.tag, text_of(located))
+
+
+def open_at(located: Locator, transfer: TransferOptions | None = None, *, for_write: bool = False) -> StoreTarget:
+    """The store ``located`` (already located: no role is checked again) names, opened with
+    ``transfer``'s registry options. ``for_write``: a destination (a layout is created, a
+    registry repository opened without its read mirrors)."""
+    return open_store_target(located, for_write=for_write, options=registry_options(transfer))
+
+
+def open_read(located: Locator, transfer: TransferOptions | None = None) -> SourceTarget:
+    """What a located model reference reads from, opened with ``transfer``'s registry options:
+    a store, or the artifact a kind's place builds (``hf:ORG/NAME``: what a push of it stores)."""
+    return open_source(located, options=registry_options(transfer))
+
+
 def open_located(ref: str | Locator, transfer: TransferOptions | None = None, *, role: Role = Role.MODEL,
                  for_write: bool = False) -> Opened:
     """``ref`` located (as ``role``) and its store opened with ``transfer``'s registry options."""
     located = locate(ref, role)
-    options = (transfer or TransferOptions()).registry_options()
-    return Opened(located, open_store_target(located, for_write=for_write, options=options))
+    return Opened(located, open_at(located, transfer, for_write=for_write))
 
 
 def open_checked(located: Locator, verify: VerifyPolicy | UsePolicy | None, transfer: TransferOptions | None = None,
@@ -52,8 +96,7 @@ def open_checked(located: Locator, verify: VerifyPolicy | UsePolicy | None, tran
 
     shown = text_of(located)
     refuse_before_opening(located, verify, shown)
-    options = (transfer or TransferOptions()).registry_options()
-    source = open_source(located, options=options) if kind_places else open_store_target(located, options=options)
+    source = open_read(located, transfer) if kind_places else open_at(located, transfer)
     source.reference = verified_digest(source, verify, shown, located, files_only=files_only)
     return source
 

@@ -14,6 +14,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ocibridge.api.model_ops import TransferOptions
+from ocibridge.api.opening import open_at
+from ocibridge.api.opening import store_reference as store_reference  # public here too (delete_ops)
 from ocibridge.core import boundedjson
 from ocibridge.core.fsutil import safe_relpath
 from ocibridge.core.graphbound import GraphBound
@@ -29,7 +31,7 @@ from ocibridge.oci.reference import (
     LayoutReference,
     RegistryReference,
 )
-from ocibridge.places.locate import Locator, Role, locate, text_of
+from ocibridge.places.locate import Locator, Role, text_of
 from ocibridge.places.locators import KindPlace
 from ocibridge.places.targets import (
     StoreTarget,
@@ -65,14 +67,6 @@ DRAFT_NAME, DRAFT_CREATED = ANNOTATION_PREFIX + "name", ANNOTATION_PREFIX + "cre
 EMPTY_JSON = b"{}"
 
 
-def store_reference(ref: str | Locator | None, role: Role = Role.LOCAL) -> Locator:
-    """``ref`` located once (places/locate.py): None is the local store, a bare NAME[:TAG] a model
-    it holds, a directory holding a layout that layout."""
-    if ref is None:
-        return LayoutReference(str(default_store_path()), written=f"oci:{default_store_path()}")
-    return locate(ref, role)
-
-
 def nearest_local_names(text: str) -> list[str]:
     """For a bare ``NAME[:TAG]`` that the local store does not hold (and so was looked for on
     docker.io, as Docker does): the local store's names nearest to it; empty for any other
@@ -88,7 +82,8 @@ def nearest_local_names(text: str) -> list[str]:
 
 
 def open_store(ref: str | Locator, transfer: TransferOptions | None) -> StoreTarget:
-    return open_store_target(store_reference(ref), options=(transfer or TransferOptions()).registry_options())
+    """The store ``ref`` names (located as :func:`store_reference` locates it), opened as every call opens one."""
+    return open_at(store_reference(ref), transfer)
 
 
 def layout_store(ref: str | None) -> LayoutStore | None:
