@@ -51,6 +51,11 @@ XORB_CHUNKS = 256
 HEADER = 8
 #: chunks read from the file per piece handed to the server (1 MiB)
 PIECE_CHUNKS = 16
+#: pieces a send from a fetch under way waits for past the first (4 MiB): each hand-over to a
+#: sender thread costs a wake of the loop, a thread hop and a buffer, so a cold read's sends are
+#: fewer and larger (the first piece of an answer still goes as soon as it is verified)
+SEND_AHEAD = 4
+
 #: xorb answers being sent at once, over every client: what bounds serve's memory when many
 #: clients each open many xorb requests (hf_xet's concurrency adapts upward); the others wait
 #: their turn. An answer holds about three pieces: the one read, the server's copy of it, and
@@ -230,12 +235,16 @@ async def xorb_body(source: Checked, size: int, k: int, start: int, end: int,
     c = base + start // (CHUNK + HEADER)
     skip = start % (CHUNK + HEADER)
     left = end - start
+    last = min(top, base + -(-end // (CHUNK + HEADER)))  # the chunk the range ends in, and after
     fd: int | None = None
     try:
         while left > 0 and c < top:
             upto, need = _piece(size, k, c)
             if turn.held and not source.ready(need):
                 turn.give_back()  # waiting for the registry: others may send meanwhile
+            if scope is not None and left < end - start and not source.ready(need):
+                # a send under way, the fetch behind it: wait for a few pieces at once
+                await source.until(min(size, min(last, c + SEND_AHEAD * PIECE_CHUNKS) * CHUNK))
             await source.until(need)
             if scope is not None:
                 if fd is None:
