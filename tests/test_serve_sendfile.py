@@ -5,6 +5,7 @@ a warm Xet read's xorbs too. What the protocol was asked to send is counted on t
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 from pathlib import Path
@@ -13,6 +14,7 @@ import httpx
 import pytest
 from huggingface_hub import hf_hub_download
 from serving import point_hub_at, serving, wait_until_healthy
+from support.faultproxy import throttle
 
 import ocibridge
 from ocibridge.hubserver import protocol
@@ -81,6 +83,30 @@ def test_warm_xorbs_go_straight_to_the_socket(registry, unique_repo, tmp_path, s
         assert Path(hf_hub_download("acme/x", "model.safetensors")).read_bytes() == data
     xorb_bytes = len(data) + 8 * -(-len(data) // xorbs.CHUNK)
     assert sum(sent) == xorb_bytes  # every xorb byte of the warm read, none copied through Python
+
+
+def test_cold_xorbs_leave_by_sendfile_as_the_fetch_verifies_them(registry, unique_repo, tmp_path, sent,
+                                                                 monkeypatch, fault_proxy):
+    """hf_xet's read of a file serve is still fetching (the registry paced: the table checks it
+    chunk by chunk as it comes): every xorb byte sent from the file by serve's protocol as it is
+    verified, none copied into a message, and the file arrives exact."""
+    from ocibridge.cli import main
+
+    src = tmp_path / "c"
+    src.mkdir()
+    (src / "config.json").write_text('{"model_type": "bert"}')
+    data = os.urandom(12 * MiB + 999)
+    (src / "model.safetensors").write_bytes(data)
+    repo = f"{registry.host}/{unique_repo}"
+    assert main(["push", str(src), f"{repo}/acme/c:latest", "-q", "--chunks", "--chunk-threshold", "1M"]) == 0
+    digest = "sha256:" + hashlib.sha256(data).hexdigest()
+    fault_proxy.add("GET", f"/blobs/{digest}", throttle(4 * MiB), times=None)  # 3 s: read while it comes
+    with serving([repo.replace(registry.host, fault_proxy.host)], xet_min=MiB) as served:
+        point_hub_at(monkeypatch, served.url, tmp_path / "hub", xet=True)
+        assert Path(hf_hub_download("acme/c", "model.safetensors")).read_bytes() == data
+        assert served.blobs.hits == 0  # followed the fetch: nothing from the model cache
+    xorb_bytes = len(data) + 8 * -(-len(data) // xorbs.CHUNK)
+    assert sum(sent) == xorb_bytes
 
 
 def test_over_tls_the_bytes_go_as_messages_and_arrive_exact(tmp_path):

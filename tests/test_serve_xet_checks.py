@@ -1,12 +1,14 @@
 """What lets serve send a xorb before a registry fetch ends (serve/follow.py, chunks/tablehash.py):
 the table's word for early bytes, a blob checked by a table alone kept only under that table's
-content key (reading/blobs.py), and a read confirmed after it happened."""
+content key (reading/blobs.py), and what keeps checked bytes of the file as they are."""
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
 import os
+import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -14,7 +16,7 @@ import pytest
 from ocibridge.cache.models import ModelCache
 from ocibridge.chunks.table import LayerChunks
 from ocibridge.chunks.tablehash import TableHasher
-from ocibridge.errors import DigestMismatch
+from ocibridge.errors import OcibridgeError
 from ocibridge.hubserver.reading.blobs import Blobs
 from ocibridge.hubserver.reading.follow import Fill, FillView
 from ocibridge.oci.models import Descriptor
@@ -51,34 +53,52 @@ def test_a_blob_a_table_checked_is_found_only_by_readers_of_that_table(tmp_path:
     assert blobs.cached(layer) == whole == blobs.cached(layer, (lying, CHUNK))
 
 
-def test_a_read_across_a_restart_of_the_download_is_refused(tmp_path: Path):
+def test_a_readers_descriptor_keeps_other_downloads_off_the_file(tmp_path: Path):
+    """What lets a xorb go out from the fill's file by sendfile after its check, with nothing to
+    confirm afterwards: the bytes below the checked mark are never written again while a reader
+    holds a descriptor from ``Fill.open``. Within the download (stores.partial: it truncates to
+    its checked prefix when it starts over); and against any other download of the file: the
+    reader's descriptor shares the download's lock, so a download that would resume the file
+    after this one failed cannot take it until the reader lets go."""
+    from ocibridge.stores.part_governor import PartsAbandoned
+    from ocibridge.stores.partial import open_locked
+
     data = b"0123456789abcdef"
+    partial = tmp_path / "partial"
 
     async def run() -> None:
         fill = Fill("sha256:" + hashlib.sha256(data).hexdigest(), len(data), tmp_path / "blob")
-        first = TableHasher(chunks_of(data), CHUNK)
-        fill.set_hasher(first)
-        fd = os.open(tmp_path / "partial", os.O_RDWR | os.O_CREAT)
-        first.update(data[:8])
-        fill._on_hashed(fd, 8)
-        await asyncio.sleep(0)
-        stamp = await fill.until(8)
-        fill.confirm(stamp, 8)  # nothing happened between: the bytes read were the checked ones
+        failing = threading.Event()
+
+        def fetch(on_hashed: Callable[[int, int], None]) -> None:
+            fd = open_locked(partial)
+            try:
+                hasher = TableHasher(chunks_of(data), CHUNK)
+                fill.set_hasher(hasher)
+                os.pwrite(fd, data[:8], 0)
+                hasher.update(data[:8])
+                on_hashed(fd, 8)
+                failing.wait(10)
+                raise OSError("the registry went away")
+            finally:
+                os.close(fd)
+
+        ended = asyncio.Event()
+        fill.start(fetch, lambda _: ended.set())
+        await fill.until(8)  # returns once checked: nothing to confirm after the read
         assert fill.ready(8) and not fill.ready(12)
-        view = FillView(fill, whole=True)  # another manifest's table: only the whole blob counts
-        assert not view.ready(8)
-        fill.set_hasher(TableHasher(chunks_of(data), CHUNK))  # the download started over
-        with pytest.raises(DigestMismatch, match="started over"):
-            fill.confirm(stamp, 8)
-        again = TableHasher(chunks_of(data), CHUNK)
-        fill.set_hasher(again)
-        again.update(data[:8])
-        stamp = await fill.until(8)
-        assert again.hexdigest() == ""  # the end of an attempt that failed: the download truncates next,
-        fill.confirm(stamp, 8)  # to the checked prefix (stores.partial), so what was read of it stands
-        fill.set_hasher(TableHasher(chunks_of(data), CHUNK))  # and once the next attempt starts, nothing does
-        with pytest.raises(DigestMismatch):
-            fill.confirm(stamp, 8)
-        os.close(fd)
+        assert not FillView(fill, whole=True).ready(8)  # another manifest's table: only the whole blob
+        reader = fill.open()
+        failing.set()
+        await ended.wait()
+        with pytest.raises(OcibridgeError, match="went away"):
+            fill.checked()
+        gone = threading.Event()
+        gone.set()
+        with pytest.raises(PartsAbandoned):  # the download that would resume it waits for the reader
+            open_locked(partial, gone)
+        assert os.pread(reader, 8, 0) == data[:8]
+        os.close(reader)
+        os.close(open_locked(partial, gone))  # let go: the next download resumes the file
 
     asyncio.run(run())

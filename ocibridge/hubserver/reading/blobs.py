@@ -65,13 +65,9 @@ class Checked(Protocol):
         """A descriptor of the file (the caller closes it)."""
         ...
 
-    async def until(self, end: int) -> object:
-        """Return once bytes ``[0, end)`` are verified (raise if they never will be): a stamp
-        for :meth:`confirm`."""
-        ...
-
-    def confirm(self, stamp: object, end: int) -> None:
-        """After reading bytes below ``end``: raise unless they were still verified bytes."""
+    async def until(self, end: int) -> None:
+        """Return once bytes ``[0, end)`` are verified (raise if they never will be); from then
+        on they stay as they are in the file for any descriptor :meth:`open` gave."""
         ...
 
     def ready(self, end: int) -> bool:
@@ -88,10 +84,7 @@ class CheckedFile:
     def open(self) -> int:
         return os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
 
-    async def until(self, end: int) -> object:
-        return None
-
-    def confirm(self, stamp: object, end: int) -> None:
+    async def until(self, end: int) -> None:
         return None
 
     def ready(self, end: int) -> bool:

@@ -75,7 +75,7 @@ class Fill:
 
     def set_hasher(self, hasher: TableHasher) -> None:
         """The fetching thread's hasher for this start of the download (under the lock, as
-        :meth:`confirm` reads it)."""
+        :meth:`checked` reads it)."""
         with self._lock:
             self.hasher = hasher
 
@@ -149,33 +149,31 @@ class Fill:
                 return 0
             return self.hasher.verified
 
-    async def until(self, end: int, whole: bool = False) -> object:
-        """Wait until bytes ``[0, end)`` are verified (:meth:`checked`); what :meth:`confirm`
-        takes after the read. Woken only once they are (or the fetch failed), not at each piece
-        hashed: many requests of one client wait on one fetch, and waking each at every MiB
-        cost serve a third more CPU."""
+    async def until(self, end: int, whole: bool = False) -> None:
+        """Wait until bytes ``[0, end)`` are verified (:meth:`checked`). Woken only once they are
+        (or the fetch failed), not at each piece hashed: many requests of one client wait on one
+        fetch, and waking each at every MiB cost serve a third more CPU.
+
+        Once verified, those bytes of the file stay as they are for as long as the reader holds
+        a descriptor of it from :meth:`open`, so they may be sent from the file after the check
+        (by sendfile) with nothing to confirm: the download never writes below its checked
+        prefix, not even when it starts over (it truncates to that prefix: ``stores.partial``);
+        a verified file is renamed into place and never written; and every descriptor
+        :meth:`open` hands out shares the download's open file, and so its ``flock`` of the
+        partial file, which no other download (of this serve or another process) resumes
+        without: while a reader holds one, none can write the file."""
         while self.checked(whole) < end:
             future = self._loop.create_future()
             self._due.append((end, future))
             await future
-        with self._lock:
-            return None if self.verified else self.hasher
-
-    def confirm(self, stamp: object, end: int) -> None:
-        """Raise unless bytes ``[0, end)`` read since :meth:`until` returned ``stamp`` were still
-        the verified ones when read: a download that starts over truncates the file it is in."""
-        with self._lock:
-            if stamp is None or (stamp is self.hasher and self.hasher is not None and self.hasher.verified >= end):
-                return
-        raise DigestMismatch(f"blob {self.digest}: its download started over while it was read: "
-                             "the connection is cut")
 
     def ready(self, end: int, whole: bool = False) -> bool:
         """Whether :meth:`until` would return at once."""
         return self.checked(whole) >= end
 
     def open(self) -> int:
-        """A descriptor of the blob's file: the download's while it runs, else the cache's."""
+        """A descriptor of the blob's file: a copy of the download's while it runs (sharing its
+        lock: :meth:`until`), else the cache's."""
         with self._lock:
             if self._fd is not None:
                 return os.dup(self._fd)
@@ -194,11 +192,8 @@ class FillView:
     def open(self) -> int:
         return self.fill.open()
 
-    async def until(self, end: int) -> object:
-        return await self.fill.until(end, self.whole)
-
-    def confirm(self, stamp: object, end: int) -> None:
-        self.fill.confirm(stamp, end)
+    async def until(self, end: int) -> None:
+        await self.fill.until(end, self.whole)
 
     def ready(self, end: int) -> bool:
         return self.fill.ready(end, self.whole)

@@ -51,6 +51,11 @@ XORB_CHUNKS = 256
 HEADER = 8
 #: chunks read from the file per piece handed to the server (1 MiB)
 PIECE_CHUNKS = 16
+#: pieces a send from a fetch under way waits for past the first (4 MiB): each hand-over to a
+#: sender thread costs a wake of the loop, a thread hop and a buffer, so a cold read's sends are
+#: fewer and larger (the first piece of an answer still goes as soon as it is verified)
+SEND_AHEAD = 4
+
 #: xorb answers being sent at once, over every client: what bounds serve's memory when many
 #: clients each open many xorb requests (hf_xet's concurrency adapts upward); the others wait
 #: their turn. An answer holds about three pieces: the one read, the server's copy of it, and
@@ -198,33 +203,53 @@ def _cut(size: int, first: int, end: int, skip: int, left: int) -> list[Segment]
     return out
 
 
+def _verified_upto(source: Checked, size: int, k: int, c: int, top: int) -> int:
+    """The chunk a send from chunk ``c`` of the ``k``-th xorb may run to now: the xorb's end when
+    it is all verified, else the end of the last whole piece verified (at least ``c``'s piece,
+    which the caller waited for)."""
+    if source.ready(min(size, top * CHUNK)):
+        return top
+    upto = _piece(size, k, c)[0]
+    while upto < top:
+        after, need = _piece(size, k, upto)
+        if not source.ready(need):
+            break
+        upto = after
+    return upto
+
+
 async def xorb_body(source: Checked, size: int, k: int, start: int, end: int,
                     gate: Shares, client: str, turn: Turn, scope: Any = None) -> AsyncGenerator[memoryview, None]:
     """Bytes ``[start, end)`` of the ``k``-th xorb of a file, each piece read once its file
-    bytes are verified (at once from a verified file; as a registry fetch checks them) and
-    confirmed still verified after the read. A verified range goes straight to the socket from a
-    worker thread where the server takes it (``scope``'s, :mod:`..zerocopy`: one hand-over, a
-    reused buffer, no permit); any other is read and sent while its ``turn`` holds a permit of ``gate``
-    (within ``client``'s share of them); it gives the permit back while it waits for the fetch
-    (and the guard takes it back while its client does not read: :mod:`.guard`), and opens the
-    file only with one (a queue of requests holds no descriptors)."""
+    bytes are verified (at once from a verified file; as a registry fetch checks them: verified
+    bytes of its file stay as they are, ``follow.Fill.until``). Verified bytes go straight to
+    the socket from a worker thread where the server takes it (``scope``'s, :mod:`..zerocopy`:
+    as much as is verified in one hand-over, a reused buffer, no permit), a cold read's as its
+    fetch verifies them as a warm read's; where it does not (TLS), each piece is read and sent
+    as a message while its ``turn`` holds a permit of ``gate`` (within ``client``'s share of
+    them); it gives the permit back while it waits for the fetch (and the guard takes it back
+    while its client does not read: :mod:`.guard`), and opens the file only with one (a queue
+    of requests holds no descriptors)."""
     base = k * XORB_CHUNKS
     top = min(chunk_count(size), base + XORB_CHUNKS)
     c = base + start // (CHUNK + HEADER)
     skip = start % (CHUNK + HEADER)
     left = end - start
+    last = min(top, base + -(-end // (CHUNK + HEADER)))  # the chunk the range ends in, and after
     fd: int | None = None
     try:
         while left > 0 and c < top:
             upto, need = _piece(size, k, c)
             if turn.held and not source.ready(need):
                 turn.give_back()  # waiting for the registry: others may send meanwhile
-            stamp = await source.until(need)
-            if stamp is None and scope is not None:  # verified for good: nothing to confirm after the send
+            if scope is not None and left < end - start and not source.ready(need):
+                # a send under way, the fetch behind it: wait for a few pieces at once
+                await source.until(min(size, min(last, c + SEND_AHEAD * PIECE_CHUNKS) * CHUNK))
+            await source.until(need)
+            if scope is not None:
                 if fd is None:
                     fd = await anyio.to_thread.run_sync(source.open)
-                # the rest of the range at once where it is all verified: one hand-over, not one a piece
-                sending = top if source.ready(min(size, top * CHUNK)) else upto
+                sending = _verified_upto(source, size, k, c, top)
                 segments = _segments(size, c, sending, skip, left)
                 try:
                     sent = await send_direct(scope, fd, segments)
@@ -237,12 +262,12 @@ async def xorb_body(source: Checked, size: int, k: int, start: int, end: int,
                     left -= sent
                     c = sending
                     continue
+                # else the server takes none now (TLS, bytes it still holds): this piece as a message
             await turn.take(gate, client)
             if fd is None:
                 fd = await anyio.to_thread.run_sync(source.open)
             piece, targets = _frame(size, c, upto)
             await anyio.to_thread.run_sync(_fill, fd, targets, c * CHUNK)
-            source.confirm(stamp, need)
             out = memoryview(piece)[skip:skip + left]  # a new buffer each piece: the server may keep it
             skip = 0
             left -= len(out)
