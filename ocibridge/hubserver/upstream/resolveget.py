@@ -17,7 +17,6 @@ signed URL) is followed without ``Authorization``."""
 from __future__ import annotations
 
 import socket
-import ssl
 import time
 from typing import TYPE_CHECKING
 from urllib.parse import urljoin, urlsplit
@@ -25,6 +24,7 @@ from urllib.parse import urljoin, urlsplit
 from ocibridge.errors import OcibridgeError
 from ocibridge.hubserver.upstream.client import TIMEOUT, upstream_tls
 from ocibridge.hubserver.upstream.fileget import CHUNK
+from ocibridge.stores.registry.blobstream import receivable_socket
 
 if TYPE_CHECKING:
     import httpx
@@ -52,18 +52,14 @@ def origin(url: str) -> tuple[str, str, int | None]:
 
 def direct_socket(response: httpx.Response) -> socket.socket | None:
     """The socket a plain HTTP/1.1 body of known length can be received from straight into a
-    buffer (a plain socket, or TLS straight to the server); None where the body must be read
-    through httpx (chunked, compressed, TLS through a proxy, HTTP/2)."""
+    buffer (the registry download's rule: :func:`.blobstream.receivable_socket`); None where the
+    body must be read through httpx (chunked, compressed, TLS through a proxy, HTTP/2)."""
     stream = response.extensions.get("network_stream")
     if stream is None or response.http_version != "HTTP/1.1" or "content-length" not in response.headers \
             or "transfer-encoding" in response.headers \
             or response.headers.get("content-encoding", "identity") != "identity":
         return None
-    sock = stream.get_extra_info("socket")
-    ssl_object = stream.get_extra_info("ssl_object")
-    if ssl_object is None:
-        return sock if type(sock) is socket.socket else None
-    return sock if isinstance(sock, ssl.SSLSocket) and not isinstance(ssl_object, ssl.SSLObject) else None
+    return receivable_socket(stream)[0]
 
 
 class ResolveGet:
