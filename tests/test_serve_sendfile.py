@@ -44,12 +44,18 @@ def _metric(text: str, name: str) -> float:
     return float(found[1])
 
 
-def test_plain_reads_go_out_by_sendfile(registry, unique_repo, tmp_path, sent):
-    src = tmp_path / "m"
+def _model(tmp_path: Path, name: str, size: int) -> tuple[Path, bytes]:
+    """A model directory with a config and ``size`` random bytes of weights; the weights."""
+    src = tmp_path / name
     src.mkdir()
     (src / "config.json").write_text('{"model_type": "bert"}')
-    data = os.urandom(5 * MiB + 4321)
+    data = os.urandom(size)
     (src / "model.safetensors").write_bytes(data)
+    return src, data
+
+
+def test_plain_reads_go_out_by_sendfile(registry, unique_repo, tmp_path, sent):
+    src, data = _model(tmp_path, "m", 5 * MiB + 4321)
     ocibridge.push(str(src), f"{registry.host}/{unique_repo}/acme/m:latest")
     url = "/acme/m/resolve/main/model.safetensors"
     with serving([f"{registry.host}/{unique_repo}"], xet_min=0) as served:
@@ -69,11 +75,7 @@ def test_warm_xorbs_go_straight_to_the_socket(registry, unique_repo, tmp_path, s
     """hf_xet's reads of a file the model cache holds: every xorb byte, headers and all, sent from
     serve's protocol's worker thread, none as an ASGI message (the bytes arrive exact: hf_xet
     writes the file from them)."""
-    src = tmp_path / "x"
-    src.mkdir()
-    (src / "config.json").write_text('{"model_type": "bert"}')
-    data = os.urandom(20 * MiB + 999)
-    (src / "model.safetensors").write_bytes(data)
+    src, data = _model(tmp_path, "x", 20 * MiB + 999)
     ocibridge.push(str(src), f"{registry.host}/{unique_repo}/acme/x:latest")
     with serving([f"{registry.host}/{unique_repo}"], xet_min=MiB) as served:
         point_hub_at(monkeypatch, served.url, tmp_path / "cold", xet=True)
@@ -92,11 +94,7 @@ def test_cold_xorbs_leave_by_sendfile_as_the_fetch_verifies_them(registry, uniqu
     verified, none copied into a message, and the file arrives exact."""
     from ocibridge.cli import main
 
-    src = tmp_path / "c"
-    src.mkdir()
-    (src / "config.json").write_text('{"model_type": "bert"}')
-    data = os.urandom(12 * MiB + 999)
-    (src / "model.safetensors").write_bytes(data)
+    src, data = _model(tmp_path, "c", 12 * MiB + 999)
     repo = f"{registry.host}/{unique_repo}"
     assert main(["push", str(src), f"{repo}/acme/c:latest", "-q", "--chunks", "--chunk-threshold", "1M"]) == 0
     digest = "sha256:" + hashlib.sha256(data).hexdigest()
