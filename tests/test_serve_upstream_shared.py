@@ -4,7 +4,9 @@ prefix (a writer and its readers, read-only peers). The upstream and the proxy: 
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -24,6 +26,26 @@ from upstream_proxy import (
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
 
+def _upstream_flags(proxied: Proxied) -> list[str]:
+    return ["--upstream", proxied.counted.url, "--upstream-token-file", str(proxied.root / "up-token.txt")]
+
+
+@contextlib.contextmanager
+def _two_proxies(proxied: Proxied, tmp_path: Path, prefix: str, names: tuple[str, str],
+                 link: str) -> Iterator[tuple[str, str]]:
+    """Two proxies of the upstream over one registry prefix, the second given the first's URL
+    with ``link`` (``--writer``: its reader; ``--peer``: its read-only peer); their URLs."""
+    flags = _upstream_flags(proxied)
+    for name in names:
+        (tmp_path / name).mkdir()
+    with serve_over(proxied.registry, tmp_path / names[0], f"{CLIENT_TOKEN}\n",
+                    lambda host: [f"{host}/{prefix}", "--plain-http", *flags], HF_HUB_DISABLE_XET="1") as first, \
+            serve_over(proxied.registry, tmp_path / names[1], f"{CLIENT_TOKEN}\n",
+                       lambda host: [f"{host}/{prefix}", "--plain-http", *flags, link, first],
+                       HF_HUB_DISABLE_XET="1") as second:
+        yield first, second
+
+
 def test_concurrent_requests_for_a_missing_commit_share_one_fetch(proxied: Proxied):
     api = proxied.api()
     with ThreadPoolExecutor(6) as pool:
@@ -31,6 +53,7 @@ def test_concurrent_requests_for_a_missing_commit_share_one_fetch(proxied: Proxi
     assert len(shas) == 1
     listings = proxied.asked("/api/models/acme/other/tree/")
     assert len(listings) == 1, listings
+    proxied.ended("acme/other", 1)  # the answer comes with the listing; its files are fetched on after it
     assert len(proxied.counted.requests_matching("GET", "/acme/other/resolve/.*/w.safetensors")) == 1
 
 
@@ -99,14 +122,7 @@ def test_replicas_share_one_fetch_the_writer_fetches_and_the_reader_forwards(pro
     """A writer and a ``--writer`` reader, proxies over one registry prefix: clients asking both at
     once for a model neither holds get its bytes, each file asked of the upstream once in all."""
     files, sha = published_with_a_slow_file(proxied, "acme/shared", bytes(range(256)) * 1024)
-    flags = ["--upstream", proxied.counted.url, "--upstream-token-file", str(proxied.root / "up-token.txt")]
-    for name in ("writer", "reader"):
-        (tmp_path / name).mkdir()
-    with serve_over(proxied.registry, tmp_path / "writer", f"{CLIENT_TOKEN}\n",
-                    lambda host: [f"{host}/shared", "--plain-http", *flags], HF_HUB_DISABLE_XET="1") as writer, \
-            serve_over(proxied.registry, tmp_path / "reader", f"{CLIENT_TOKEN}\n",
-                       lambda host: [f"{host}/shared", "--plain-http", *flags, "--writer", writer],
-                       HF_HUB_DISABLE_XET="1") as reader:
+    with _two_proxies(proxied, tmp_path, "shared", ("writer", "reader"), "--writer") as (writer, reader):
         six_clients_fetched_once(proxied, "acme/shared", files, (writer, reader), tmp_path)
         assert len(proxied.asked("/api/models/acme/shared/tree/")) == 1
         tags = proxied.landed("shared/acme/shared", sha)
@@ -123,14 +139,7 @@ def test_read_only_proxies_over_one_prefix_fetch_once_the_lease_holder_fetching_
     prefix (it writes what it fetches), the second, given it as ``--peer``, stands by and sends its
     misses there. Before, neither took the lease and each asked the upstream for every file."""
     files, sha = published_with_a_slow_file(proxied, "acme/peered", bytes(range(256)) * 2048)
-    flags = ["--upstream", proxied.counted.url, "--upstream-token-file", str(proxied.root / "up-token.txt")]
-    for name in ("first", "second"):
-        (tmp_path / name).mkdir()
-    with serve_over(proxied.registry, tmp_path / "first", f"{CLIENT_TOKEN}\n",
-                    lambda host: [f"{host}/peered", "--plain-http", *flags], HF_HUB_DISABLE_XET="1") as first, \
-            serve_over(proxied.registry, tmp_path / "second", f"{CLIENT_TOKEN}\n",
-                       lambda host: [f"{host}/peered", "--plain-http", *flags, "--peer", first],
-                       HF_HUB_DISABLE_XET="1") as second:
+    with _two_proxies(proxied, tmp_path, "peered", ("first", "second"), "--peer") as (first, second):
         said = (tmp_path / "second" / "serve.log").read_text()
         assert f"misses fetched by {first} (host " in said and f"sent to {first}" in said, said
         six_clients_fetched_once(proxied, "acme/peered", files, (first, second), tmp_path)
@@ -140,8 +149,7 @@ def test_read_only_proxies_over_one_prefix_fetch_once_the_lease_holder_fetching_
 
 def test_a_reader_whose_writer_is_down_answers_a_miss_503_and_never_asks_the_upstream(proxied: Proxied,
                                                                                        tmp_path: Path):
-    flags = ["--upstream", proxied.counted.url, "--upstream-token-file", str(proxied.root / "up-token.txt"),
-             "--writer", "http://127.0.0.1:9"]  # the discard port: nothing answers
+    flags = [*_upstream_flags(proxied), "--writer", "http://127.0.0.1:9"]  # the discard port: nothing answers
     (tmp_path / "orphan").mkdir()
     with serve_over(proxied.registry, tmp_path / "orphan", f"{CLIENT_TOKEN}\n",
                     lambda host: [f"{host}/orphan", "--plain-http", *flags], HF_HUB_DISABLE_XET="1") as reader:
