@@ -84,7 +84,11 @@ class Bench:
         self.log = open(work / "mount.log", "a")  # noqa: SIM115  # the detached mounts write here
 
     def run(self, *args: str) -> None:
-        subprocess.run([*OCIBRIDGE, *args], env=self.env, check=True, stdout=subprocess.DEVNULL, stderr=self.log)
+        done = subprocess.run([*OCIBRIDGE, *args], env=self.env, stdout=subprocess.DEVNULL, stderr=self.log)
+        if done.returncode:  # say why, not only that it failed: the detached mounts' log is the only record
+            self.log.flush()
+            tail = (self.work / "mount.log").read_text(errors="replace")[-2000:]
+            raise SystemExit(f"ocibridge {args[0]} exited {done.returncode}:\n{tail}")
 
     def sample(self, steps: Callable[[Path], float]) -> tuple[float, int]:
         """(seconds ``steps`` reports, bytes the cache holds after), then everything removed."""

@@ -57,7 +57,8 @@ class Bench:
         self.log = log
         # ocibridge's digest cache lives in the work dir (never the user's); rows marked "cold"
         # turn it off so the files are hashed as on a first push.
-        self.env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "OCIBRIDGE_CACHE_DIR": str(workdir / "cache")}
+        path = os.pathsep.join(filter(None, (str(REPO_ROOT), os.environ.get("PYTHONPATH"))))  # + a site of wheels
+        self.env = {**os.environ, "PYTHONPATH": path, "OCIBRIDGE_CACHE_DIR": str(workdir / "cache")}
         self.has_registry_store = tools.registry_store_ready()
         self.digests: dict[Path, str] = {}
 
