@@ -74,7 +74,8 @@ def main(argv: list[str] | None = None) -> int:
             def ocibridge(checkout: str) -> Callable[[int], Sample]:
                 # the working directory too: ``-m`` imports from it first; a fresh pull cache each
                 def run(out: Path) -> Sample:
-                    env = {**bench.env, "PYTHONPATH": checkout, "OCIBRIDGE_CACHE_DIR": str(out / "cache")}
+                    path = os.pathsep.join(filter(None, (checkout, os.environ.get("PYTHONPATH"))))
+                    env = {**bench.env, "PYTHONPATH": path, "OCIBRIDGE_CACHE_DIR": str(out / "cache")}
                     os.sync()
                     return run_measured(tools.ocibridge("pull", ref, str(out / "model")), cwd=checkout, env=env)
                 return fresh(run)

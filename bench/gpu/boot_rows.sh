@@ -32,7 +32,7 @@ if [ -z "$local" ]; then
   source bench/gpu/install.sh
   fuse=$scratch/fuse
   for deb in .whl/debs/*.deb; do [ -e "$deb" ] && dpkg -x "$deb" "$fuse"; done
-  lib=$(ls "$fuse"/usr/lib/x86_64-linux-gnu/libfuse3.so.3 2>/dev/null || true)
+  lib=$(find "$fuse" -name libfuse3.so.3 | head -n 1)  # bookworm: /lib/x86_64-linux-gnu
   [ -z "$lib" ] || export FUSE_LIBRARY_PATH=$lib
   export PATH=$fuse/usr/bin:$fuse/bin:$PATH
   [ -c /dev/fuse ] || mknod -m 666 /dev/fuse c 10 229 2>/dev/null || true
