@@ -64,6 +64,13 @@ def _attest_options(args: argparse.Namespace) -> api_options.AttestOptions | Non
     return attest
 
 
+def add_default_tag_flag(p: argparse.ArgumentParser, default: str | None = "latest") -> None:
+    """``--default-tag``: serve's, and k8s serve's, which hands it on to its pods' serve (there
+    ``default`` is None: left out, the pods' serve takes its own)."""
+    p.add_argument("--default-tag", default=default, metavar="TAG",
+                   help="the tag the revision 'main' names (default latest)")
+
+
 def register(command: CommandAdder) -> None:
     """Add ``serve``."""
     p = command("serve", cmd_serve)
@@ -72,8 +79,7 @@ def register(command: CommandAdder) -> None:
                         "(models named ORG/NAME:TAG) or local (the local store); searched in order")
     p.add_argument("--listen", default="127.0.0.1:8080", metavar="HOST:PORT",
                    help="address to listen on (default 127.0.0.1:8080; :PORT for every address)")
-    p.add_argument("--default-tag", default="latest", metavar="TAG",
-                   help="the tag the revision 'main' names (default latest)")
+    add_default_tag_flag(p)
     add_verify_flags(p, "serve only models signed by this key; others are refused with the reason (repeatable)")
     p.add_argument("--token-file", metavar="FILE",
                    help="tokens, one a line ('TOKEN [read|write] [REPO-PREFIX] [NAME]': a bare token reads "
