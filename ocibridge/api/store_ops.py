@@ -24,7 +24,8 @@ from ocibridge.errors import OcibridgeError, UsageError
 from ocibridge.oci.bookkeeping import is_bookkeeping, refuse_as_destination
 from ocibridge.oci.cnaidraft import ANNOTATION_PREFIX, is_draft
 from ocibridge.oci.digest import is_digest, sha256_file
-from ocibridge.oci.mediatypes import ANNOTATION_CREATED, ANNOTATION_REF_NAME, ANNOTATION_TITLE, OCI_EMPTY, OCI_MANIFEST
+from ocibridge.oci.empty import empty_descriptor
+from ocibridge.oci.mediatypes import ANNOTATION_CREATED, ANNOTATION_REF_NAME, ANNOTATION_TITLE, OCI_MANIFEST
 from ocibridge.oci.mediatypes import family_of_artifact as _family_of
 from ocibridge.oci.models import Descriptor, Index, Manifest, parse_manifest_bytes
 from ocibridge.oci.reference import (
@@ -64,7 +65,6 @@ from ocibridge.transfer.writer import Blob, retag, write_artifact
 
 #: where ``ls`` finds the name and date of an early CNAI draft artifact (it has no config)
 DRAFT_NAME, DRAFT_CREATED = ANNOTATION_PREFIX + "name", ANNOTATION_PREFIX + "created"
-EMPTY_JSON = b"{}"
 
 
 def nearest_local_names(text: str) -> list[str]:
@@ -318,8 +318,8 @@ def attach(
     target = open_store(parsed, transfer)
     store = target.store
     subject = store.resolve(target.reference)
-    config = Descriptor.for_bytes(OCI_EMPTY, EMPTY_JSON)
-    blobs = [Blob.of_bytes(config, EMPTY_JSON)]
+    config = empty_descriptor()
+    blobs = [Blob.empty()]
     for name in one_or_many(files):
         path = Path(name)
         if not path.is_file():

@@ -15,15 +15,14 @@ from ocibridge.chunks.table import (
     chunk_stream,
 )
 from ocibridge.errors import DigestMismatch
+from ocibridge.oci.empty import empty_descriptor
 from ocibridge.oci.layerinfo import is_raw
-from ocibridge.oci.mediatypes import OCI_EMPTY, OCI_MANIFEST
+from ocibridge.oci.mediatypes import OCI_MANIFEST
 from ocibridge.oci.models import Descriptor, Manifest
 from ocibridge.stores.base import ReadableStore, WritableStore
 from ocibridge.transfer.writer import Blob, write_artifact
 
 __all__ = ["attach_table", "binding_annotations", "table_from_store"]
-
-EMPTY_CONFIG = b"{}"
 
 
 def table_from_store(store: ReadableStore, manifest: Manifest, *, chunk_size: int = DEFAULT_CHUNK_SIZE,
@@ -43,8 +42,7 @@ def table_from_store(store: ReadableStore, manifest: Manifest, *, chunk_size: in
 
 
 def referrer_manifest(subject: Descriptor, table: ChunkTable) -> bytes:
-    config = Descriptor.for_bytes(OCI_EMPTY, EMPTY_CONFIG)
-    manifest = Manifest(mediaType=OCI_MANIFEST, artifactType=ARTIFACT_TYPE, config=config,
+    manifest = Manifest(mediaType=OCI_MANIFEST, artifactType=ARTIFACT_TYPE, config=empty_descriptor(),
                         layers=[table.descriptor()], subject=subject)
     return manifest.to_json_bytes()
 
@@ -52,8 +50,7 @@ def referrer_manifest(subject: Descriptor, table: ChunkTable) -> bytes:
 def attach_table(store: WritableStore, subject: Descriptor, table: ChunkTable) -> Descriptor:
     """Push the table blob and a referrer manifest (``subject``: the model manifest) that keeps
     it; returns the referrer's descriptor. Blobs first, manifest last: nothing half-written."""
-    blobs = [Blob.of_bytes(table.descriptor(), table.to_bytes()),
-             Blob.of_bytes(Descriptor.for_bytes(OCI_EMPTY, EMPTY_CONFIG), EMPTY_CONFIG)]
+    blobs = [Blob.of_bytes(table.descriptor(), table.to_bytes()), Blob.empty()]
     body = referrer_manifest(subject, table)
     ref = Descriptor.for_bytes(OCI_MANIFEST, body, artifactType=ARTIFACT_TYPE)
     write_artifact(store, ref, body, blobs)

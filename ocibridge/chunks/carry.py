@@ -12,12 +12,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ocibridge.chunks.attach import EMPTY_CONFIG, binding_annotations, referrer_manifest
+from ocibridge.chunks.attach import binding_annotations, referrer_manifest
 from ocibridge.chunks.chain import bound_table_descriptor, read_table_blob
 from ocibridge.chunks.table import ANNOTATION_DIGEST, ANNOTATION_SIZE, ARTIFACT_TYPE, ChunkTable
 from ocibridge.errors import NotFound
+from ocibridge.oci.empty import EMPTY_DIGEST, EMPTY_JSON
 from ocibridge.oci.layerinfo import is_raw
-from ocibridge.oci.mediatypes import OCI_EMPTY, OCI_MANIFEST
+from ocibridge.oci.mediatypes import OCI_MANIFEST
 from ocibridge.oci.models import Descriptor, Manifest
 from ocibridge.stores.base import ReadableStore
 
@@ -85,8 +86,7 @@ class ChunkReferrer:
         subject = Descriptor(mediaType=subject.mediaType, digest=subject.digest, size=subject.size)
         self.body = referrer_manifest(subject, table)
         self.descriptor = Descriptor.for_bytes(OCI_MANIFEST, self.body, artifactType=ARTIFACT_TYPE)
-        self.blobs = {table.descriptor().digest: table.to_bytes(),
-                      Descriptor.for_bytes(OCI_EMPTY, EMPTY_CONFIG).digest: EMPTY_CONFIG}
+        self.blobs = {table.descriptor().digest: table.to_bytes(), EMPTY_DIGEST: EMPTY_JSON}
 
     def bytes_of(self, digest: str) -> bytes | None:
         """The bytes of the referrer manifest or one of its blobs, by digest (None: not ours)."""

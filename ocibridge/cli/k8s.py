@@ -23,6 +23,7 @@ from ocibridge.cli.common import (
     transfer_options,
     warn,
 )
+from ocibridge.cli.serve import add_default_tag_flag
 from ocibridge.cli.signing import add_verify_flags, policy_from_args
 from ocibridge.cli.upstream_flags import add_upstream_policy_flags, upstream_policy
 from ocibridge.core.lazy import LazyModule
@@ -363,7 +364,7 @@ def _register_serve(ksub: Any) -> None:
     p.add_argument("--storage-class", metavar="CLASS", help="storage class of the cache's claim")
     p.add_argument("--token-secret", metavar="SECRET",
                    help="a Secret whose key 'tokens' holds the read tokens, one a line (serve --token-file)")
-    p.add_argument("--default-tag", metavar="TAG", help="the tag the revision 'main' names (default latest)")
+    add_default_tag_flag(p, default=None)
     p.add_argument("--public-url", metavar="URL",
                    help="the URL clients reach the Service at, when an Ingress ends TLS (serve --public-url)")
     p.add_argument("--cpu", default="500m", help="CPU request per replica (default 500m)")

@@ -7,7 +7,7 @@ import argparse
 import sys
 
 from ocibridge.cli.common import CommandAdder, add_transfer_flags, emit, transfer_options
-from ocibridge.cli.signing import add_policy_flag
+from ocibridge.cli.signing import add_verify_flags, policy_from_args
 from ocibridge.errors import UsageError
 
 #: ``cat`` writes in steps of this many bytes, each verified before it is written
@@ -36,15 +36,13 @@ def parse_range(text: str | None, size: int) -> tuple[int, int]:
 
 def cmd_cat(args: argparse.Namespace) -> int:
     from ocibridge.api.lazy_ops import open_model
-    from ocibridge.api.policy import verification
 
     if args.json:  # stdout is the file's bytes: there is no summary to print instead
         raise UsageError("cat prints the file's bytes; --json has no meaning here "
                          "('ocibridge inspect REF --json' lists the files)")
 
     out = sys.stdout.buffer
-    with open_model(args.ref, transfer=transfer_options(args),
-                    verify=verification(args.verify_key or (), args.policy)) as model:
+    with open_model(args.ref, transfer=transfer_options(args), verify=policy_from_args(args)) as model:
         start, end = parse_range(args.range, model.file(args.path).size)
         blob = model.open(args.path)
         for at in range(start, end, STEP):
@@ -72,10 +70,8 @@ def register(command: CommandAdder) -> None:
     p.add_argument("ref", metavar="REF", help="host/repo:tag or host/repo@digest")
     p.add_argument("path", metavar="PATH", help="the file's path in the model")
     p.add_argument("--range", metavar="A-B", help="bytes A up to B (B excluded); A- to the end; -N the last N")
-    p.add_argument("--verify-key", action="append", default=[], metavar="PUB",
-                   help="refuse the model unless signed by this key; a chunk table the manifest does not bind "
-                        "is used only if its referrer is signed by it too (repeatable)")
-    add_policy_flag(p)
+    add_verify_flags(p, "refuse the model unless signed by this key; a chunk table the manifest does not bind "
+                     "is used only if its referrer is signed by it too (repeatable)")
     add_transfer_flags(p)
 
     p = command("chunks", cmd_chunks)

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from ocibridge.cli.common import CommandAdder, add_transfer_flags, transfer_options
 from ocibridge.cli.evidence_flags import add_evidence_flags, attest_options
-from ocibridge.cli.signing import add_policy_flag, policy_from_args
+from ocibridge.cli.signing import add_verify_flags, policy_from_args
 from ocibridge.cli.upstream_flags import add_upstream_policy_flags, upstream_policy
 from ocibridge.core.lazy import LazyModule
 from ocibridge.errors import UsageError
@@ -64,6 +64,13 @@ def _attest_options(args: argparse.Namespace) -> api_options.AttestOptions | Non
     return attest
 
 
+def add_default_tag_flag(p: argparse.ArgumentParser, default: str | None = "latest") -> None:
+    """``--default-tag``: serve's, and k8s serve's, which hands it on to its pods' serve (there
+    ``default`` is None: left out, the pods' serve takes its own)."""
+    p.add_argument("--default-tag", default=default, metavar="TAG",
+                   help="the tag the revision 'main' names (default latest)")
+
+
 def register(command: CommandAdder) -> None:
     """Add ``serve``."""
     p = command("serve", cmd_serve)
@@ -72,11 +79,8 @@ def register(command: CommandAdder) -> None:
                         "(models named ORG/NAME:TAG) or local (the local store); searched in order")
     p.add_argument("--listen", default="127.0.0.1:8080", metavar="HOST:PORT",
                    help="address to listen on (default 127.0.0.1:8080; :PORT for every address)")
-    p.add_argument("--default-tag", default="latest", metavar="TAG",
-                   help="the tag the revision 'main' names (default latest)")
-    p.add_argument("--verify-key", action="append", default=[], metavar="PUB",
-                   help="serve only models signed by this key; others are refused with the reason (repeatable)")
-    add_policy_flag(p)
+    add_default_tag_flag(p)
+    add_verify_flags(p, "serve only models signed by this key; others are refused with the reason (repeatable)")
     p.add_argument("--token-file", metavar="FILE",
                    help="tokens, one a line ('TOKEN [read|write] [REPO-PREFIX] [NAME]': a bare token reads "
                         "everything; a prefix (acme/) confines a token to those repositories; write ones publish): "

@@ -31,11 +31,12 @@ else:
     signing_api = LazyModule("ocibridge.api.signing")
 
 
-def add_verify_flags(p: argparse.ArgumentParser) -> None:
-    """``--verify-key``: refuse the source unless a signature verifies with one of these keys;
-    ``--policy``: the containers policy file to obey (else the one found, docs/signing.md)."""
-    p.add_argument("--verify-key", action="append", default=[], metavar="PUB",
-                   help="refuse the source unless signed by this public key (repeatable)")
+def add_verify_flags(p: argparse.ArgumentParser,
+                     key_help: str = "refuse the source unless signed by this public key (repeatable)") -> None:
+    """``--verify-key``: refuse the source unless a signature verifies with one of these keys
+    (``key_help``: what the command does with them); ``--policy``: the containers policy file to
+    obey (else the one found, docs/signing.md). :func:`policy_from_args` reads both."""
+    p.add_argument("--verify-key", action="append", default=[], metavar="PUB", help=key_help)
     add_policy_flag(p)
 
 

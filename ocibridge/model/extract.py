@@ -28,14 +28,7 @@ from ocibridge.core.overwrite import OnExisting, plan_commit
 from ocibridge.core.stale import locked_staging, remove_stale_staging
 from ocibridge.core.streams import Reader, open_tar_stream
 from ocibridge.errors import OcibridgeError, UnsafePath
-from ocibridge.layers.reader import (
-    MAX_EXPANSION_RATIO,
-    MAX_TAR_ENTRIES,
-    layer_mode,
-    layer_path,
-    layer_stream,
-    readable_layer,
-)
+from ocibridge.layers.reader import layer_mode, layer_stream, readable_layer
 from ocibridge.layers.tarwalk import tar_members
 from ocibridge.model.changesets import CHANGESETS, Changes, lay_over, unpack_changeset
 from ocibridge.model.index import model_entry
@@ -51,10 +44,6 @@ from ocibridge.transfer.copy import CopyHooks, copy
 from ocibridge.transfer.progress import ProgressFn
 from ocibridge.transfer.pullcache import cached_pull
 
-__all__ = [
-    "MAX_EXPANSION_RATIO", "MAX_TAR_ENTRIES", "DirectoryTarget", "ExtractResult", "extract",
-    "fetch_manifest", "held_manifest", "layer_mode", "layer_path", "read_model_manifest", "resolve_model",
-]
 
 @dataclass
 class ExtractResult:

@@ -8,7 +8,8 @@ from typing import Any
 from ocibridge.core import boundedjson
 from ocibridge.core.terminal import human_size as human_size  # its home since the copy's summary needs it alone
 from ocibridge.core.terminal import one_line
-from ocibridge.model.extract import layer_path, read_model_manifest
+from ocibridge.layers.reader import layer_path
+from ocibridge.model.extract import read_model_manifest
 from ocibridge.oci.empty import is_empty_model
 from ocibridge.oci.layerinfo import layer_type
 from ocibridge.oci.models import ManifestRead

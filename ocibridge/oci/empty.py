@@ -1,4 +1,6 @@
-"""image-spec 1.1's empty descriptor as the one layer of a model with no files.
+"""image-spec 1.1's empty descriptor (``{}``): the config of every artifact whose content is all in
+its layers (a signature, an attestation, a chunk table, serve's records and tombstone), and the one
+layer of a model with no files.
 
 A Hub repository may hold no file (its last one deleted); its commit is still an artifact. An
 image manifest with ``layers: []`` is legal, but image-spec 1.1 asks for the empty descriptor
@@ -17,6 +19,11 @@ from ocibridge.oci.models import Descriptor
 EMPTY_JSON = b"{}"
 EMPTY_DIGEST = "sha256:44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a"
 EMPTY_DATA = "e30="
+
+
+def empty_descriptor() -> Descriptor:
+    """The empty descriptor, without inline data (a fresh value: descriptors are mutable)."""
+    return Descriptor(mediaType=OCI_EMPTY, digest=EMPTY_DIGEST, size=len(EMPTY_JSON))
 
 
 def empty_layer() -> Descriptor:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from ocibridge.errors import NotFound
 from ocibridge.oci.models import Descriptor, Manifest, parse_manifest_bytes
-from ocibridge.signing.bundle import EMPTY_JSON, SIGN_PREDICATE_TYPE, is_bundle_type, referrer_manifest
+from ocibridge.signing.bundle import SIGN_PREDICATE_TYPE, is_bundle_type, referrer_manifest
 from ocibridge.signing.classic import (
     COMPANION_SUFFIXES,
     SignatureLayer,
@@ -60,8 +60,7 @@ def attach_bundle(store: WritableStore, subject: Descriptor, bundle: bytes,
                   predicate_type: str = SIGN_PREDICATE_TYPE) -> tuple[Descriptor, bool]:
     """Push ``bundle`` as a referrer of ``subject``: (referrer manifest, whether it was new)."""
     layer, data, desc = referrer_manifest(subject, bundle, predicate_type)
-    empty = Descriptor.for_bytes("application/vnd.oci.empty.v1+json", EMPTY_JSON)
-    sent = write_artifact(store, desc, data, [Blob.of_bytes(empty, EMPTY_JSON), Blob.of_bytes(layer, bundle)])
+    sent = write_artifact(store, desc, data, [Blob.empty(), Blob.of_bytes(layer, bundle)])
     return desc, sent.manifests_copied > 0
 
 

@@ -21,11 +21,11 @@ from typing import TYPE_CHECKING, Any
 
 from ocibridge.errors import UsageError
 from ocibridge.oci.digest import split_digest
-from ocibridge.oci.mediatypes import OCI_EMPTY, OCI_MANIFEST
+from ocibridge.oci.empty import empty_descriptor
+from ocibridge.oci.mediatypes import OCI_MANIFEST
 from ocibridge.oci.models import Descriptor, Manifest, parse_manifest_bytes
 from ocibridge.signing.bundle import (
     BUNDLE_MEDIA_TYPE,
-    EMPTY_JSON,
     PREDICATE_ANNOTATION,
     SIGN_PREDICATE_TYPE,
     STATEMENT_V1,
@@ -87,12 +87,11 @@ def attach_document(store: WritableStore, subject: Descriptor, media_type: str, 
     """``data`` as the one layer of a referrer of ``subject`` whose ``artifactType`` is
     ``media_type`` (unsigned evidence, as ``oras attach`` writes it): (referrer, whether new)."""
     layer = Descriptor.for_bytes(media_type, data)
-    empty = Descriptor.for_bytes(OCI_EMPTY, EMPTY_JSON)
-    manifest = Manifest(mediaType=OCI_MANIFEST, artifactType=media_type, config=empty, layers=[layer],
+    manifest = Manifest(mediaType=OCI_MANIFEST, artifactType=media_type, config=empty_descriptor(), layers=[layer],
                         subject=Descriptor(mediaType=subject.mediaType, digest=subject.digest, size=subject.size))
     body = manifest.to_json_bytes()
     desc = Descriptor.for_bytes(OCI_MANIFEST, body)
-    sent = write_artifact(store, desc, body, [Blob.of_bytes(empty, EMPTY_JSON), Blob.of_bytes(layer, data)])
+    sent = write_artifact(store, desc, body, [Blob.empty(), Blob.of_bytes(layer, data)])
     return desc, sent.manifests_copied > 0
 
 

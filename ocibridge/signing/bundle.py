@@ -22,7 +22,8 @@ from ocibridge.core import boundedjson
 from ocibridge.core.terminal import one_line
 from ocibridge.errors import SignatureError
 from ocibridge.oci.digest import split_digest
-from ocibridge.oci.mediatypes import ANNOTATION_CREATED, OCI_EMPTY, OCI_MANIFEST
+from ocibridge.oci.empty import empty_descriptor
+from ocibridge.oci.mediatypes import ANNOTATION_CREATED, OCI_MANIFEST
 from ocibridge.oci.models import Descriptor, Manifest
 
 if TYPE_CHECKING:  # copies import this module: ``cryptography`` only when signing or verifying
@@ -37,7 +38,6 @@ STATEMENT_TYPES = (STATEMENT_V1, "https://in-toto.io/Statement/v0.1")
 SIGN_PREDICATE_TYPE = "https://sigstore.dev/cosign/sign/v1"
 CONTENT_ANNOTATION = "dev.sigstore.bundle.content"
 PREDICATE_ANNOTATION = "dev.sigstore.bundle.predicateType"
-EMPTY_JSON = b"{}"
 
 
 def is_bundle_type(media_type: str | None) -> bool:
@@ -89,7 +89,7 @@ def referrer_manifest(subject: Descriptor, bundle: bytes,
     manifest = Manifest(
         mediaType=OCI_MANIFEST,
         artifactType=BUNDLE_MEDIA_TYPE,
-        config=Descriptor.for_bytes(OCI_EMPTY, EMPTY_JSON),
+        config=empty_descriptor(),
         layers=[layer],
         subject=Descriptor(mediaType=subject.mediaType, digest=subject.digest, size=subject.size),
         annotations=annotations,

@@ -5,9 +5,8 @@ delete it. That manifest names no file, so ``pull`` of such a tag wrote "0 files
 
 The tombstone is the same bytes in every repository, so a resolved digest tells it with no
 request; only a refusal reads the repository's refs record (``ocibridge-refs``), for the one
-field a user needs: ``moved``, the repository id ``move_repo`` moved it to. This module builds
-the same bytes as serve's (hubserver/repo/tombstone.py; a test holds them equal): the CLI does
-not import serve."""
+field a user needs: ``moved``, the repository id ``move_repo`` moved it to. The bytes are built
+here, below serve, which writes them (hubserver/repo/tombstone.py): the CLI does not import serve."""
 
 from __future__ import annotations
 
@@ -15,15 +14,17 @@ import json
 
 from ocibridge.errors import NotFound, OcibridgeError
 from ocibridge.oci.bookkeeping import REFS_LAYER_TYPE, REFS_TAG, TOMBSTONE_ARTIFACT_TYPE, is_bookkeeping
-from ocibridge.oci.mediatypes import OCI_EMPTY, OCI_MANIFEST
+from ocibridge.oci.empty import empty_descriptor
+from ocibridge.oci.mediatypes import OCI_MANIFEST
 from ocibridge.oci.models import Descriptor, Manifest, parse_manifest_bytes
 from ocibridge.stores.base import ReadableStore
 
-_EMPTY = Descriptor.for_bytes(OCI_EMPTY, b"{}")
-#: the digest of serve's tombstone manifest, in every repository
-TOMBSTONE_DIGEST = Descriptor.for_bytes(OCI_MANIFEST, Manifest(
-    mediaType=OCI_MANIFEST, artifactType=TOMBSTONE_ARTIFACT_TYPE, config=_EMPTY,
-    layers=[_EMPTY]).to_json_bytes()).digest
+#: serve's tombstone manifest (the empty descriptor as its config and one layer), the same bytes
+#: in every repository, and its descriptor and digest
+TOMBSTONE_BODY = Manifest(mediaType=OCI_MANIFEST, artifactType=TOMBSTONE_ARTIFACT_TYPE, config=empty_descriptor(),
+                          layers=[empty_descriptor()]).to_json_bytes()
+TOMBSTONE = Descriptor.for_bytes(OCI_MANIFEST, TOMBSTONE_BODY)
+TOMBSTONE_DIGEST = TOMBSTONE.digest
 #: the most of a refs record read for its ``moved`` field (serve's are a few hundred bytes)
 _RECORD_MAX = 1 << 20
 

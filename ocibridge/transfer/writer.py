@@ -21,6 +21,7 @@ from typing import BinaryIO
 
 from ocibridge.errors import NotFound
 from ocibridge.oci.digest import verified
+from ocibridge.oci.empty import EMPTY_JSON, empty_descriptor
 from ocibridge.oci.models import Descriptor
 from ocibridge.stores.base import CopyTarget, OneManifest, ReadableStore, Reopen, WritableStore
 from ocibridge.transfer.copy import CopyHooks, CopyStats, copy
@@ -42,6 +43,11 @@ class Blob:
     @classmethod
     def of_file(cls, desc: Descriptor, path: Path) -> Blob:
         return cls(desc, lambda: path.open("rb"))
+
+    @classmethod
+    def empty(cls) -> Blob:
+        """The empty descriptor's blob (``{}``: :mod:`ocibridge.oci.empty`)."""
+        return cls.of_bytes(empty_descriptor(), EMPTY_JSON)
 
 
 class ArtifactSource(OneManifest):

@@ -27,8 +27,8 @@ import logging
 from dataclasses import dataclass
 
 from ocibridge.errors import InvalidReference, NotFound, OcibridgeError
-from ocibridge.hubserver.repo.tombstone import EMPTY, EMPTY_JSON
 from ocibridge.oci.bookkeeping import WRITER_ARTIFACT_TYPE, WRITER_TAG
+from ocibridge.oci.empty import empty_descriptor
 from ocibridge.oci.mediatypes import OCI_MANIFEST
 from ocibridge.oci.models import Descriptor, Manifest, parse_manifest_bytes
 from ocibridge.stores.base import ReadableStore, WritableStore, resolve_and_read
@@ -78,8 +78,8 @@ class LeaseRecord:
                  _KEY + "expiry-seconds": f"{self.expiry:g}", _KEY + "renew-seconds": f"{self.renew:g}"}
         if self.released:
             notes[_KEY + "released"] = "true"
-        body = Manifest(mediaType=OCI_MANIFEST, artifactType=WRITER_ARTIFACT_TYPE, config=EMPTY, layers=[EMPTY],
-                        annotations=notes).to_json_bytes()
+        body = Manifest(mediaType=OCI_MANIFEST, artifactType=WRITER_ARTIFACT_TYPE, config=empty_descriptor(),
+                        layers=[empty_descriptor()], annotations=notes).to_json_bytes()
         return Descriptor.for_bytes(OCI_MANIFEST, body), body
 
 
@@ -121,7 +121,7 @@ def write_lease(store: WritableStore, record: LeaseRecord) -> None:
     from ocibridge.transfer.writer import Blob, write_artifact
 
     desc, body = record.manifest()
-    write_artifact(store, desc, body, [Blob.of_bytes(EMPTY, EMPTY_JSON)], tags=[WRITER_TAG])
+    write_artifact(store, desc, body, [Blob.empty()], tags=[WRITER_TAG])
 
 
 def _number(text: str | None, default: float) -> float:

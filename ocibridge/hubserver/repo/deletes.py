@@ -23,7 +23,7 @@ from ocibridge.hubserver.repo.refnames import HEADS, TAGS, other
 from ocibridge.hubserver.repo.refsrecord import RECORD_LOCK, RefsRecord, read_record, record_store, write_record
 from ocibridge.hubserver.repo.repos import Repos
 from ocibridge.hubserver.repo.sources import Repository, RevisionNotFound, repo_parts
-from ocibridge.hubserver.repo.tombstone import DESCRIPTOR, EMPTY, EMPTY_JSON
+from ocibridge.hubserver.repo.tombstone import DESCRIPTOR
 from ocibridge.oci.bookkeeping import REFS_TAG
 from ocibridge.stores.base import WritableStore
 
@@ -36,7 +36,7 @@ def bury(store: WritableStore, repo: Repository, tags: list[str]) -> None:
     from ocibridge.transfer.writer import Blob, write_artifact
 
     if tags:
-        write_artifact(store, DESCRIPTOR, BODY, [Blob.of_bytes(EMPTY, EMPTY_JSON)],
+        write_artifact(store, DESCRIPTOR, BODY, [Blob.empty()],
                        tags=[repo.reference(tag) for tag in tags])
 
 

@@ -38,7 +38,8 @@ from ocibridge.hubserver.repo.commits import BadCommit
 from ocibridge.hubserver.repo.refrules import hub_ref_name, is_tag
 from ocibridge.hubserver.repo.sources import Repository, repo_parts
 from ocibridge.oci.bookkeeping import REFS_ARTIFACT_TYPE, REFS_LAYER_TYPE, REFS_TAG, is_bookkeeping
-from ocibridge.oci.mediatypes import OCI_EMPTY, OCI_MANIFEST
+from ocibridge.oci.empty import empty_descriptor
+from ocibridge.oci.mediatypes import OCI_MANIFEST
 from ocibridge.oci.models import Descriptor, Manifest, parse_manifest_bytes
 from ocibridge.stores.base import WritableStore
 
@@ -186,8 +187,6 @@ def parsed(data: bytes) -> RefsRecord:
 # the new ref is written, so a crash between the two leaves a recorded name without its tag (listed by
 # nobody) rather than a branch listed as a tag.
 
-#: the empty config (image-spec's ``application/vnd.oci.empty.v1+json``)
-EMPTY_JSON = b"{}"
 #: the name of the lock of a repository's refs record among the branches' locks (no branch has it)
 RECORD_LOCK = "\0refs"
 
@@ -205,10 +204,9 @@ def write_record(repo: Repository, store: WritableStore, record: RefsRecord) -> 
 
     data = record.as_json()
     layer = Descriptor.for_bytes(REFS_LAYER_TYPE, data)
-    empty = Descriptor.for_bytes(OCI_EMPTY, EMPTY_JSON)
-    body = Manifest(mediaType=OCI_MANIFEST, artifactType=REFS_ARTIFACT_TYPE, config=empty,
+    body = Manifest(mediaType=OCI_MANIFEST, artifactType=REFS_ARTIFACT_TYPE, config=empty_descriptor(),
                     layers=[layer]).to_json_bytes()
     desc = Descriptor.for_bytes(OCI_MANIFEST, body)
-    write_artifact(store, desc, body, [Blob.of_bytes(empty, EMPTY_JSON), Blob.of_bytes(layer, data)],
+    write_artifact(store, desc, body, [Blob.empty(), Blob.of_bytes(layer, data)],
                    tags=[repo.reference(REFS_TAG)])
     return desc

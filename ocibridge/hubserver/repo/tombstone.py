@@ -2,21 +2,14 @@
 API (``delete_branch``, ``delete_tag``, every tag of a ``delete_repo``) is moved here rather than
 deleted, because most registries delete a manifest with every tag naming it, not one tag, and
 many refuse deletes. Its bytes are the same in every repository, so its digest is known without
-asking: a tag that resolves to :data:`DIGEST` names no revision."""
+asking: a tag that resolves to :data:`DIGEST` names no revision. The bytes are built below serve
+(:mod:`ocibridge.stores.tombstones`), where the CLI tells a deleted tag by them too."""
 
 from __future__ import annotations
 
-from ocibridge.oci.bookkeeping import TOMBSTONE_ARTIFACT_TYPE
-from ocibridge.oci.mediatypes import OCI_EMPTY, OCI_MANIFEST
-from ocibridge.oci.models import Descriptor, Manifest
+from ocibridge.stores.tombstones import TOMBSTONE, TOMBSTONE_BODY, TOMBSTONE_DIGEST
 
-#: the empty config and layer (image-spec's ``application/vnd.oci.empty.v1+json``)
-EMPTY_JSON = b"{}"
-EMPTY = Descriptor.for_bytes(OCI_EMPTY, EMPTY_JSON)
-BODY = Manifest(mediaType=OCI_MANIFEST, artifactType=TOMBSTONE_ARTIFACT_TYPE, config=EMPTY,
-                layers=[EMPTY]).to_json_bytes()
-DESCRIPTOR = Descriptor.for_bytes(OCI_MANIFEST, BODY)
-DIGEST = DESCRIPTOR.digest
+BODY, DESCRIPTOR, DIGEST = TOMBSTONE_BODY, TOMBSTONE, TOMBSTONE_DIGEST
 
 
 def is_tombstone(digest: str) -> bool:

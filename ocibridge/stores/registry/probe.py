@@ -21,13 +21,13 @@ import httpx
 from ocibridge.core.records import camel_key
 from ocibridge.errors import OcibridgeError, RegistryError
 from ocibridge.oci.digest import sha256_bytes
+from ocibridge.oci.empty import EMPTY_JSON, empty_descriptor
 from ocibridge.oci.mediatypes import OCI_INDEX, OCI_MANIFEST
 from ocibridge.stores.registry.blobstream import pull_scope
 from ocibridge.stores.registry.client import RegistryClient
 from ocibridge.stores.registry.upload import push_scopes
 from ocibridge.stores.registry.uploadpolicy import CONTENT_CODES
 
-EMPTY_CONFIG = "application/vnd.oci.empty.v1+json"
 PROBE_ARTIFACT = "application/vnd.ocibridge.probe.v1"
 
 
@@ -164,10 +164,9 @@ def _mount(client: RegistryClient, repository: str, digest: str, notes: list[str
 def _artifact(client: RegistryClient, repository: str, notes: list[str]) -> bool | None:
     """PUT an OCI 1.1 artifact manifest (artifactType, empty config), by digest; delete it."""
     scopes = push_scopes(repository)
-    empty = b"{}"
-    if not _upload(client, repository, empty, scopes, chunk=False, notes=notes):
+    if not _upload(client, repository, EMPTY_JSON, scopes, chunk=False, notes=notes):
         return None
-    descriptor = {"mediaType": EMPTY_CONFIG, "digest": sha256_bytes(empty), "size": len(empty)}
+    descriptor = empty_descriptor().model_dump(exclude_none=True)
     manifest = json.dumps({"schemaVersion": 2, "mediaType": OCI_MANIFEST, "artifactType": PROBE_ARTIFACT,
                            "config": descriptor, "layers": [descriptor],
                            "annotations": {"org.opencontainers.image.title": os.urandom(8).hex()}},
