@@ -172,6 +172,26 @@ def test_a_pull_whose_files_dest_holds_reads_no_chunk_table(versions, fault_prox
     _same_tree(out, v1)
 
 
+def test_a_pull_with_nothing_here_to_diff_against_reads_no_chunk_table(versions, fault_proxy, tmp_path):
+    """No model cache and an empty DEST: no chunk of the layer can be held here, so its table
+    is not read (issue 91: a GET and a parse of 41 entries before the first byte, for no delta);
+    the layer comes whole, the files as a full pull gives them."""
+    from ocibridge.chunks.chain import bound_table_descriptor
+    from ocibridge.oci.models import Manifest
+
+    repo, _, v1, _ = versions
+    fetched = ocibridge.fetch_manifest(f"{fault_proxy.host}/{repo}:v1")
+    manifest = Manifest.model_validate_json(fetched.content)
+    table = bound_table_descriptor(manifest)
+    assert table is not None  # v1 binds a table: else this proves nothing
+    fault_proxy.clear()
+    assert _pull(f"{fault_proxy.host}/{repo}:v1", tmp_path / "fresh") == []
+    assert fault_proxy.requests_matching("GET", f"/blobs/{table.digest}") == []
+    layer = "sha256:" + hashlib.sha256((v1 / "model.safetensors").read_bytes()).hexdigest()
+    assert _moved(fault_proxy, layer) == (v1 / "model.safetensors").stat().st_size
+    _same_tree(tmp_path / "fresh", v1)
+
+
 def test_pull_into_an_empty_directory_reuses_the_model_cache(versions, fault_proxy, tmp_path):
     repo, _, _, v2 = versions
     _path(f"{fault_proxy.host}/{repo}:v1")

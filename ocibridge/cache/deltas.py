@@ -11,20 +11,22 @@ downloads the blob whole.
 from __future__ import annotations
 
 import logging
+import stat
 import threading
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from ocibridge.cache.chunks import CacheChunks
-from ocibridge.chunks.chunkindex import ChunkIndex
-from ocibridge.chunks.delta import DeltaResult, LocalChunks, delta_download, reuse_line, worth_it
-from ocibridge.chunks.localchunks import AnyChunks, FileChunks
-from ocibridge.chunks.table import ChunkTable, LayerChunks
 from ocibridge.core import notices
 from ocibridge.core.fsutil import safe_relpath
 from ocibridge.errors import ChunkTableError, DigestMismatch, UnsafePath
 from ocibridge.oci.layerinfo import layer_path
 from ocibridge.oci.models import Descriptor, Manifest
 from ocibridge.stores.ranged import ByteCount, RangedStore
+
+if TYPE_CHECKING:  # the chunk modules load when a delta may be built: something here to diff against
+    from ocibridge.chunks.chunkindex import ChunkIndex
+    from ocibridge.chunks.delta import DeltaResult, LocalChunks
+    from ocibridge.chunks.table import ChunkTable, LayerChunks
 
 
 class TableOnFirstUse:
@@ -70,10 +72,15 @@ class LocalDelta:
     @property
     def table(self) -> ChunkTable | None:
         """The table, when known (a pull's before its first layer is built: None)."""
-        return self._table if isinstance(self._table, ChunkTable) else None
+        return None if isinstance(self._table, TableOnFirstUse) else self._table
 
     def build(self, final: Path, desc: Descriptor, source: RangedStore,
               on_bytes: ByteCount | None = None) -> bool:
+        if self._index is None and self._existing_file(desc) is None:
+            return False  # nothing here holds a chunk: no table read (a request and a parse before the first byte)
+        from ocibridge.chunks.delta import delta_download, reuse_line, worth_it
+        from ocibridge.chunks.localchunks import AnyChunks
+
         table = self._table.read(source) if isinstance(self._table, TableOnFirstUse) else self._table
         entry = None if table is None else table.for_layer(desc)
         if table is None or entry is None:
@@ -100,7 +107,22 @@ class LocalDelta:
         if table is not None and entry is not None and self._index is not None:
             self._index.remember(entry, table.chunk_size)
 
+    def _existing_file(self, desc: Descriptor) -> Path | None:
+        """The regular file a pull into a directory is about to replace with ``desc`` (the old
+        version of the same file: :class:`FileChunks` reads no other kind), or None."""
+        name = layer_path(desc)
+        if self._existing is None or name is None:
+            return None
+        try:
+            path = self._existing / safe_relpath(name, "layer file path")
+            return path if stat.S_ISREG(path.lstat().st_mode) else None
+        except (UnsafePath, OSError):
+            return None
+
     def _places(self, desc: Descriptor, entry: LayerChunks, chunk_size: int) -> list[LocalChunks]:
+        from ocibridge.cache.chunks import CacheChunks
+        from ocibridge.chunks.localchunks import FileChunks
+
         places: list[LocalChunks] = []
         if self._index is not None:
             places.append(self._index.for_layer(entry))  # the model cache's blobs
@@ -126,4 +148,8 @@ def pull_delta(desc: Descriptor, manifest: Manifest, dest: Path | None) -> Local
     from ocibridge.cache.records import model_cache_root
 
     root = model_cache_root()
-    return LocalDelta(TableOnFirstUse(desc, manifest), ChunkIndex(root) if root.is_dir() else None, dest)
+    if not root.is_dir():  # no model cache: no index to read (nor its module to load)
+        return LocalDelta(TableOnFirstUse(desc, manifest), None, dest)
+    from ocibridge.chunks.chunkindex import ChunkIndex
+
+    return LocalDelta(TableOnFirstUse(desc, manifest), ChunkIndex(root), dest)
