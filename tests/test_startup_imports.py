@@ -88,18 +88,24 @@ PULL_PROBE = """
 import sys
 from ocibridge.cli import main
 code = main({args!r})
-heavy = sorted(m for m in sys.modules if m == "pydantic" or m.startswith({unused!r}))
+heavy = sorted(m for m in sys.modules if m == "pydantic" or any(m == u or m.startswith(u + ".") for u in {unused!r}))
 print("HEAVY:" + ",".join(heavy), file=sys.stderr)
 sys.exit(code)
 """
 #: what a pull of a ModelPack artifact into a directory has no use for: building (the builder,
 #: its packing and the config model with pydantic), reading a directory (classify), the other
-#: formats (archives, Ollama) and the other families with their conversion
+#: formats (archives, Ollama) and the other families with their conversion; (issue 91) the
+#: other calls' results, login's and the model cache's modules, a registry's upload and tag
+#: list modules, a push's sample index, and the chunk modules with nothing here to diff against
 PULL_UNUSED = ("ocibridge.model.builder", "ocibridge.model.packing", "ocibridge.model.config",
                "ocibridge.model.classify", "ocibridge.kinds.carton", "ocibridge.kinds.mlsteam",
                "ocibridge.kinds.ollama", "ocibridge.kinds.kitops.family", "ocibridge.kinds.docker.family",
                "ocibridge.kinds.modelcar.family", "ocibridge.kinds.ollama.family", "ocibridge.kinds.conversion",
-               "ocibridge.k8s")
+               "ocibridge.k8s", "ocibridge.transfer.results", "ocibridge.api.auth", "ocibridge.api.cache_ops",
+               "ocibridge.kinds.hf", "ocibridge.stores.registry.upload", "ocibridge.stores.registry.ingest",
+               "ocibridge.stores.registry.taglist", "ocibridge.transfer.askfirst", "ocibridge.transfer.sampleindex",
+               "ocibridge.chunks.table", "ocibridge.chunks.delta", "ocibridge.chunks.chunkindex",
+               "ocibridge.cache.chunks")
 
 
 def test_pull_of_a_modelpack_artifact_into_a_directory_loads_no_pydantic(registry, unique_repo, tmp_path):

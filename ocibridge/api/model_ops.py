@@ -13,14 +13,12 @@ a small pull's time).
 from __future__ import annotations
 
 import dataclasses
+import importlib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ocibridge.api.archive_out import archive_output, write_archive
-from ocibridge.api.auth import login as login  # public here too (its home: api.auth)
-from ocibridge.api.auth import logout as logout
-from ocibridge.api.cache_ops import path as path  # public here too: ocibridge.path
 from ocibridge.api.copy import copy_reference as copy_reference
 from ocibridge.api.copy import pinned, wire_counts
 from ocibridge.api.missing import explaining_missing
@@ -28,7 +26,6 @@ from ocibridge.api.opening import open_at, open_checked, open_read, refuse_bookk
 from ocibridge.api.options import AttestOptions, PullOptions, PushOptions, SignOptions, pull_options, push_options
 from ocibridge.api.options import TransferOptions as TransferOptions  # public here too (docs/api.md)
 from ocibridge.chunks import hashes
-from ocibridge.chunks.table import DEFAULT_CHUNK_SIZE, PUSH_THRESHOLD
 from ocibridge.core.overwrite import OnExisting
 from ocibridge.core.pathfilter import PathFilter
 from ocibridge.errors import ChunkTableError, UsageError
@@ -41,14 +38,29 @@ from ocibridge.places.targets import StoreTarget, closes_its_stores, default_sto
 from ocibridge.signing.use import as_use_policy
 from ocibridge.stores.base import Store
 from ocibridge.transfer.progress import ProgressFn
-from ocibridge.transfer.progress_events import PushProgress
-from ocibridge.transfer.results import PullResult, PushResult
+from ocibridge.transfer.pull_result import PullResult
+from ocibridge.transfer.push_result import PushResult
 
 if TYPE_CHECKING:
+    from ocibridge.api.auth import login as login  # public here too (its home: api.auth)
+    from ocibridge.api.auth import logout as logout
+    from ocibridge.api.cache_ops import path as path  # public here too: ocibridge.path
     from ocibridge.api.policy import Verification
     from ocibridge.kinds.source import SourceFormat
     from ocibridge.model.package import ModelPackage
     from ocibridge.oci.mediatypes import Kind
+
+
+#: names public here too, loaded on first use: a pull needs neither login's modules (the
+#: results of every other call) nor the model cache's (the Hugging Face cache's reader)
+_ELSEWHERE = {"login": "ocibridge.api.auth", "logout": "ocibridge.api.auth", "path": "ocibridge.api.cache_ops"}
+
+
+def __getattr__(name: str) -> Any:
+    home = _ELSEWHERE.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(home), name)
 
 
 def load_source(
@@ -218,8 +230,10 @@ def _push_archive(source_ref: Locator, archive: tuple[PathReference, SourceForma
 def _push(source_ref: Locator, dest_ref: Locator | None, options: PushOptions, transfer: TransferOptions,
           progress: ProgressFn | None) -> PushResult:
     from ocibridge.chunks.chunking import ChunkPolicy
+    from ocibridge.chunks.table import DEFAULT_CHUNK_SIZE, PUSH_THRESHOLD
     from ocibridge.model.builder import BuildOptions, PlannedArtifact, plan_layers
     from ocibridge.model.deliver import deliver
+    from ocibridge.transfer.progress_events import PushProgress
 
     origin: StoreTarget | None = None
     kind_overrides, excludes, name, to = options.kind_overrides, options.excludes, options.name, options.to

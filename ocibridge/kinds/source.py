@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from ocibridge.stores.base import Store
     from ocibridge.stores.registry.options import RegistryOptions
     from ocibridge.transfer.progress import ProgressFn
-    from ocibridge.transfer.results import PullResult
+    from ocibridge.transfer.pull_result import PullResult
 
 
 @dataclass
@@ -107,7 +107,7 @@ def export_file(store: Store, desc: Descriptor, dest: str, request: ExportReques
     """An archive export: the artifact's blobs pass the pull cache (resumable across runs),
     then ``write`` builds the file at ``dest``."""
     from ocibridge.core.overwrite import OnExisting
-    from ocibridge.transfer.results import PullResult
+    from ocibridge.transfer.pull_result import PullResult
 
     out = Path(dest)
     there = (out.exists() or out.is_symlink()) and not out.is_dir()  # a directory: the writer's own error

@@ -18,9 +18,10 @@ from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import AbstractContextManager, nullcontext, suppress
 from dataclasses import dataclass, field
-from typing import Any, BinaryIO, Protocol
+from typing import TYPE_CHECKING, Any, BinaryIO, Protocol
 
 from ocibridge.core.graphbound import GraphBound
+from ocibridge.core.lazy import LazyModule
 from ocibridge.errors import NotFound, OcibridgeError
 from ocibridge.oci.models import Descriptor, Index, Manifest, parse_manifest_bytes
 from ocibridge.stores.base import (
@@ -41,11 +42,14 @@ from ocibridge.stores.base import (
     referrers_read,
 )
 from ocibridge.stores.ranged import RangedBlobSource, ResumableBlobSink
-from ocibridge.transfer import askfirst
 from ocibridge.transfer.bloblocks import BlobLocks
 from ocibridge.transfer.copystats import CopyStats as CopyStats  # what a copy did; its users import it here
 from ocibridge.transfer.progress import ProgressFn, counting
-from ocibridge.transfer.repohints import RepositoryHints
+
+if TYPE_CHECKING:
+    from ocibridge.transfer import askfirst
+else:  # a push's way of sending new files (and its sample index, sqlite3): loaded by the first push
+    askfirst = LazyModule("ocibridge.transfer.askfirst")
 
 DEFAULT_CONCURRENCY = 4
 
@@ -223,6 +227,8 @@ class _Copy:
             if self.progress:
                 self.progress("plan", blob.key, 0)
             self._ingest_one(dst, blob)
+
+        from ocibridge.transfer.repohints import RepositoryHints
 
         hints = RepositoryHints(self.dst) if isinstance(self.dst, ReadableStore) else None
 

@@ -7,45 +7,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ocibridge.oci.models import Descriptor
+from ocibridge.transfer.pull_result import PullResult as PullResult  # its home since pull needs it alone
 from ocibridge.transfer.push_result import PushResult as PushResult  # its home since copy needs it alone
-
-
-@dataclass(frozen=True)
-class PullResult:
-    """What ``pull`` wrote: a directory (``files``, ``bytes``), an archive, the Ollama store, or
-    another store (``format == "store"``, ``copy`` holds the copy's counts)."""
-
-    digest: str
-    output: str
-    format: str  # directory, carton, mlarchive, ollama
-    files: tuple[str, ...] = ()
-    bytes: int = 0
-    kept: tuple[str, ...] = ()  # existing files left as they were (-k/--keep-old-files)
-    skipped: tuple[str, ...] = ()  # left out by --include/--exclude
-    copy: dict[str, Any] | None = None  # a pull into a store: the copy's summary
-    via: str | None = None  # a ModelKit, Docker model...: the digest of the ModelPack form read
-    signature: str | None = None  # --with-signatures: the OMS signature file written beside the files
-    attestations: tuple[str, ...] | None = None  # --with-attestations: the files written (relative to output)
-    attestations_left_out: int = 0  # unsigned evidence not written (keys given: nothing vouches for it)
-    delta: tuple[dict[str, Any], ...] = ()  # layers built partly from chunks held here (cache/deltas.py)
-
-    def as_dict(self) -> dict[str, Any]:
-        if self.copy is not None:
-            return dict(self.copy)
-        out: dict[str, Any] = {"digest": self.digest, "output": self.output, "format": self.format}
-        if self.via is not None:
-            out["modelpackDigest"] = self.via
-        if self.format == "directory":
-            out.update(files=list(self.files), bytes=self.bytes, kept=list(self.kept),
-                       skipped=list(self.skipped))
-            if self.signature is not None:
-                out["signature"] = self.signature
-            if self.attestations is not None:
-                out["attestations"] = list(self.attestations)
-                out["attestationsLeftOut"] = self.attestations_left_out
-            if self.delta:
-                out["delta"] = [dict(d) for d in self.delta]
-        return out
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from ocibridge.oci.mediatypes import Kind
     from ocibridge.oci.models import Descriptor
     from ocibridge.stores.base import Store
-    from ocibridge.transfer.results import PullResult
+    from ocibridge.transfer.pull_result import PullResult
 
 def read_directory(
     root: str | os.PathLike[str],
@@ -98,7 +98,7 @@ class DirectoryFormat:
         from ocibridge.cache.deltas import pull_delta
         from ocibridge.core.overwrite import OnExisting
         from ocibridge.model.extract import extract_model
-        from ocibridge.transfer.results import PullResult
+        from ocibridge.transfer.pull_result import PullResult
 
         read = request.manifest
         if read is None:

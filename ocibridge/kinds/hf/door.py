@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from ocibridge.model.package import ModelFile, ModelPackage
     from ocibridge.oci.models import Descriptor
     from ocibridge.stores.base import Store
-    from ocibridge.transfer.results import PullResult
+    from ocibridge.transfer.pull_result import PullResult
 
 SOURCE_ANNOTATION = "org.opencontainers.image.source"
 REVISION_ANNOTATION = "org.opencontainers.image.revision"
@@ -115,7 +115,7 @@ class HubCacheFormat:
 
     def export(self, store: Store, desc: Descriptor, dest: str, request: ExportRequest) -> PullResult:
         from ocibridge.cache.models import ModelCache
-        from ocibridge.transfer.results import PullResult
+        from ocibridge.transfer.pull_result import PullResult
 
         located = request.destination
         hub = located if isinstance(located, HubReference) else parse_hub_reference(dest)  # before any fetch

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from ocibridge.model.package import ModelPackage
     from ocibridge.oci.models import Descriptor
     from ocibridge.stores.base import Store
-    from ocibridge.transfer.results import PullResult
+    from ocibridge.transfer.pull_result import PullResult
 
 
 class OllamaFormat:
@@ -50,7 +50,7 @@ class OllamaFormat:
         from ocibridge.kinds.ollama.exporter import export_ollama
         from ocibridge.oci.reference import parse_ollama_reference
         from ocibridge.places.targets import open_store_target
-        from ocibridge.transfer.results import PullResult
+        from ocibridge.transfer.pull_result import PullResult
 
         located = request.destination if request.destination is not None else parse_ollama_reference(dest)
         target = open_store_target(located, for_write=True, options=request.registry_options)

@@ -12,7 +12,6 @@ from ocibridge.errors import RegistryError
 from ocibridge.oci.models import Descriptor
 from ocibridge.stores.registry.blobstream import pull_scope
 from ocibridge.stores.registry.client import RegistryClient
-from ocibridge.stores.registry.upload import push_scopes
 
 
 class MountRequests:
@@ -27,6 +26,8 @@ class MountRequests:
         """True: mounted. False: refused (no right to read ``origin``). None: not mounted,
         though the source could be read: ``origin`` does not hold the blob (or the registry
         never mounts)."""
+        from ocibridge.stores.registry.upload import push_scopes  # with the first write (a pull has none)
+
         scopes = (*push_scopes(self.repository), pull_scope(origin))
         response = self.client.send(
             "POST", f"/v2/{self.repository}/blobs/uploads/", scopes=scopes, content=b"",
@@ -62,5 +63,7 @@ class MountRequests:
             self._drop(location)
 
     def _drop(self, location: str) -> None:
+        from ocibridge.stores.registry.upload import push_scopes
+
         with contextlib.suppress(RegistryError, httpx.HTTPError):
             self.client.send("DELETE", location, scopes=push_scopes(self.repository), retry=False)

@@ -41,13 +41,9 @@ from ocibridge.stores.registry.client import RegistryClient, TransferStats
 from ocibridge.stores.registry.commitscan import check_commit_tag, commit_behind
 from ocibridge.stores.registry.credentials import credential_function
 from ocibridge.stores.registry.download import RANGE_PIECE, BlobDownload
-from ocibridge.stores.registry.ingest import StreamingIngest
 from ocibridge.stores.registry.mountrequest import MountRequests
 from ocibridge.stores.registry.options import RegistryOptions
 from ocibridge.stores.registry.referrers import RegistryReferrers, fallback_tag, media_type_of, subject_of
-from ocibridge.stores.registry.taglist import read_tags
-from ocibridge.stores.registry.upload import RESUMABLE_MIN, BlobUpload, push_scopes
-from ocibridge.stores.registry.uploadstate import UploadState, file_identity
 
 __all__ = ["ContentRejected", "RegistryStore", "fallback_tag", "open_repository"]
 
@@ -107,7 +103,11 @@ class RegistryStore(ClosesOnExit):
         return (pull_scope(self.repository),)
 
     def _send(self, method: str, path: str, *, push: bool = False, **kw: Any) -> httpx.Response:
-        scopes = push_scopes(self.repository) if push else self._pull()
+        if push:  # the upload modules load with the first write: a pull has none (upload.py)
+            from ocibridge.stores.registry.upload import push_scopes
+
+            return self.client.send(method, path, scopes=push_scopes(self.repository), **kw)
+        scopes = self._pull()
         return self.client.send(method, path, scopes=scopes, **kw)
 
     def _fail(self, response: httpx.Response, push: bool = False) -> RegistryError:
@@ -275,6 +275,8 @@ class RegistryStore(ClosesOnExit):
 
     def tags(self) -> list[str]:
         """Every tag, following ``Link: <…>; rel="next"`` pages (taglist.py)."""
+        from ocibridge.stores.registry.taglist import read_tags
+
         found = read_tags(self._send, self._path("tags", "list"), self.client.origin, self.host,
                           self.repository, self._fail)
         self.repository_unknown = found is None
@@ -295,6 +297,9 @@ class RegistryStore(ClosesOnExit):
     def push_blob(self, desc: Descriptor, reader: BinaryIO, *, reopen: Reopen | None = None) -> None:
         """Upload unless present. ``reopen`` (or a seekable reader) lets an interrupted upload
         restart or resume; ``chunk_size`` (store option) selects PATCH uploads."""
+        from ocibridge.stores.registry.upload import RESUMABLE_MIN, BlobUpload
+        from ocibridge.stores.registry.uploadstate import UploadState
+
         if desc.digest in self._missing:
             self._missing.discard(desc.digest)  # the caller's own exists() just asked
         elif self.exists(desc):
@@ -322,6 +327,10 @@ class RegistryStore(ClosesOnExit):
         """Upload a blob whose digest is not known yet, hashing while sending (one read).
         ``source_path``, the file ``reader`` reads, lets a large upload continue in a later
         run (the session is found by the file's identity)."""
+        from ocibridge.stores.registry.ingest import StreamingIngest
+        from ocibridge.stores.registry.upload import RESUMABLE_MIN
+        from ocibridge.stores.registry.uploadstate import UploadState, file_identity
+
         size, state = None, None
         if source_path is not None:
             identity, file_size = file_identity(source_path)
