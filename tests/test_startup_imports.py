@@ -96,7 +96,9 @@ sys.exit(code)
 #: its packing and the config model with pydantic), reading a directory (classify), the other
 #: formats (archives, Ollama) and the other families with their conversion; (issue 91) the
 #: other calls' results, login's and the model cache's modules, a registry's upload and tag
-#: list modules, a push's sample index, and the chunk modules with nothing here to diff against
+#: list modules, a push's sample index, the chunk modules with nothing here to diff against,
+#: the policy API without --verify-key/--policy, the neutral form of a conversion, and the tar
+#: layers' and indexes' readers (tarfile) for an artifact of raw files
 PULL_UNUSED = ("ocibridge.model.builder", "ocibridge.model.packing", "ocibridge.model.config",
                "ocibridge.model.classify", "ocibridge.kinds.carton", "ocibridge.kinds.mlsteam",
                "ocibridge.kinds.ollama", "ocibridge.kinds.kitops.family", "ocibridge.kinds.docker.family",
@@ -105,7 +107,8 @@ PULL_UNUSED = ("ocibridge.model.builder", "ocibridge.model.packing", "ocibridge.
                "ocibridge.kinds.hf", "ocibridge.stores.registry.upload", "ocibridge.stores.registry.ingest",
                "ocibridge.stores.registry.taglist", "ocibridge.transfer.askfirst", "ocibridge.transfer.sampleindex",
                "ocibridge.chunks.table", "ocibridge.chunks.delta", "ocibridge.chunks.chunkindex",
-               "ocibridge.cache.chunks")
+               "ocibridge.cache.chunks", "ocibridge.api.policy", "ocibridge.kinds.neutral", "ocibridge.kinds.origin",
+               "ocibridge.layers", "ocibridge.model.changesets", "ocibridge.model.index", "tarfile")
 
 
 def test_pull_of_a_modelpack_artifact_into_a_directory_loads_no_pydantic(registry, unique_repo, tmp_path):

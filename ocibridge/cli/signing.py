@@ -18,6 +18,7 @@ from ocibridge.cli.common import (
     add_transfer_flags,
     transfer_options,
 )
+from ocibridge.core.environment import POLICY as POLICY_ENV
 from ocibridge.core.lazy import LazyModule
 from ocibridge.core.terminal import one_line, printable
 from ocibridge.errors import OcibridgeError
@@ -42,12 +43,14 @@ def add_verify_flags(p: argparse.ArgumentParser,
 
 def add_policy_flag(p: argparse.ArgumentParser) -> None:
     p.add_argument("--policy", metavar="FILE", default=None,
-                   help=f"containers policy.json to obey (default: ${policy_api.POLICY_ENV}, "
+                   help=f"containers policy.json to obey (default: ${POLICY_ENV}, "
                         "~/.config/containers/policy.json, /etc/containers/policy.json)")
 
 
 def policy_from_args(args: argparse.Namespace) -> Verification | None:
     """The keys of ``--verify-key`` and the ``--policy`` file; None: the policy file found."""
+    if not args.verify_key and args.policy is None:
+        return None  # what verification() answers, without loading its module (a plain pull, issue 91)
     return policy_api.verification(args.verify_key, args.policy)
 
 

@@ -14,7 +14,6 @@ from ocibridge.errors import OcibridgeError, TooLarge
 from ocibridge.kinds import table
 from ocibridge.kinds.describe import describe_other, is_image
 from ocibridge.kinds.family import ModelFamily, Probes
-from ocibridge.model.index import MAX_INDEX_ENTRIES, model_entry
 from ocibridge.oci.mediatypes import INDEX_TYPES
 from ocibridge.oci.models import Descriptor, Index, Manifest, ManifestRead, parse_manifest_bytes
 from ocibridge.stores.base import MAX_MANIFEST_BYTES, Store, read_parsed
@@ -141,6 +140,8 @@ def _from_index(store: Store, reference: str, index: Index) -> Identified:
         family = family_of(manifest)
         return None if family is None else order[family.name]
 
+    from ocibridge.model.index import model_entry  # an index's reader loads with the first index met
+
     others: list[Manifest] = []
     found = model_entry(store, index, rank, rank_type=None, others=others)
     if found is None and any(is_image(m) for m in others):
@@ -159,6 +160,8 @@ def _from_index(store: Store, reference: str, index: Index) -> Identified:
 def _probed_image(store: Store, index: Index) -> Identified | None:
     """An index of images: its first image is looked into (the platforms of a ModelCar hold the
     same files under /models), a ModelCar built by another tool when its layers say so."""
+    from ocibridge.model.index import MAX_INDEX_ENTRIES
+
     for entry in index.manifests[:MAX_INDEX_ENTRIES]:
         if entry.mediaType in INDEX_TYPES:
             continue

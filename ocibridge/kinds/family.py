@@ -7,15 +7,17 @@ A family is named on its kind's line in :mod:`.table` (which :mod:`.families` lo
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from ocibridge.kinds.neutral import Loss, ModelView, Written
 from ocibridge.oci.mediatypes import Family
 from ocibridge.oci.models import Descriptor, Manifest
-from ocibridge.places.targets import StoreTarget
 from ocibridge.stores.base import Store
-from ocibridge.transfer.copy import CopyStats
-from ocibridge.transfer.progress import ProgressFn
+
+if TYPE_CHECKING:  # named in annotations only: detection (matches) loads no neutral form
+    from ocibridge.kinds.neutral import Loss, ModelView, Written
+    from ocibridge.places.targets import StoreTarget
+    from ocibridge.transfer.copy import CopyStats
+    from ocibridge.transfer.progress import ProgressFn
 
 
 @dataclass

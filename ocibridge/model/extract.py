@@ -16,7 +16,7 @@ import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 from ocibridge.core.confined import check_links
 from ocibridge.core.dirlock import directory_locked
@@ -28,13 +28,10 @@ from ocibridge.core.overwrite import OnExisting, plan_commit
 from ocibridge.core.stale import locked_staging, remove_stale_staging
 from ocibridge.core.streams import Reader, open_tar_stream
 from ocibridge.errors import OcibridgeError, UnsafePath
-from ocibridge.layers.reader import layer_mode, layer_stream, readable_layer
-from ocibridge.layers.tarwalk import tar_members
-from ocibridge.model.changesets import CHANGESETS, Changes, lay_over, unpack_changeset
-from ocibridge.model.index import model_entry
 from ocibridge.model.paths import ArtifactPaths
 from ocibridge.model.stagedfiles import named_as_in_the_artifact, prepare_parent, write_stream
 from ocibridge.oci.digest import CHUNK, verified, verify_bytes
+from ocibridge.oci.layerinfo import layer_mode
 from ocibridge.oci.mediatypes import INDEX_TYPES
 from ocibridge.oci.models import Descriptor, Manifest, ManifestRead, parse_manifest_bytes
 from ocibridge.stores.base import Reopen, Store, VerifiedFile
@@ -43,6 +40,9 @@ from ocibridge.stores.tombstones import refuse_tombstone
 from ocibridge.transfer.copy import CopyHooks, copy
 from ocibridge.transfer.progress import ProgressFn
 from ocibridge.transfer.pullcache import cached_pull
+
+if TYPE_CHECKING:  # tar layers' and changesets' modules (tarfile, gzip) load with the first such layer
+    from ocibridge.model.changesets import Changes
 
 
 @dataclass
@@ -98,6 +98,8 @@ def _model_manifest(store: Store, desc: Descriptor, reference: str) -> ManifestR
     manifest = parse_manifest_bytes(data, desc.mediaType)
     if isinstance(manifest, Manifest):
         return ManifestRead(desc, data, manifest)
+    from ocibridge.model.index import model_entry
+
     found = model_entry(store, manifest)
     if found is None:
         raise OcibridgeError(f"{reference} is an index with no ModelPack manifest; pick one by digest")
@@ -108,6 +110,8 @@ def _extract_tar(stream: Reader, staging: Path, written: list[str], paths: Artif
                  select: Callable[[str], bool] | None = None, skipped: list[str] | None = None) -> int:
     """Unpack one tar layer into ``staging``, each entry judged by ``paths`` first (the same
     judgement as a mount's and a lazy read's) and refused before anything is written."""
+    from ocibridge.layers.tarwalk import tar_members
+
     total = 0
     with open_tar_stream(stream) as tar:
         for member in tar_members(tar):
@@ -282,6 +286,9 @@ class DirectoryTarget:
                     os.chmod(staging / rel, mode & ~process_umask())
                 written += desc.size
         elif desc.digest in self._changesets:
+            from ocibridge.layers.reader import layer_stream, readable_layer
+            from ocibridge.model.changesets import CHANGESETS, Changes, unpack_changeset
+
             at = self._changesets[desc.digest]
             changes = Changes(staging / CHANGESETS / str(at))
             with readable_layer(desc):
@@ -291,6 +298,8 @@ class DirectoryTarget:
                 self._changes[at] = changes
                 self.result.skipped.extend(changes.skipped)
         else:
+            from ocibridge.layers.reader import layer_stream, readable_layer
+
             files: list[str] = []
             skipped: list[str] = []
             with self._tar_lock, readable_layer(desc):
@@ -310,6 +319,8 @@ class DirectoryTarget:
             raise OcibridgeError(f"{self.describe()}: not open for writing")
         self.result.manifest = desc
         if self._changes:
+            from ocibridge.model.changesets import lay_over
+
             layers = [self._changes[i] for i in sorted(self._changes)]
             digests = {at: digest for digest, at in self._changesets.items()}
             laid = lay_over(staging, layers, set(self.result.files))

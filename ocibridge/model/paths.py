@@ -12,22 +12,23 @@ staging directory would hold at that moment, so the error is pull's, word for wo
 
 from __future__ import annotations
 
-import tarfile
 from dataclasses import dataclass
 from enum import Enum
+from typing import TYPE_CHECKING
 
 from ocibridge.core.confined import check_links
 from ocibridge.core.fsutil import is_root_entry, link_stays_inside, safe_relpath
 from ocibridge.core.streams import open_tar_stream
 from ocibridge.errors import OcibridgeError, UnsafePath
-from ocibridge.layers.reader import open_layer, readable_layer
-from ocibridge.layers.tarwalk import tar_members
 from ocibridge.oci.cnaidraft import LAYER_VARIANTS, is_draft, is_draft_layer
 from ocibridge.oci.digest import CHUNK
 from ocibridge.oci.empty import is_empty_layer
 from ocibridge.oci.layerinfo import raw_file_path
 from ocibridge.oci.models import Descriptor, Manifest
 from ocibridge.stores.base import ReadableStore
+
+if TYPE_CHECKING:  # the layer reader (tarfile, gzip) loads with the first tar layer read
+    import tarfile
 
 
 class Held(Enum):
@@ -137,6 +138,9 @@ def judge_tar_layers(store: ReadableStore, paths: ArtifactPaths) -> None:
     """Judge every entry of the tar layers of ``paths`` (read from ``store`` to their ends, so
     verified), then the links among them: what a reader that unpacks nothing must do to refuse
     what pull refuses. A layer that is not a readable tar is refused, as pull refuses it."""
+    from ocibridge.layers.reader import open_layer, readable_layer
+    from ocibridge.layers.tarwalk import tar_members
+
     for layer in paths.tars:
         with readable_layer(layer), open_layer(store, layer) as stream:
             with open_tar_stream(stream) as tar:

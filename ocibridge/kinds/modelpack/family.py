@@ -7,11 +7,10 @@ file metadata, untested=false, title on raw layers), the config checked by the s
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ocibridge.errors import SourceError, ValidationError
-from ocibridge.kinds.common import fetch_json, file_metadata, items, layer_file_path, layer_metadata, section, short
 from ocibridge.kinds.family import Reading, WriteOptions
-from ocibridge.kinds.neutral import Loss, ModelView, Part, Written
-from ocibridge.kinds.origin import can_keep, carried, strip
 from ocibridge.oci.cnaidraft import is_draft
 from ocibridge.oci.empty import EMPTY_DIGEST, empty_layer, is_empty_layer
 from ocibridge.oci.mediatypes import (
@@ -25,6 +24,9 @@ from ocibridge.oci.mediatypes import (
 )
 from ocibridge.oci.models import Descriptor, Manifest
 from ocibridge.stores.base import Store
+
+if TYPE_CHECKING:  # the neutral form loads with a read or a write: a pull's detection (matches) makes none
+    from ocibridge.kinds.neutral import Loss, ModelView, Written
 
 DESCRIPTOR_FIELDS = ("createdAt", "authors", "family", "name", "docURL", "sourceURL", "datasetsURL",
                      "version", "revision", "vendor", "licenses", "title", "description")
@@ -54,6 +56,9 @@ class ModelPackFamily:
             reading = self.read(artifact, artifact.descriptor, artifact.manifest_bytes, artifact.manifest)
             reading.losses = losses
             return reading
+        from ocibridge.kinds.common import fetch_json, items, layer_file_path, layer_metadata, section
+        from ocibridge.kinds.neutral import ModelView, Part
+
         config_bytes, doc = fetch_json(store, manifest.config, "ModelPack config")
         diff_ids = items(section(doc, "modelfs"), "diffIds")
         parts = []
@@ -85,6 +90,10 @@ class ModelPackFamily:
         return Reading(view, store)
 
     def write(self, view: ModelView, options: WriteOptions) -> Written:
+        from ocibridge.kinds.common import file_metadata, short
+        from ocibridge.kinds.neutral import Loss, Written
+        from ocibridge.kinds.origin import can_keep, carried, strip
+
         family = options.media_types
         key = self.key(None, options)
         layers = []
@@ -118,6 +127,8 @@ class ModelPackFamily:
 def _config_bytes(view: ModelView, losses: list[Loss], kept: bool) -> bytes:
     """The config from the view's fields; a field the strict model refuses is dropped and
     reported rather than failing the conversion."""
+    from ocibridge.kinds.common import short
+    from ocibridge.kinds.neutral import Loss
     from ocibridge.model.config import parse_config
 
     descriptor = {k: view.descriptor[k] for k in DESCRIPTOR_FIELDS if view.descriptor.get(k) not in (None, "", [])}
