@@ -98,7 +98,7 @@ sys.exit(code)
 #: other calls' results, login's and the model cache's modules, a registry's upload and tag
 #: list modules, a push's sample index, the chunk modules with nothing here to diff against,
 #: the policy API without --verify-key/--policy, the neutral form of a conversion, and the tar
-#: layers' and indexes' readers (tarfile) for an artifact of raw files
+#: layers' and indexes' readers (tarfile) for an artifact of raw files, the typo suggester (difflib)
 PULL_UNUSED = ("ocibridge.model.builder", "ocibridge.model.packing", "ocibridge.model.config",
                "ocibridge.model.classify", "ocibridge.kinds.carton", "ocibridge.kinds.mlsteam",
                "ocibridge.kinds.ollama", "ocibridge.kinds.kitops.family", "ocibridge.kinds.docker.family",
@@ -108,7 +108,7 @@ PULL_UNUSED = ("ocibridge.model.builder", "ocibridge.model.packing", "ocibridge.
                "ocibridge.stores.registry.taglist", "ocibridge.transfer.askfirst", "ocibridge.transfer.sampleindex",
                "ocibridge.chunks.table", "ocibridge.chunks.delta", "ocibridge.chunks.chunkindex",
                "ocibridge.cache.chunks", "ocibridge.api.policy", "ocibridge.kinds.neutral", "ocibridge.kinds.origin",
-               "ocibridge.layers", "ocibridge.model.changesets", "ocibridge.model.index", "tarfile")
+               "ocibridge.layers", "ocibridge.model.changesets", "ocibridge.model.index", "tarfile", "difflib")
 
 
 def test_pull_of_a_modelpack_artifact_into_a_directory_loads_no_pydantic(registry, unique_repo, tmp_path):

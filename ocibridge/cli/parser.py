@@ -8,7 +8,6 @@ line names it: ``--help`` and each command load no other command's module."""
 from __future__ import annotations
 
 import argparse
-import difflib
 import importlib
 import re
 from collections.abc import Sequence
@@ -89,6 +88,8 @@ _UNRECOGNIZED = "unrecognized arguments: "
 def nearest(message: str, flags: list[str]) -> str:
     """argparse's usage error with the nearest spelling suggested (difflib, as git and Python
     3.14's argparse do): an unknown command or choice, an unknown flag of the command."""
+    import difflib  # (here: only a mistyped line needs it)
+
     choice = _INVALID_CHOICE.match(message)
     if choice is not None:
         said, word, listed = choice.groups()
