@@ -21,7 +21,7 @@ import huggingface_hub
 import pytest
 from huggingface_hub import HfApi
 from serving import make_model
-from support.faultproxy import delay
+from support.faultproxy import delay, status
 from upstream_proxy import (
     CLIENT_TOKEN,
     UP_TOKEN,
@@ -156,3 +156,21 @@ def test_a_landed_commit_is_answered_as_the_upstream_answers_it(proxied: Proxied
                  os.path.relpath(os.path.realpath(got[1]), tmp_path / "up")]
         assert blobs[0] == blobs[1], path
     assert proxied.counted.requests[asked:] == []  # all answered from the registry
+
+
+def test_a_commit_whose_facts_the_upstream_cannot_say_now_does_not_land_until_it_can(proxied: Proxied,
+                                                                                     tmp_path: Path):
+    """The facts are part of the manifest (its digest): one the upstream failed to say (a 5xx) is
+    never left out, the fetch fails and the next request's lands with it (the files it had fetched
+    kept: not asked again)."""
+    up, api = HfApi(endpoint=proxied.upstream, token=UP_TOKEN), proxied.api()
+    commit = published(proxied, "acme/fidelity-later", tmp_path)
+    proxied.counted.add("GET", rf"/api/models/acme/fidelity-later/commits/{commit}", status(502))
+    api.model_info("acme/fidelity-later", revision=commit)  # in flight: the upstream's answer
+    assert proxied.ended("acme/fidelity-later", 1) == ["failed"]
+    assert proxied.tags("proxy/acme/fidelity-later") == []
+    api.model_info("acme/fidelity-later", revision=commit)  # fetched again: its files kept, its facts asked
+    proxied.landed("proxy/acme/fidelity-later", commit)
+    assert len(proxied.counted.requests_matching("GET", r"/acme/fidelity-later/resolve/.*/model\.safetensors")) == 1
+    assert plain(api.list_repo_commits("acme/fidelity-later", revision=commit))[0] == \
+        plain(up.list_repo_commits("acme/fidelity-later", revision=commit))[0]
