@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime
 import os
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,7 @@ import huggingface_hub
 import pytest
 from huggingface_hub import HfApi
 from serving import make_model
-from support.faultproxy import delay, status
+from support.faultproxy import hold, status
 from upstream_proxy import (
     CLIENT_TOKEN,
     UP_TOKEN,
@@ -86,6 +87,20 @@ def metadata(endpoint: str, token: str, repo_id: str, commit: str) -> dict[str, 
     return found
 
 
+def downloads_alike(proxied: Proxied, repo_id: str, commit: str, paths: list[str], root: Path) -> None:
+    """hf_hub_download of each of ``paths`` from the proxy and from the upstream: the same bytes,
+    in the Hub cache under the same blob name (the ETag)."""
+    for path in paths:
+        got = [Path(huggingface_hub.hf_hub_download(repo_id, path, revision=commit, endpoint=endpoint,
+                                                    token=token, cache_dir=root / name))
+               for endpoint, token, name in ((proxied.proxy, CLIENT_TOKEN, "proxy"),
+                                             (proxied.upstream, UP_TOKEN, "up"))]
+        assert got[0].read_bytes() == got[1].read_bytes(), path
+        blobs = [os.path.relpath(os.path.realpath(got[0]), root / "proxy"),
+                 os.path.relpath(os.path.realpath(got[1]), root / "up")]
+        assert blobs[0] == blobs[1], path
+
+
 def tree(api: HfApi, repo_id: str, commit: str) -> list[Any]:
     return plain(list(api.list_repo_tree(repo_id, revision=commit, recursive=True, expand=True)))
 
@@ -105,14 +120,21 @@ def but_last_commits(entries: list[dict[str, Any]], paths: set[str]) -> list[dic
 def test_a_commit_in_flight_is_listed_as_the_upstream_lists_it(proxied: Proxied, tmp_path: Path):
     up, api = HfApi(endpoint=proxied.upstream, token=UP_TOKEN), proxied.api()
     commit = published(proxied, "acme/fidelity-flight", tmp_path)
-    proxied.counted.add("GET", r"/acme/fidelity-flight/resolve/.*/model\.safetensors", delay(4))
-    info = api.model_info("acme/fidelity-flight", revision=commit, files_metadata=True)  # starts the fetch
-    assert proxied.tags("proxy/acme/fidelity-flight") == []  # still in flight: what follows is too
-    assert plain(info) == plain(up.model_info("acme/fidelity-flight", revision=commit, files_metadata=True))
-    assert tree(api, "acme/fidelity-flight", commit) == tree(up, "acme/fidelity-flight", commit)
-    assert heads(proxied.proxy, CLIENT_TOKEN, "acme/fidelity-flight", commit) == \
-        heads(proxied.upstream, UP_TOKEN, "acme/fidelity-flight", commit)
-    assert proxied.tags("proxy/acme/fidelity-flight") == []
+    release = threading.Event()  # the weights held at the upstream until the checks are done (then cut: resumed)
+    proxied.counted.add("GET", r"/acme/fidelity-flight/resolve/.*/model\.safetensors", hold(release))
+    try:
+        info = api.model_info("acme/fidelity-flight", revision=commit, files_metadata=True)  # starts the fetch
+        assert proxied.tags("proxy/acme/fidelity-flight") == []  # still in flight: what follows is too
+        assert plain(info) == plain(up.model_info("acme/fidelity-flight", revision=commit, files_metadata=True))
+        assert tree(api, "acme/fidelity-flight", commit) == tree(up, "acme/fidelity-flight", commit)
+        assert heads(proxied.proxy, CLIENT_TOKEN, "acme/fidelity-flight", commit) == \
+            heads(proxied.upstream, UP_TOKEN, "acme/fidelity-flight", commit)
+        assert metadata(proxied.proxy, CLIENT_TOKEN, "acme/fidelity-flight", commit) == \
+            metadata(proxied.upstream, UP_TOKEN, "acme/fidelity-flight", commit)
+        downloads_alike(proxied, "acme/fidelity-flight", commit, ["config.json", ".gitattributes"], tmp_path)
+        assert proxied.tags("proxy/acme/fidelity-flight") == []
+    finally:
+        release.set()
     proxied.landed("proxy/acme/fidelity-flight", commit)
 
 
@@ -146,15 +168,7 @@ def test_a_landed_commit_is_answered_as_the_upstream_answers_it(proxied: Proxied
         heads(proxied.upstream, UP_TOKEN, "acme/fidelity", commit)
     assert metadata(proxied.proxy, CLIENT_TOKEN, "acme/fidelity", commit) == \
         metadata(proxied.upstream, UP_TOKEN, "acme/fidelity", commit)
-    for path in PATHS:  # the same bytes, in the Hub cache under the same blob name (the ETag)
-        got = [Path(huggingface_hub.hf_hub_download("acme/fidelity", path, revision=commit, endpoint=endpoint,
-                                                    token=token, cache_dir=tmp_path / name))
-               for endpoint, token, name in ((proxied.proxy, CLIENT_TOKEN, "proxy"),
-                                             (proxied.upstream, UP_TOKEN, "up"))]
-        assert got[0].read_bytes() == got[1].read_bytes(), path
-        blobs = [os.path.relpath(os.path.realpath(got[0]), tmp_path / "proxy"),
-                 os.path.relpath(os.path.realpath(got[1]), tmp_path / "up")]
-        assert blobs[0] == blobs[1], path
+    downloads_alike(proxied, "acme/fidelity", commit, PATHS, tmp_path)
     assert proxied.counted.requests[asked:] == []  # all answered from the registry
 
 
