@@ -5,11 +5,14 @@ manifest the proxy writes, so that serve answers it as the upstream did once the
 - the git blob id of each file the upstream keeps in git rather than LFS (:data:`.regular.REGULAR`):
   its tree ``oid``, sibling ``blobId`` and resolve ``ETag``, where ``push hf:`` names every file by
   its SHA-256 (the Hub cache it reads does not say which files are in git);
-- the revision's ``lastModified`` (``org.opencontainers.image.created``, model_info's
-  ``lastModified``) and the repository's ``createdAt`` (:data:`.upstreamids.REPO_CREATED`), from
-  the upstream's model_info of the commit;
-- the commit's title, message and first author (:mod:`.commits`' annotations), from the upstream's
-  commit list at the commit: ``list_repo_commits`` and the files' ``lastCommit`` say them.
+- the commit's date (``org.opencontainers.image.created``: model_info's ``lastModified`` of the
+  revision, the commit's date in its list), title, message and first author (:mod:`.commits`'
+  annotations), from the upstream's commit list at the commit (``list_repo_commits`` and the files'
+  ``lastCommit`` say them); the date is model_info's ``lastModified`` where it lists no commits
+  (the commit's own date first: a ``lastModified`` that said the repository's last change would
+  move, and the same commit would make another manifest);
+- the repository's ``createdAt`` (:data:`.upstreamids.REPO_CREATED`), from the upstream's
+  model_info of the commit.
 
 Each is a fact of the commit, the same at every ask: the same commit makes the same manifest. An
 upstream that lists no commits (a 4xx) gives no title; one that cannot be asked (no answer, a
@@ -53,19 +56,19 @@ def commit_facts(endpoint: str, token: str | None, repo_id: str, commit: str, li
                       follow_redirects=False, verify=upstream_tls()) as http:
         info = _asked(http, f"{base}/revision/{commit}", repo_id, commit)
         listed_commits = _asked(http, f"{base}/commits/{quote(commit, safe='')}", repo_id, commit)
-    if isinstance(info, dict):
-        _put(facts, CREATED, info.get("lastModified"))
-        _put(facts, REPO_CREATED, info.get("createdAt"))
     entry = next((c for c in listed_commits if isinstance(c, dict) and c.get("id") == commit), None) \
         if isinstance(listed_commits, list) else None
     if entry is not None:
+        _put(facts, CREATED, entry.get("date"))
         _put(facts, SUMMARY, entry.get("title"))
         _put(facts, DESCRIPTION, entry.get("message"))
         authors = entry.get("authors")
         first = authors[0] if isinstance(authors, list) and authors and isinstance(authors[0], dict) else {}
         _put(facts, AUTHOR, first.get("user"))
+    if isinstance(info, dict):
         if CREATED not in facts:
-            _put(facts, CREATED, entry.get("date"))
+            _put(facts, CREATED, info.get("lastModified"))
+        _put(facts, REPO_CREATED, info.get("createdAt"))
     return facts
 
 
