@@ -24,7 +24,9 @@ from upstream_proxy import (
     CLIENT_TOKEN,
     UP_TOKEN,
     Proxied,
+    as_push_hf_makes,
     lfs_only,  # noqa: F401 - autouse: every test here over LFS
+    manifest_of,
     refs_or_none,
     settled_refs,
 )
@@ -101,7 +103,7 @@ def test_a_second_load_is_answered_from_serves_model_cache_no_file_read_from_the
     manifest = httpx.get(f"{proxied.registry.url}/v2/proxy/acme/warm/manifests/ocibridge-upstream-{commit}",
                          headers={"Accept": ACCEPT}).json()
     layers = {layer["digest"] for layer in manifest["layers"]}
-    assert len(layers) == len(files_of(model))  # a raw layer a file
+    assert len(layers) == len(files_of(model)) + 1  # a raw layer a file, the commit's .gitattributes too
     before, asked = len(proxied.stored.requests), len(proxied.counted.requests)
     again = Path(huggingface_hub.snapshot_download("acme/warm", endpoint=proxied.proxy, token=CLIENT_TOKEN,
                                                    cache_dir=tmp_path / "second"))
@@ -123,9 +125,9 @@ def test_the_registry_holds_the_artifact_push_hf_makes_of_the_same_commit(proxie
     subprocess.run([sys.executable, "-m", "ocibridge", "push", f"hf:acme/tiny@{proxied.main}",
                     f"{proxied.registry.host}/pushed/acme/tiny:main", "--plain-http", "-q"],
                    env=env, check=True, capture_output=True, timeout=120)
-    pushed = proxied.digest("pushed/acme/tiny", "main")
-    assert pushed is not None
-    assert proxied.digest("proxy/acme/tiny", f"ocibridge-upstream-{proxied.main}") == pushed
+    # with the commit's .gitattributes and the upstream's facts of it, which the Hub cache does not keep
+    as_push_hf_makes(manifest_of(proxied.registry.url, "proxy/acme/tiny", f"ocibridge-upstream-{proxied.main}"),
+                     manifest_of(proxied.registry.url, "pushed/acme/tiny", "main"))
 
 
 def test_a_branch_head_is_re_checked_at_most_every_upstream_fresh_seconds(proxied: Proxied, tmp_path: Path):

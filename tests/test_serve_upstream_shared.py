@@ -80,9 +80,9 @@ def test_a_file_streams_to_its_readers_before_the_commit_lands_fetched_once_for_
     late = proxied.counted.requests_matching("GET", r"/acme/streamed/resolve/.*/late\.safetensors")
     assert late and all(r.response_bytes == 0 for r in late), [(r.path, r.response_bytes) for r in late]
     assert proxied.tags("proxy/acme/streamed") == []
-    # the metadata while in flight is the upstream's, listing the files serve will hold (no .gitattributes)
+    # the metadata while in flight is the upstream's, listing the files serve will hold (.gitattributes too)
     listed = proxied.api().model_info("acme/streamed", revision=sha).siblings or []
-    assert sorted(s.rfilename for s in listed) == ["late.safetensors", "w.safetensors"]
+    assert sorted(s.rfilename for s in listed) == [".gitattributes", "late.safetensors", "w.safetensors"]
     assert proxied.tags("proxy/acme/streamed") == []
     assert len(proxied.counted.requests_matching("GET", r"/acme/streamed/resolve/.*/w\.safetensors")) == 1
     proxied.landed("proxy/acme/streamed", sha)

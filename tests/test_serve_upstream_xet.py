@@ -23,6 +23,7 @@ from huggingface_hub import HfApi
 from serving import ROOT, files_of, make_model, own_registry_and_serve, received_until_cut, serve_over
 from support.faultproxy import FaultProxy, corrupt, drop_response, server_error, status
 from support.registry import RegistryProcess
+from upstream_proxy import as_push_hf_makes, manifest_of
 
 from ocibridge.hubserver.upstream.tee import FileFlight
 from ocibridge.hubserver.upstream.xetfetch import name_holds
@@ -134,9 +135,9 @@ def test_a_file_the_upstream_offers_over_xet_comes_by_xet_and_lands_as_push_hf_m
     subprocess.run([sys.executable, "-m", "ocibridge", "push", f"hf:acme/tiny@{upstream.main}",
                     f"{upstream.registry.host}/pushed/acme/tiny:main", "--plain-http", "-q"],
                    env=env, check=True, capture_output=True, timeout=120)
-    pushed = upstream.digest("pushed/acme/tiny", "main")
-    assert pushed is not None
-    assert upstream.digest("proxy/acme/tiny", f"ocibridge-upstream-{upstream.main}") == pushed
+    # with the commit's .gitattributes and the upstream's facts of it, which the Hub cache does not keep
+    as_push_hf_makes(manifest_of(upstream.registry.url, "proxy/acme/tiny", f"ocibridge-upstream-{upstream.main}"),
+                     manifest_of(upstream.registry.url, "pushed/acme/tiny", "main"))
 
 
 def test_a_cut_mid_xorb_cuts_its_reader_commits_nothing_and_the_next_fetch_resumes_at_the_chunk_it_lacked(

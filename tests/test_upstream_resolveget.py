@@ -1,12 +1,16 @@
 """The proxy's fetch of a file by its resolve route (hubserver/upstream/resolveget.py) against
 loopback servers of this test over real HTTP: the upstream (a Range it honours or ignores, a cut
-mid-body, a redirect to its own path or to a CDN on another port) and the CDN."""
+mid-body, a redirect to its own path or to a CDN on another port) and the CDN; and an upstream over
+TLS (its body received off the TLS socket into the buffer: blobstream.receivable_socket), trusted
+as serve trusts one (``SSL_CERT_FILE``: client.upstream_tls)."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
+import ssl
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -15,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from ocibridge.hubserver.upstream.resolveget import Refused, ResolveGet
+from ocibridge.hubserver.upstream import client
+from ocibridge.hubserver.upstream.resolveget import Refused, ResolveGet, direct_socket
 from ocibridge.hubserver.upstream.tee import FileFlight
 from ocibridge.kinds.hf.commitdownload import HubSource
 
@@ -80,22 +85,50 @@ class Server:
         return Handler
 
 
-@pytest.fixture
-def servers() -> Iterator[tuple[Server, Server]]:
-    """The upstream, and a CDN on another port (another origin)."""
-    made, running = [], []
-    for _ in range(2):
+@contextlib.contextmanager
+def running(count: int, tls: ssl.SSLContext | None = None) -> Iterator[list[Server]]:
+    """``count`` loopback servers (over TLS with the server context ``tls``)."""
+    made, started = [], []
+    for _ in range(count):
         s = Server()
         http = ThreadingHTTPServer(("127.0.0.1", 0), s.handler())
         http.daemon_threads = True
-        s.url = f"http://127.0.0.1:{http.server_address[1]}"
+        if tls is not None:
+            http.socket = tls.wrap_socket(http.socket, server_side=True)
+        s.url = f"{'https' if tls else 'http'}://127.0.0.1:{http.server_address[1]}"
         threading.Thread(target=http.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
         made.append(s)
-        running.append(http)
-    yield made[0], made[1]
-    for http in running:
-        http.shutdown()
-        http.server_close()
+        started.append(http)
+    try:
+        yield made
+    finally:
+        for http in started:
+            http.shutdown()
+            http.server_close()
+
+
+@pytest.fixture
+def servers() -> Iterator[tuple[Server, Server]]:
+    """The upstream, and a CDN on another port (another origin)."""
+    with running(2) as (upstream, cdn):
+        yield upstream, cdn
+
+
+@pytest.fixture
+def tls_upstream(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Server]:
+    """The upstream over TLS, its CA trusted as serve trusts an upstream's (``SSL_CERT_FILE``)."""
+    from support.certs import make_tls_files
+
+    files = make_tls_files(tmp_path / "tls")
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(files.cert_file, files.key_file)
+    monkeypatch.setenv("SSL_CERT_FILE", str(files.ca_file))
+    client.upstream_tls.cache_clear()  # made once a process: made again with this CA
+    try:
+        with running(1, context) as (upstream,):
+            yield upstream
+    finally:
+        client.upstream_tls.cache_clear()
 
 
 def fetched(upstream: Server, tmp_path: Path, held: bytes = b"") -> FileFlight:
@@ -155,3 +188,24 @@ def test_a_file_the_upstream_does_not_have_is_refused_without_another_try(server
     with pytest.raises(Refused, match="answered 404"):
         fetched(upstream, tmp_path)
     assert len(upstream.asked) == 1
+
+
+def test_a_file_comes_whole_from_an_upstream_over_tls_and_a_cut_resumes(tls_upstream: Server, tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch):
+    import ocibridge.hubserver.upstream.resolveget as resolveget
+
+    sockets: list[object] = []
+
+    def seen(answer: object) -> object:  # which way the body came: off the TLS socket, not through httpx
+        sockets.append(direct_socket(answer))  # type: ignore[arg-type]
+        return sockets[-1]
+
+    monkeypatch.setattr(resolveget, "direct_socket", seen)
+    flight = fetched(tls_upstream, tmp_path / "whole")
+    assert flight.checked and flight.final.read_bytes() == DATA
+    assert tls_upstream.asked == [(FILE, f"Bearer {TOKEN}", None)]
+    assert [type(s) for s in sockets] == [ssl.SSLSocket]
+    tls_upstream.asked, tls_upstream.cut_after = [], 700_001
+    flight = fetched(tls_upstream, tmp_path / "cut")
+    assert flight.checked and flight.final.read_bytes() == DATA
+    assert [r for _, _, r in tls_upstream.asked] == [None, "bytes=700001-"]

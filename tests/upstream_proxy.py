@@ -85,6 +85,30 @@ class Proxied:
         return said
 
 
+#: the annotations the proxy's manifest of a commit has beyond push hf:'s (upstream/commitfacts.py)
+FACTS = {"io.ocibridge.commit.regular", "org.opencontainers.image.created", "io.ocibridge.upstream.repo-created",
+         "io.ocibridge.commit.summary", "io.ocibridge.commit.description", "io.ocibridge.commit.author"}
+
+
+def as_push_hf_makes(fetched: dict[str, Any], pushed: dict[str, Any]) -> None:
+    """The proxy's manifest of a commit (``fetched``) is the one ``push hf:`` makes of it
+    (``pushed``), with the commit's ``.gitattributes`` (one layer more) and what the upstream says
+    of the commit (annotations more): push hf: reads a Hub cache, which keeps neither."""
+    extra = [layer for layer in fetched["layers"] if layer not in pushed["layers"]]
+    assert [layer["annotations"]["org.opencontainers.image.title"] for layer in extra] == [".gitattributes"]
+    assert [layer for layer in fetched["layers"] if layer not in extra] == pushed["layers"]
+    said = fetched["annotations"]
+    assert {k: v for k, v in said.items() if k in pushed["annotations"]} == pushed["annotations"]
+    more = set(said) - set(pushed["annotations"])
+    assert {"io.ocibridge.commit.regular", "org.opencontainers.image.created"} <= more <= FACTS
+
+
+def manifest_of(registry: str, repository: str, tag: str) -> dict[str, Any]:
+    answer = httpx.get(f"{registry}/v2/{repository}/manifests/{tag}", headers={"Accept": ACCEPT})
+    assert answer.status_code == 200, (repository, tag, answer.status_code)
+    return dict(answer.json())
+
+
 def settled_refs(api: HfApi, repo_id: str, names: int, timeout: float = 30) -> Any:
     """list_repo_refs once it lists ``names`` refs: a fetched name is recorded and tagged by the
     fetch's thread just after its commit landed."""

@@ -76,10 +76,13 @@ def parent_of(annotations: dict[str, Any]) -> str | None:
     return parent if isinstance(parent, str) and parent.startswith("sha256:") else None
 
 
-def commit_entry(digest: str, notes: dict[str, Any]) -> dict[str, Any]:
+def commit_entry(digest: str, notes: dict[str, Any], head: Resolved | None = None) -> dict[str, Any]:
     """A commit as the Hub names one (id, title, date): in a commit list and as a file's
-    ``lastCommit`` (:mod:`ocibridge.hubserver.repo.lastcommits`). The date as the Hub writes one (``...000Z``)."""
-    return {"id": commit_of(digest), "title": str(notes.get(SUMMARY, "pushed outside serve")),
+    ``lastCommit`` (:mod:`ocibridge.hubserver.repo.lastcommits`). The date as the Hub writes one (``...000Z``).
+    The id of ``head``'s own manifest is the one it resolved to (a commit fetched from an upstream:
+    the upstream's id, as ``sha`` says it)."""
+    named = head.commit if head is not None and digest == head.top.digest else commit_of(digest)
+    return {"id": named, "title": str(notes.get(SUMMARY, "pushed outside serve")),
             "date": hub_date(str(notes.get(CREATED) or "")) or NO_DATE}
 
 
@@ -90,7 +93,7 @@ def commits(head: Resolved, formatted: bool = False) -> list[dict[str, Any]]:
     found: list[dict[str, Any]] = []
     for digest, notes in walk(head):
         author = notes.get(AUTHOR)
-        entry = commit_entry(digest, notes)
+        entry = commit_entry(digest, notes, head)
         entry.update({"message": str(notes.get(DESCRIPTION, "")),
                       "authors": [{"user": str(author)}] if author else []})
         if formatted:

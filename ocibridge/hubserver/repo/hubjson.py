@@ -18,6 +18,7 @@ from typing import Any
 from ocibridge.hubserver.repo.catalog import Refs, Resolved
 from ocibridge.hubserver.repo.files import HubFile, ModelFiles
 from ocibridge.hubserver.repo.regular import git_blob_id
+from ocibridge.hubserver.repo.upstreamids import REPO_CREATED
 
 
 def pointer(f: HubFile) -> bytes:
@@ -85,8 +86,9 @@ def model_info(resolved: Resolved, files: ModelFiles, blobs: bool, private: bool
     (cardData, library_name, pipeline_tag, tags, config: :mod:`.modelfacts`)."""
     date = hub_date(resolved.created)  # the artifact's date, the same at every request
     info = summary(resolved.repo_id, private, gated)
-    if date is not None:
-        info.update({"lastModified": date, "createdAt": date})
+    if date is not None:  # a commit fetched from an upstream: the repository's createdAt there
+        first = hub_date(str((resolved.manifest.annotations or {}).get(REPO_CREATED) or "")) or date
+        info.update({"lastModified": date, "createdAt": first})
     info.update(facts or {})
     info.update({
         "sha": resolved.commit,

@@ -109,7 +109,7 @@ class LastCommits:
             if parent is None:
                 break
             seen.add(parent.digest)
-            named = commit_entry(current.digest, current.notes)
+            named = commit_entry(current.digest, current.notes, head)
             changed = {p for p in waiting if current.state(p) != parent.state(p)}
             parent_folders = parent.folders(folders)
             changed_folders = {d for d in folders if current_folders[d] != parent_folders[d]}
@@ -117,7 +117,7 @@ class LastCommits:
             waiting -= changed
             folders -= changed_folders
             current, current_folders = parent, {d: parent_folders[d] for d in folders}
-        oldest = commit_entry(current.digest, current.notes)
+        oldest = commit_entry(current.digest, current.notes, head)
         found.update(dict.fromkeys(waiting | folders, oldest))
         return found
 

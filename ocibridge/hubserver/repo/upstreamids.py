@@ -21,6 +21,9 @@ if TYPE_CHECKING:
     from ocibridge.oci.models import Descriptor, Manifest
 
 _SHA = re.compile(r"[0-9a-f]{40}")
+#: the manifest annotation of a fetched commit that says the upstream's ``createdAt`` of the
+#: repository (its ``lastModified`` is the commit's ``org.opencontainers.image.created``)
+REPO_CREATED = "io.ocibridge.upstream.repo-created"
 #: upstream tags read to list a repository's refs with the upstream's ids (past it: serve's ids)
 MAX_UPSTREAM_TAGS = 200
 

@@ -1,12 +1,15 @@
 """serve as a proxy of an upstream Hub (``ocibridge serve REG/PREFIX --upstream URL``, issue 87):
 a repository or revision the registry lacks is resolved at the upstream, fetched once as the
-artifact ``push hf:ORG/NAME@COMMIT`` makes, written to the registry and answered from it.
+artifact ``push hf:ORG/NAME@COMMIT`` makes with the commit's ``.gitattributes`` and what the
+upstream says of the commit, written to the registry and answered from it.
 
 - :mod:`.settings`: the flags, as one value; the upstream's token (a file or the environment).
 - :mod:`.client`: what the upstream says a revision is (its commit, its files).
 - :mod:`.door`: which repositories and files may enter on model_info's metadata (license, file
   globs, pickle formats; the repo id globs are :mod:`.settings`').
 - :mod:`.ingest`: one fetch per (repository, commit), written to the registry with its tags.
+- :mod:`.commitfacts`: what the upstream says of a commit beyond its bytes (git blob ids, dates,
+  title, author), kept as the fetched manifest's annotations so serve answers as the upstream did.
 - :mod:`.keptaccess`: a repository gated or private at the upstream, let in, kept so here (its refs
   record), its reader asked about first.
 - :mod:`ocibridge.hubserver.repo.upstreamids`: the upstream's commit ids as the ids of what was fetched (a

@@ -5,7 +5,7 @@ proxy's catalog instead of waiting for the whole commit to land):
   one upstream download, any number of readers; the last byte only once the file checked; a file
   that fails is a cut connection); a ``HEAD`` is answered from the upstream's listing (its size,
   its sha256 or git blob id as the ETag, the upstream's commit), as serve answers it once landed;
-  a path the artifact does not keep (``.gitattributes``) is the upstream's answer;
+  a path the artifact does not keep is the upstream's answer;
 - the commit's metadata (model_info, the tree, ...: ``GET``/``HEAD``) is asked of the upstream with
   serve's token and its answer passed on (the door's rules were decided when the fetch began), a
   model_info's ``siblings`` cut to the files the artifact keeps (as serve lists them once landed);
@@ -53,7 +53,7 @@ class Fetching(Exception):  # noqa: N818 - a state the routes answer, not an err
             if f is not None:
                 return self._file_answer(request, f)
             if fetch is not None and fetch.listed.is_set() and fetch.files:
-                return await self._forwarded(request)  # not a file of the artifact (.gitattributes)
+                return await self._forwarded(request)  # not a file of the artifact
         elif request.method in ("GET", "HEAD"):
             return await self._forwarded(request)
         await in_thread(self.flight.done.wait)
@@ -107,8 +107,8 @@ class Fetching(Exception):  # noqa: N818 - a state the routes answer, not an err
     def _as_served(self, body: bytes) -> bytes:
         """The upstream's JSON as serve answers it for a file in flight: no ``xetHash`` (the files
         come from here, by the resolve route, not from the upstream's Xet store), and a
-        model_info's ``siblings`` and a listing's files cut to the files the artifact keeps (not
-        ``.gitattributes``: what serve lists once the commit landed)."""
+        model_info's ``siblings`` and a listing's files cut to the files the artifact keeps (what
+        serve lists once the commit landed: ``.gitattributes`` too)."""
         import json
 
         try:

@@ -1,8 +1,9 @@
 """One fetch per (repository, upstream commit): the commit downloaded from the upstream as a mirror
 job downloads an ``hf://`` source (kinds/hf/commitdownload.py: the files listed, each fetched with
 the project's streaming fetch into the Hub cache and checked against the listing's sha256 or git blob
-id), read as ``push hf:ORG/NAME@COMMIT`` reads it, so the artifact and its digest are that push's;
-then written to the registry, tagged in the order a reader relies on:
+id), read as ``push hf:ORG/NAME@COMMIT`` reads it, so the artifact is that push's with the commit's
+``.gitattributes`` and what the upstream says of the commit (upstream/commitfacts.py); then written
+to the registry, tagged in the order a reader relies on:
 
 1. the artifact, copied, and tagged ``ocibridge-upstream-<upstream id>`` (the mapping: the
    upstream's id resolves from here on, and the registry's GC keeps the manifest);

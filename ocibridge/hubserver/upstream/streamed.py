@@ -1,8 +1,9 @@
 """A commit's files fetched from the upstream, each teed (:mod:`.tee`) so that the clients that
 asked for a file read it as it arrives; each checked against the listing's sha256 or git blob id,
 then the snapshot read as ``push hf:ORG/NAME@COMMIT`` reads it (kinds/hf/commitdownload.py's listing
-and reading: the same artifact, the same digest), each file's SHA-256 the one the tee made as it
-wrote it (upstream/checked.py: no file is hashed twice).
+and reading: the same layers), ``.gitattributes`` kept and what the upstream says of the commit
+annotated (:mod:`.commitfacts`), each file's SHA-256 the one the tee made as it wrote it
+(upstream/checked.py: no file is hashed twice).
 
 A file comes over Xet where the upstream offers it (the listing names its ``xetHash``:
 :mod:`.xetfetch`), else, or where the upstream grants no Xet read, by its ``resolve`` route with
@@ -63,7 +64,8 @@ class StreamedFetch:
         from ocibridge.kinds.hf.commitdownload import CommitDownload
 
         self.src, self.commit, self.workers, self.cache = src, commit, workers, cache
-        self.download = CommitDownload(src, commit, workers, cache)
+        # .gitattributes kept: the Hub lists it as a file of the commit (push hf: leaves it out)
+        self.download = CommitDownload(src, commit, workers, cache, gitattributes=True)
         self.files: dict[str, FileFlight] = {}
         self.listed = threading.Event()  # set once :attr:`files` is filled (or the listing failed)
         self.bytes_received = 0  # from the upstream, this fetch (a resumed file: the rest only)
@@ -74,6 +76,7 @@ class StreamedFetch:
     def __call__(self) -> tuple[Store, str]:
         """The artifact of the commit, every file fetched and checked."""
         from ocibridge.hubserver.upstream.checked import vouch
+        from ocibridge.hubserver.upstream.commitfacts import commit_facts
         from ocibridge.kinds.hf.commitdownload import said
         from ocibridge.model.builder import PlannedArtifact
 
@@ -98,9 +101,11 @@ class StreamedFetch:
             self.resolve.close()
             if self.xet is not None:
                 self.xet.close()
+        facts = commit_facts(src.endpoint, src.token, src.repo_id, self.commit, listed)
         artifact, reference = self.download.snapshot(listed)
         assert isinstance(artifact, PlannedArtifact)
         vouch(artifact.package, self.files)  # hashed once, by the tee: the build reads them unhashed
+        artifact.package.annotations.update(facts)  # what the upstream says of the commit (commitfacts.py)
         return artifact, reference
 
     def readers_done(self, grace: float = READERS_GRACE, most: float = READERS_MOST) -> float:

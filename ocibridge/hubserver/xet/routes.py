@@ -208,7 +208,8 @@ class XetRoutes:
 
 
 def published(resolved: Resolved) -> bool:
-    """Whether ``resolved`` is a commit serve made (its manifest names its summary)."""
+    """Whether ``resolved`` is a commit serve made, or fetched from an upstream Hub that titled it
+    (its manifest names its summary: upstream/commitfacts.py keeps the upstream's title)."""
     from ocibridge.hubserver.repo.commits import SUMMARY
 
     return SUMMARY in (resolved.manifest.annotations or {})

@@ -80,9 +80,12 @@ class _Download:
     mismatching download is removed from the cache, so the next run fetches it again). A token
     never follows a redirect to another host: huggingface_hub drops it (``hf_hub_download``)."""
 
-    def __init__(self, src: HubSource, commit: str, workers: int, cache: Path | None = None):
+    def __init__(self, src: HubSource, commit: str, workers: int, cache: Path | None = None, *,
+                 gitattributes: bool = False):
         self.src, self.commit, self.workers = src, commit, workers
         self.cache = cache or _cache()  # the Hub cache downloaded into (serve --upstream: its own)
+        #: ``.gitattributes`` downloaded and kept (serve --upstream: the Hub lists it; push hf: does not)
+        self.gitattributes = gitattributes
 
     def __call__(self) -> tuple[Store, str]:
         src = self.src
@@ -106,7 +109,7 @@ class _Download:
 
         names = {f.path for f in listed}
         package = read_snapshot(Reference(self.src.repo_id, self.commit), ReadRequest(),
-                                keep=lambda rel: rel in names, root=self.cache)
+                                keep=lambda rel: rel in names, root=self.cache, gitattributes=self.gitattributes)
         return PlannedArtifact(package), ARTIFACT_TAG
 
     def listing(self) -> list[Any]:
@@ -127,7 +130,7 @@ class _Download:
             if why is not None:
                 raise OcibridgeError(f"{src.name}@{self.commit}: {src.endpoint} lists the file {entry.path!r}, "
                                      f"which {why}: refused")
-            if entry.path != ".gitattributes" and src.keeps(entry.path):
+            if (self.gitattributes or entry.path != ".gitattributes") and src.keeps(entry.path):
                 kept.append(entry)
         if len(kept) > MAX_FILES:
             raise OcibridgeError(f"{src.name}@{self.commit}: {len(kept)} files to download, more than {MAX_FILES}")

@@ -30,13 +30,15 @@ SOURCE_ANNOTATION = "org.opencontainers.image.source"
 REVISION_ANNOTATION = "org.opencontainers.image.revision"
 
 
-def read_snapshot(ref: HubReference, request: ReadRequest,
-                  keep: Callable[[str], bool] | None = None, root: Path | None = None) -> ModelPackage:
+def read_snapshot(ref: HubReference, request: ReadRequest, keep: Callable[[str], bool] | None = None,
+                  root: Path | None = None, *, gitattributes: bool = False) -> ModelPackage:
     """The files of a Hub cache snapshot, each read from the blob its symlink names: a file of
     the repo's folder, or of the cache's shared store of Xet files (huggingface_hub 2.x); a link
     leaving both is refused. Every file is hashed as it is read, whatever its name says. Only
     those ``keep`` keeps, when given (a mirror job's include/exclude: the snapshot may hold
-    more, downloaded by another). ``root``: the Hub cache to read (default: huggingface_hub's own)."""
+    more, downloaded by another). ``root``: the Hub cache to read (default: huggingface_hub's own).
+    ``gitattributes``: ``.gitattributes`` kept as a file (serve's proxy: a file of the Hub's commit);
+    ``push hf:`` leaves it out, a tool file rather than the model's."""
     from ocibridge.model import metadata
     from ocibridge.model.classify import classify
     from ocibridge.model.package import ModelPackage
@@ -54,7 +56,7 @@ def read_snapshot(ref: HubReference, request: ReadRequest,
         if path.is_dir() and not path.is_symlink():
             continue
         rel = path.relative_to(snapshot).as_posix()
-        if any(rel == p or rel.startswith(p + "/") for p in (".gitattributes",)) or \
+        if (not gitattributes and (rel == ".gitattributes" or rel.startswith(".gitattributes/"))) or \
                 any(_glob(rel, p) for p in request.excludes) or (keep is not None and not keep(rel)):
             continue
         real = os.path.realpath(path)
