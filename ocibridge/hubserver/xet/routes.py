@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio.to_thread
@@ -19,6 +20,7 @@ from ocibridge.hubserver.repo.catalog import Resolved
 from ocibridge.hubserver.repo.files import HubFile, ModelFiles, Resolver
 from ocibridge.hubserver.routing import route_path
 from ocibridge.hubserver.xet import xorbs
+from ocibridge.hubserver.xet.pinned import Pinned, PinnedCommits
 from ocibridge.oci.models import Descriptor
 from ocibridge.stores.ranged import RangedBlobSource
 
@@ -51,6 +53,8 @@ class XetRoutes:
         # whether the client a grant names still reads the repository as it is now (:meth:`.Gate.still_reads`)
         self.still_reads = still_reads
         self._pieces: Shares | None = None  # made on the server's loop
+        # commits resolved for xorb requests, with their files over Xet by content
+        self.pinned = PinnedCommits(PINNED_FOR, lambda resolved, f: self.name_in(resolved, f) is not None)
 
     async def run(self, call: Callable[..., _T], *args: Any) -> _T:
         """``call(*args)`` on a worker thread (file and registry work keep off the event loop)."""
@@ -156,17 +160,21 @@ class XetRoutes:
     async def xorb(self, request: Request) -> Response:
         """``/xet/{commit}/{repo}/xorbs/{sha256}/{size}/{k}``: the ``k``-th xorb of a file (its
         ``Range``), from verified bytes only; the URL's signature is required (hf_xet sends no
-        header here)."""
+        header here). The commit is resolved once a while (:mod:`.pinned`); who may read the
+        repository is asked at every request, with the model cache's copy of the file, in one
+        worker-thread call."""
         client = require_signed(self.grants, request, route_path(request.scope),
                                 "the xorb URL is not signed, or its signature expired")
         params = request.path_params
         repo_id, commit = requested_repo(request), params["commit"]
-        await self.run(self.still_reads, client, repo_id)  # the repository the URL was granted through, now
         sha256, size, k = params["sha256"], params["size"], params["k"]
-        resolved, files = await self.resolve(repo_id, commit, reuse_for=PINNED_FOR)
-        # the same bytes may be a regular file too (never in Xet) under another path: the one in git-lfs
-        f = next((f for f in files.files.values()
-                  if f.sha256 == sha256 and f.size == size and self.name_in(resolved, f) is not None), None)
+        pinned = self.pinned.get(repo_id, commit)
+        if pinned is None:
+            await self.run(self.still_reads, client, repo_id)  # before the commit is resolved
+            resolved, files = await self.resolve(repo_id, commit, reuse_for=PINNED_FOR)
+            pinned = self.pinned.put(repo_id, commit, resolved, files)
+        # the repository the URL was granted through, now; and the file's verified copy, if held
+        f, cached = await self.run(self._held, client, repo_id, pinned, sha256, size)
         if f is None or not 0 <= k < xorbs.xorb_count(size):
             return error(404, "EntryNotFound", f"{repo_id}@{commit}: no such xorb")
         total = xorbs.xorb_size(size, k)
@@ -175,25 +183,22 @@ class XetRoutes:
             return error(416, None, f"range not satisfiable for {total} bytes", {"Content-Range": f"bytes */{total}"})
         start, end = wanted if isinstance(wanted, tuple) else (0, total)
         source: Checked
-        if f.local is not None:
-            source = CheckedFile(f.local)
+        if cached is not None:
+            self.blobs.hits += f.local is None
+            source = CheckedFile(cached)
         else:
             assert f.layer is not None
-            cached = self.blobs.cached(f.layer)  # asked once a request: it claims and touches the blob
-            if cached is not None:
-                self.blobs.hits += 1
-                source = CheckedFile(cached)
-            else:
-                chunks = await self.run(self.table_of, resolved, f.layer)
-                source = await self.blobs.checked(resolved.repo.store, resolved.model, f.layer, chunks)
-        # the first piece verified before the answer starts: a blob that fails there is a 502; a
-        # wait that outlasts FIRST_BYTE_WAIT is a 503 (hf_xet retries it), not a silence hf_xet
-        # gives up on after 300 s
-        try:
-            await asyncio.wait_for(source.until(xorbs.first_piece_end(size, k, start)), FIRST_BYTE_WAIT)
-        except asyncio.TimeoutError:
-            return error(503, None, f"{repo_id}@{commit}: still fetching that part of the file; ask again",
-                         {"Retry-After": "5"})
+            resolved = pinned.resolved
+            chunks = pinned.tables.get(f.layer.digest)  # asked by _held
+            source = await self.blobs.checked(resolved.repo.store, resolved.model, f.layer, chunks)
+            # the first piece verified before the answer starts: a blob that fails there is a 502;
+            # a wait that outlasts FIRST_BYTE_WAIT is a 503 (hf_xet retries it), not a silence
+            # hf_xet gives up on after 300 s
+            try:
+                await asyncio.wait_for(source.until(xorbs.first_piece_end(size, k, start)), FIRST_BYTE_WAIT)
+            except asyncio.TimeoutError:
+                return error(503, None, f"{repo_id}@{commit}: still fetching that part of the file; ask again",
+                             {"Retry-After": "5"})
         headers = {"Content-Length": str(end - start), "Content-Type": "application/octet-stream",
                    "Accept-Ranges": "bytes"}
         status = 200
@@ -205,6 +210,19 @@ class XetRoutes:
         body = xorbs.xorb_body(source, size, k, start, end, self._pieces, client, turn_of(request.scope),
                                request.scope)
         return ClosingStream(body, status_code=status, headers=headers)
+
+    def _held(self, client: str, repo_id: str, pinned: Pinned, sha256: str,
+              size: int) -> tuple[HubFile | None, Path | None]:
+        """(on a worker thread) Raise unless ``client`` may still read ``repo_id``; then the file
+        of ``pinned`` offered over Xet with that content, and the verified copy the model cache
+        holds of it, if any (a snapshot's file; the blob under its digest, or under the content
+        key of the table the manifest binds: asked once a request, as it claims and touches it)."""
+        self.still_reads(client, repo_id)
+        f = pinned.by_content.get((sha256, size))
+        if f is None or f.local is not None:
+            return f, None if f is None else f.local
+        assert f.layer is not None
+        return f, self.blobs.cached(f.layer, pinned.table(f.layer, self.table_of))
 
 
 def published(resolved: Resolved) -> bool:
