@@ -28,11 +28,14 @@ from ocibridge.lazymount.table import mount_entry
 #: the read-ahead a mount asks for its device: one request of libfuse's largest
 READ_AHEAD_KB = 1024
 #: glibc's ``mallopt`` parameters, and what the mount sets them to: allocations up to this
-#: size come from the heap (a 1 MiB reply buffer, aligned), and a heap keeps this much free
-#: memory at its top before it gives any back (each thread's last reply buffer)
+#: size come from the heap (a 1 MiB reply buffer, page-aligned), and a heap keeps this much
+#: free memory at its top before it gives any back (two reply buffers). Measured, a cold cat
+#: of a mounted GiB: 264,000 page faults and 1.48 s of mount CPU without, 6,000-20,000 and
+#: 0.98 s with; the mount process's RSS after it 80-105 MiB (55 MiB without, 69-78 MiB in
+#: 256 KiB requests): bounded by the heaps of libfuse's threads
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
-HEAP_UP_TO = 2 * 1024 * 1024
-KEPT_FREE = 8 * 1024 * 1024
+HEAP_UP_TO = 1024 * 1024 + 64 * 1024
+KEPT_FREE = 2 * 1024 * 1024 + 256 * 1024
 BDI = Path("/sys/class/bdi")
 
 
