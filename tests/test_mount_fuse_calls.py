@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from ocibridge.lazymount.ops import ModelFS
+from ocibridge.lazymount.readahead import READ_AHEAD_KB, read_ahead_file
 from ocibridge.lazymount.session import THREADS, MountSession
 from ocibridge.lazymount.tree import LazyFile, MountTree
 
@@ -123,3 +124,32 @@ def test_a_libfuse_whose_read_buf_is_not_known_is_answered_through_read(tmp_path
         mounted.unmount()
     assert got == _pattern(0, SIZE)
     assert reads.reads >= 64
+
+
+def test_a_sequential_read_asks_1_mib_at_a_time_where_the_mount_may_raise_its_read_ahead(served, tmp_path):
+    """The kernel asks a FUSE file system for at most its device's read-ahead at a time (128
+    KiB; 256 KiB requests for ``cat``); each request costs a call into Python, two system calls
+    and a thread hand-off whatever its size. The mount raises its own device's read-ahead to 1
+    MiB where it may (root; ``lazymount.readahead``): 64 MiB in about 64 requests, not 256.
+    Elsewhere the kernel's setting stays, and the reads are answered all the same."""
+    ops, reads, where = served
+    setting = read_ahead_file(where)
+    assert setting is not None and setting.parent.name.startswith("0:")
+    kb = int(setting.read_text())
+    kept = tmp_path / "layer"
+    kept.write_bytes(_pattern(0, SIZE))
+    reads.fd = os.open(kept, os.O_RDONLY)
+    asked: list[int] = []
+    given = reads.stable_fd
+    reads.stable_fd = lambda file, start, end: asked.append(end - start) or given(file, start, end)  # type: ignore[method-assign]
+    try:
+        got = subprocess.run(["cat", str(where / "weights.bin")], capture_output=True, check=True,
+                             timeout=120).stdout
+    finally:
+        os.close(reads.fd)
+    assert got == _pattern(0, SIZE)
+    if os.geteuid() == 0:
+        assert kb == READ_AHEAD_KB
+        assert max(asked) == MiB and len(asked) <= SIZE // MiB + 8, (len(asked), max(asked))
+    else:  # (not root: the kernel's read-ahead stays, 128 KiB)
+        assert kb < READ_AHEAD_KB and max(asked) < MiB

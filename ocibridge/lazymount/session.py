@@ -18,6 +18,7 @@ from typing import Any
 
 from ocibridge.errors import OcibridgeError
 from ocibridge.lazymount.ops import ModelFS
+from ocibridge.lazymount.readahead import keep_reply_buffers, raise_read_ahead
 from ocibridge.lazymount.replies import layout_known
 from ocibridge.lazymount.table import FSNAME, is_mounted, unmount_directory
 
@@ -85,6 +86,8 @@ class MountSession:
         self._error: BaseException | None = None
         self._thread: threading.Thread | None = None
         self._signals = _SignalsToPython()
+        #: whether the mount's read-ahead was raised (its reads asked 1 MiB at a time)
+        self.read_ahead_raised = False
 
     def start(self) -> None:
         """Mount, and return once the kernel answers from it (or raise why it could not)."""
@@ -122,6 +125,9 @@ class MountSession:
             self._signals.give_back()
             why = f": {self._error}" if self._error is not None else " (see libfuse's message above)"
             raise OcibridgeError(f"could not mount {self.directory}{why}")
+        self.read_ahead_raised = raise_read_ahead(self.directory)  # (lazymount.readahead: why)
+        if self.read_ahead_raised:
+            keep_reply_buffers()
 
     def wait(self) -> None:
         """Until the directory is unmounted; Ctrl-C, SIGTERM, SIGHUP: unmount it, then return."""

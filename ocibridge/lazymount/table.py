@@ -35,6 +35,7 @@ class MountEntry:
     point: bytes
     fstype: str
     source: str
+    device: str = ""  # "major:minor" (a FUSE mount's names its backing device: /sys/class/bdi/<device>)
 
     @property
     def pid(self) -> int | None:
@@ -69,7 +70,8 @@ def mount_entry(directory: Path) -> MountEntry | None:
         before, _, after = line.partition(b" - ")
         fields, tail = before.split(b" "), after.split(b" ")
         if len(fields) > 4 and len(tail) > 1 and _unescape(fields[4]) == wanted:
-            found = MountEntry(wanted, tail[0].decode(errors="replace"), _unescape(tail[1]).decode(errors="replace"))
+            found = MountEntry(wanted, tail[0].decode(errors="replace"), _unescape(tail[1]).decode(errors="replace"),
+                               fields[2].decode(errors="replace"))
     return found
 
 

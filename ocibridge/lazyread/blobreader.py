@@ -48,6 +48,13 @@ READ_AHEAD_MAX = CACHED_CHUNKS // 2
 #: threads hand them over in any order (measured: a ``cat`` of a mounted GiB arrived out of
 #: order in 2 of 3 runs, which broke the strict run and left the whole read to chunk fetches)
 RUN_SLACK = 8 * 1024 * 1024
+#: how far past the furthest chunk read a read may start and still continue the run from chunk
+#: 0 that the chunk store keeps as one layer file (and so leaves the fill to start): the
+#: mount's read-ahead hands a sequential read over as requests of one 1 MiB chunk each, a few
+#: at once, in any order (``lazymount.readahead``; measured: chunk 1 opening the run, or chunk
+#: 3 before chunk 2, and 3 of 4 cold cats of a mounted GiB never started the fill); a seek
+#: further on ends the run
+RUN_AHEAD = 4 * 1024 * 1024
 T = TypeVar("T")
 
 
@@ -272,7 +279,11 @@ class VerifiedBlob:
         else:
             self._run = 0  # a first read, however long, reads nothing more
         if self._keeper is not None:
-            self._keeper.note_read(wanted.start, continues, opening=self._next == -2)
+            # the run from chunk 0 for the keeper: an opening read within RUN_AHEAD of byte 0,
+            # then reads from RUN_SLACK before the furthest one to RUN_AHEAD past it
+            ahead = max(1, RUN_AHEAD // self.chunk_size)
+            self._keeper.note_read(wanted.start < ahead if self._next == -2
+                                   else self._next - late <= wanted.start <= self._next + ahead)
         self._next = max(self._next, wanted.stop) if continues else wanted.stop
         if self._run < READ_AHEAD_MIN or not self._reads_ahead:
             return

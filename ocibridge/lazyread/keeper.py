@@ -162,10 +162,10 @@ class ChunkKeeper:
         return at, min(at + self.chunk_size, self.layer.size) - at
 
     # -- what the reader does ----------------------------------------------------------------
-    def note_read(self, first: int, continues: bool, opening: bool) -> None:
-        """A read starting at chunk ``first``: ``continues`` the last one, or is the
-        ``opening`` read. Anything else ends the run from chunk 0."""
-        if continues or (opening and first == 0):
+    def note_read(self, in_run: bool) -> None:
+        """A read that is ``in_run`` (it opens or continues the run from chunk 0, as the
+        reader counts it), or not: that ends the run from chunk 0."""
+        if in_run:
             return
         with self._lock:
             if not self._from_start:
