@@ -44,11 +44,9 @@ from ocibridge.stores.ranged import RangedBlobSource, ResumableBlobSink
 from ocibridge.transfer import askfirst
 from ocibridge.transfer.bloblocks import BlobLocks
 from ocibridge.transfer.copystats import CopyStats as CopyStats  # what a copy did; its users import it here
+from ocibridge.transfer.defaults import DEFAULT_CONCURRENCY as DEFAULT_CONCURRENCY  # its users import it here
 from ocibridge.transfer.progress import ProgressFn, counting
 from ocibridge.transfer.repohints import RepositoryHints
-
-DEFAULT_CONCURRENCY = 4
-
 
 Successors = Callable[[Descriptor, bytes], list[Descriptor]]
 
