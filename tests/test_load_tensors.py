@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import subprocess
 import sys
 import tracemalloc
 from pathlib import Path
@@ -297,6 +298,31 @@ def test_load_tensors_holds_the_tensors_and_little_more(models):
         tracemalloc.stop()
     assert sum(a.nbytes for a in got.values()) == total
     assert peak < total + 1024 * 1024, (peak, total)
+
+
+#: what a whole-model load has no use for, each loaded before the first byte otherwise (issue 91: 22
+#: modules): the copy of push and pull (its sample index, progress) and the lazy reader of
+#: open_model's files with its cache code (the load reads its ranges itself)
+LOAD_UNUSED = ("ocibridge.transfer.copy", "ocibridge.transfer.askfirst", "ocibridge.transfer.sampleindex",
+               "ocibridge.lazyread.blobreader", "ocibridge.lazyread.keeper", "ocibridge.lazyread.layerfill",
+               "ocibridge.chunks.delta", "ocibridge.stores.partial")
+LOAD_PROBE = """
+import sys, ocibridge
+tensors = ocibridge.load_tensors(sys.argv[1])
+print(len(tensors), ",".join(sorted(m for m in {unused!r} if m in sys.modules)))
+"""
+
+
+def test_a_whole_model_load_imports_no_copy_and_no_lazy_reader(models):
+    """Every module imported before the first byte is start-up time on the wire: a fresh
+    process loading a model imports neither the copy nor the lazy reader's cache code."""
+    ref, pulled, _ = models["table"]
+    done = subprocess.run([sys.executable, "-c", LOAD_PROBE.format(unused=LOAD_UNUSED), ref],
+                          cwd=Path(__file__).resolve().parent.parent, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    count, _, loaded = done.stdout.strip().partition(" ")
+    assert int(count) == len(expected(pulled))  # it did load
+    assert loaded == "", loaded
 
 
 def test_a_framework_that_is_missing_is_named_before_any_request(models, fault_proxy, monkeypatch):

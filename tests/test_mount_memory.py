@@ -11,6 +11,7 @@ import os
 import sqlite3
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 
@@ -154,6 +155,29 @@ def test_a_manifest_read_tells_where_its_blobs_are(registry, tmp_path):
     assert (second.stats.blobs_mounted, second.stats.blobs_copied) == (len(_blobs(registry.host, one)), 0)
 
 
+def test_a_manifest_read_does_not_wait_for_the_index(registry, tmp_path):
+    """What a manifest read learns is written behind it (issue 91: the read comes before a
+    download's first byte): an index another writer holds locked delays the read by nothing,
+    and the homes land once the lock is let go."""
+    model = make_model(tmp_path / "model")
+    one = _repo("a")
+    ocibridge.push(str(model), f"{registry.host}/{one}:v1")
+    BLOB_HOMES.forget_all()
+    holder = sqlite3.connect(index_dir() / "index.sqlite", timeout=0)
+    holder.execute("BEGIN EXCLUSIVE")  # as a push in another process writing at length
+    try:
+        started = time.monotonic()
+        blobs = _blobs(registry.host, one)  # a manifest read
+        took = time.monotonic() - started
+        time.sleep(max(0.0, 1.2 - took))  # (the index's busy timeout is 2 s)
+    finally:
+        holder.rollback()
+        holder.close()
+    assert took < 1.0  # read in its own time, not the lock's
+    _fresh_process()
+    assert all(BLOB_HOMES.candidates(f"http://{registry.host}", d) == [one] for d in blobs)
+
+
 # -- falling back ------------------------------------------------------------------------------
 def test_a_registry_that_never_mounts_gets_the_upload(fault_proxy, tmp_path):
     """ECR's behaviour: the mount POST opens an upload session (202), which the upload uses."""
@@ -213,6 +237,7 @@ def test_the_mount_token_asks_pull_on_the_repository_the_index_names(token_regis
     assert set(mount_tokens[0].scopes) == {f"repository:{two}:pull,push", f"repository:{one}:pull"}
     assert set(mount_tokens[0].granted) == set(mount_tokens[0].scopes)
     # never leak: the index holds base URL, digest, repository and time, nothing of the login
+    BLOB_HOMES.settle()  # (written behind the reads: read here as another process would)
     index = index_dir() / "index.sqlite"
     with sqlite3.connect(index) as conn:
         columns = [row[1] for row in conn.execute("PRAGMA table_info(homes)")]

@@ -10,11 +10,7 @@ from ocibridge.api.options import TransferOptions, caller_stacklevel
 from ocibridge.api.policy import Verification, verification
 from ocibridge.chunks.chain import ReferrerCheck, bound_table_descriptor
 from ocibridge.chunks.table import DEFAULT_CHUNK_SIZE, DEFAULT_THRESHOLD
-from ocibridge.lazyread.blobreader import LazySource
-from ocibridge.lazyread.formats import is_gguf
-from ocibridge.lazyread.gguf import RemoteGGUF
 from ocibridge.lazyread.model import RemoteModel, Warn, warn_stderr
-from ocibridge.lazyread.safetensors import RemoteSafetensors
 from ocibridge.lazyread.stall import StallBound
 from ocibridge.oci.models import Descriptor
 from ocibridge.oci.reference import RegistryReference
@@ -22,7 +18,10 @@ from ocibridge.places.locate import Locator, Role, locate, text_of
 from ocibridge.stores.base import close_store
 from ocibridge.stores.tombstones import refuse_tombstone
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # (the lazy reader and the tensor files: open_tensors imports them, load_tensors needs neither)
+    from ocibridge.lazyread.blobreader import LazySource
+    from ocibridge.lazyread.gguf import RemoteGGUF
+    from ocibridge.lazyread.safetensors import RemoteSafetensors
     from ocibridge.signing.verify import VerifyPolicy
 
 
@@ -175,6 +174,10 @@ def open_tensors(ref: str | Locator, file: str, **kw: Any) -> RemoteSafetensors 
     """The safetensors or GGUF ``file`` of model ``ref`` (told apart by the GGUF magic): its
     header is read at once, a tensor's bytes only when asked (``get_bytes``, ``get_tensor``);
     every byte verified. ``kw``: as open_model."""
+    from ocibridge.lazyread.formats import is_gguf
+    from ocibridge.lazyread.gguf import RemoteGGUF
+    from ocibridge.lazyread.safetensors import RemoteSafetensors
+
     model = open_model(ref, **kw)
     try:
         blob = model.open(file)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ocibridge.core.overwrite import OnExisting
-from ocibridge.transfer.copy import DEFAULT_CONCURRENCY
+from ocibridge.transfer.defaults import DEFAULT_CONCURRENCY
 
 if TYPE_CHECKING:
     from ocibridge.model.builder import BuildOptions

@@ -8,11 +8,11 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ocibridge.chunks.chain import BoundCheck, Chain, ReferrerCheck, find_chain
 from ocibridge.chunks.table import DEFAULT_THRESHOLD, PUSH_THRESHOLD
 from ocibridge.errors import NotFound, OcibridgeError
-from ocibridge.lazyread.blobreader import LazySource, VerifiedBlob
 from ocibridge.lazyread.chunkstore import ChunkStore
 from ocibridge.lazyread.stall import StallBound
 from ocibridge.model.paths import ArtifactPaths, judge_tar_layers
@@ -20,6 +20,9 @@ from ocibridge.oci.cnaidraft import is_draft_layer
 from ocibridge.oci.layerinfo import layer_path
 from ocibridge.oci.models import Descriptor, Manifest, parse_manifest_bytes
 from ocibridge.stores.base import resolve_and_read
+
+if TYPE_CHECKING:  # (imported by open(): load_tensors reads no file through it, and loads none of its cache code)
+    from ocibridge.lazyread.blobreader import LazySource, VerifiedBlob
 
 Warn = Callable[[str], None]
 
@@ -139,6 +142,8 @@ class RemoteModel:
 
     def open(self, path: str) -> VerifiedBlob:
         """The verified reader of one file (shared: a second open reuses its cached chunks)."""
+        from ocibridge.lazyread.blobreader import VerifiedBlob
+
         entry = self.file(path)
         self.judge_packed()
         with self._lock:

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import math
 import struct
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ocibridge.core import boundedjson
 from ocibridge.errors import OcibridgeError
-from ocibridge.lazyread.blobreader import VerifiedBlob
 from ocibridge.lazyread.tensorfile import RangeReadable, TensorFile, TensorInfo, refuse_overlaps
+
+if TYPE_CHECKING:  # (the reader of lazy reads; a whole-model load reads headers without it)
+    from ocibridge.lazyread.blobreader import VerifiedBlob
 
 #: the safetensors library's own cap on the header
 MAX_HEADER = 100 * 1024 * 1024

@@ -44,15 +44,13 @@ from ocibridge.stores.base import (
 from ocibridge.stores.ranged import RangedBlobSource, ResumableBlobSink
 from ocibridge.transfer.bloblocks import BlobLocks
 from ocibridge.transfer.copystats import CopyStats as CopyStats  # what a copy did; its users import it here
+from ocibridge.transfer.defaults import DEFAULT_CONCURRENCY as DEFAULT_CONCURRENCY  # its users import it here
 from ocibridge.transfer.progress import ProgressFn, counting
 
 if TYPE_CHECKING:
     from ocibridge.transfer import askfirst
 else:  # a push's way of sending new files (and its sample index, sqlite3): loaded by the first push
     askfirst = LazyModule("ocibridge.transfer.askfirst")
-
-DEFAULT_CONCURRENCY = 4
-
 
 Successors = Callable[[Descriptor, bytes], list[Descriptor]]
 

@@ -71,12 +71,17 @@ class BlobIndex:
     def enabled(self) -> bool:
         return switched_on(ENV_BLOB_HOMES)
 
-    def remember(self, base: str, repository: str, digests: Iterable[str]) -> None:
-        """``repository`` of ``base`` held each of ``digests`` just now."""
+    def file(self) -> Path | None:
+        """The index file writes go to now (None: the index is off)."""
+        return (self._directory or index_dir()) / "index.sqlite" if self.enabled() else None
+
+    def remember(self, base: str, repository: str, digests: Iterable[str], where: Path | None = None) -> None:
+        """``repository`` of ``base`` held each of ``digests`` just now; ``where``: the index
+        file as :meth:`file` named it when that was seen (a write made later goes there)."""
         import sqlite3  # here, not at import: a copy's start-up does not pay for it (~1.3 ms)
 
         rows = [d for d in dict.fromkeys(digests) if plausible(d, repository)]
-        conn = self._connect() if rows else None
+        conn = self._connect(where) if rows else None
         if conn is None:
             return
         now = time.time_ns()
@@ -156,9 +161,9 @@ class BlobIndex:
                 conn.execute("DELETE FROM homes WHERE rowid IN"
                              " (SELECT rowid FROM homes ORDER BY seen LIMIT ?)", (excess,))
 
-    def _connect(self) -> sqlite3.Connection | None:
-        """The calling thread's connection to the current index file; None when it is off or
-        cannot be opened (a read-only home, a corrupt file): then nothing is remembered."""
+    def _connect(self, where: Path | None = None) -> sqlite3.Connection | None:
+        """The calling thread's connection to the current index file (or ``where``); None when
+        it is off or cannot be opened (a read-only home, a corrupt file): then nothing is remembered."""
         if not self.enabled():
             return None
-        return self._conns.get((self._directory or index_dir()) / "index.sqlite")
+        return self._conns.get(where or (self._directory or index_dir()) / "index.sqlite")
