@@ -147,7 +147,9 @@ def test_an_old_table_verifies_a_mount_read(old_tables, fault_proxy, tmp_path):
             open(m.where / "weights.bin", "rb") as f:
         f.seek(12 * MiB + 7)
         assert f.read(5000) == one[12 * MiB + 7:12 * MiB + 5007]
-    assert 0 < _moved(fault_proxy, layer) <= 2 * MiB  # by chunks (the kernel may read ahead into the next)
+    # by chunks, not the file: the kernel may read ahead up to 1 MiB past the read, which a mount
+    # run as root sets as its device's read-ahead (lazymount/readahead.py): two more chunks at most
+    assert 0 < _moved(fault_proxy, layer) <= 3 * MiB
     fault_proxy.add("GET", f"/blobs/{layer}", corrupt(offset=100), times=None)
     with Mount(ref, tmp_path / "mnt2", mount_env(tmp_path / "b"), tmp_path / "mount2.log") as m, \
             pytest.raises(OSError) as caught, open(m.where / "weights.bin", "rb") as f:

@@ -35,7 +35,7 @@ import ocibridge as api
 from ocibridge import TransferOptions
 from ocibridge.errors import OcibridgeError, RegistryError
 from ocibridge.stores.registry import hosts
-from ocibridge.stores.registry import store as store_module
+from ocibridge.stores.registry import upload as upload_module
 
 KiB = 1024
 MiB = 1024 * KiB
@@ -59,7 +59,7 @@ PROFILES = {
 @pytest.fixture(autouse=True)
 def _large_is_small(monkeypatch):
     """The weights count as a large blob (chunked, resumable), as 64 MiB and more do."""
-    monkeypatch.setattr(store_module, "RESUMABLE_MIN", 1 * MiB)
+    monkeypatch.setattr(upload_module, "RESUMABLE_MIN", 1 * MiB)
 
 
 def _model(root: Path) -> dict[str, bytes]:

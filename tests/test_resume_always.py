@@ -31,7 +31,7 @@ SIZE = 40 * MiB
 RATE = "20M"
 #: the child: the real CLI, with large blobs resumable from 8 MiB (64 MiB in the product) so
 #: that a 40 MiB file shows it quickly
-CHILD = ("import sys, ocibridge.stores.registry.store as s; s.RESUMABLE_MIN = 8 << 20; "
+CHILD = ("import sys, ocibridge.stores.registry.upload as s; s.RESUMABLE_MIN = 8 << 20; "
          "from ocibridge.cli import main; sys.exit(main(sys.argv[1:]))")
 
 

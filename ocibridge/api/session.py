@@ -14,11 +14,12 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ocibridge.core.environment import OFFLINE as OFFLINE_ENV
+from ocibridge.core.environment import POLICY as POLICY_ENV
 
 if TYPE_CHECKING:
     from ocibridge.stores.opened import closing_opened_stores
 
-__all__ = ["OFFLINE_ENV", "closing_opened_stores", "enable_request_log", "source_kinds", "written_places"]
+__all__ = ["OFFLINE_ENV", "POLICY_ENV", "closing_opened_stores", "enable_request_log", "source_kinds", "written_places"]
 
 #: the arguments that name where a command writes (pull's DEST or -o, copy's and convert's DST,
 #: load's PREFIX)

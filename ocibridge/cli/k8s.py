@@ -23,9 +23,8 @@ from ocibridge.cli.common import (
     transfer_options,
     warn,
 )
-from ocibridge.cli.serve import add_default_tag_flag
 from ocibridge.cli.signing import add_verify_flags, policy_from_args
-from ocibridge.cli.upstream_flags import add_upstream_policy_flags, upstream_policy
+from ocibridge.cli.upstream_flags import add_default_tag_flag, add_upstream_policy_flags, upstream_policy
 from ocibridge.core.lazy import LazyModule
 from ocibridge.core.terminal import human_size, one_line, printable
 from ocibridge.errors import OcibridgeError, UsageError

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from ocibridge.cli.common import CommandAdder, add_transfer_flags, transfer_options
 from ocibridge.cli.evidence_flags import add_evidence_flags, attest_options
 from ocibridge.cli.signing import add_verify_flags, policy_from_args
-from ocibridge.cli.upstream_flags import add_upstream_policy_flags, upstream_policy
+from ocibridge.cli.upstream_flags import add_default_tag_flag, add_upstream_policy_flags, upstream_policy
 from ocibridge.core.lazy import LazyModule
 from ocibridge.errors import UsageError
 
@@ -62,13 +62,6 @@ def _attest_options(args: argparse.Namespace) -> api_options.AttestOptions | Non
     if attest is not None and attest.key is None and args.sign_key is not None:
         attest = dataclasses.replace(attest, key=args.sign_key)
     return attest
-
-
-def add_default_tag_flag(p: argparse.ArgumentParser, default: str | None = "latest") -> None:
-    """``--default-tag``: serve's, and k8s serve's, which hands it on to its pods' serve (there
-    ``default`` is None: left out, the pods' serve takes its own)."""
-    p.add_argument("--default-tag", default=default, metavar="TAG",
-                   help="the tag the revision 'main' names (default latest)")
 
 
 def register(command: CommandAdder) -> None:

@@ -10,6 +10,7 @@ import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from ocibridge.api.session import POLICY_ENV
 from ocibridge.cli.args import key_values
 from ocibridge.cli.common import (
     CommandAdder,
@@ -18,7 +19,6 @@ from ocibridge.cli.common import (
     add_transfer_flags,
     transfer_options,
 )
-from ocibridge.core.environment import POLICY as POLICY_ENV
 from ocibridge.core.lazy import LazyModule
 from ocibridge.core.terminal import one_line, printable
 from ocibridge.errors import OcibridgeError

@@ -1,6 +1,7 @@
-"""What may come from an upstream Hub (serve's ``--upstream-allow`` and its kin): ``serve`` enforces
-these flags and ``k8s serve`` hands them to its pods' serve, so both parse them here, one way, into
-the ``upstream_*`` options that ``ServeOptions`` and ``K8sServeOptions`` share."""
+"""The flags ``serve`` and ``k8s serve`` share (``k8s serve`` hands them to its pods' serve, and
+imports no module of serve's own group): what may come from an upstream Hub (``--upstream-allow``
+and its kin), parsed here, one way, into the ``upstream_*`` options that ``ServeOptions`` and
+``K8sServeOptions`` share, and ``--default-tag``."""
 
 from __future__ import annotations
 
@@ -40,3 +41,10 @@ def upstream_policy(args: argparse.Namespace) -> dict[str, Any]:
             "upstream_refuse_files": tuple(args.upstream_refuse_files or ()),
             "upstream_allow_gated": tuple(args.upstream_allow_gated or ()),
             "upstream_allow_private": tuple(args.upstream_allow_private or ())}
+
+
+def add_default_tag_flag(p: argparse.ArgumentParser, default: str | None = "latest") -> None:
+    """``--default-tag``: serve's, and k8s serve's, which hands it on to its pods' serve (there
+    ``default`` is None: left out, the pods' serve takes its own)."""
+    p.add_argument("--default-tag", default=default, metavar="TAG",
+                   help="the tag the revision 'main' names (default latest)")

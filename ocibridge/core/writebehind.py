@@ -24,7 +24,8 @@ Job = Callable[[], None]
 
 
 class WriteBehind:
-    """Jobs run one after another on a daemon thread started at the first; a job's failure is
+    """Jobs run one after another on a daemon thread started when one is handed over and gone
+    once the queue is empty (no thread left behind by a process's last write); a job's failure is
     its own (each catches what it expects: the hints are silent when they cannot be written)."""
 
     def __init__(self, name: str) -> None:
@@ -47,8 +48,6 @@ class WriteBehind:
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
                 self._thread.start()
-            else:
-                self._done.notify_all()
 
     def settle(self) -> None:
         """Return once every job submitted before this call has run."""
@@ -61,8 +60,9 @@ class WriteBehind:
     def _run(self) -> None:
         while True:
             with self._lock:
-                while not self._jobs:
-                    self._done.wait()
+                if not self._jobs:
+                    self._thread = None  # the next submit starts another
+                    return
                 job = self._jobs.popleft()
                 self._busy = True
             try:
