@@ -83,16 +83,21 @@ def test_the_binding_threads_keep_their_python_thread_state(served):
 def test_verified_bytes_in_a_stable_file_are_answered_by_its_descriptor(served, tmp_path):
     """libfuse reads them itself (``read_buf``): no read of them in Python."""
     ops, reads, where = served
+    assert _cat_from_a_kept_layer(reads, where, tmp_path) == _pattern(0, SIZE)
+    assert reads.reads == 0
+
+
+def _cat_from_a_kept_layer(reads, where, tmp_path) -> bytes:
+    """``cat`` of the mounted file while its verified bytes sit in a stable file (answered by
+    its descriptor)."""
     kept = tmp_path / "layer"
     kept.write_bytes(_pattern(0, SIZE))
     reads.fd = os.open(kept, os.O_RDONLY)
     try:
-        got = subprocess.run(["cat", str(where / "weights.bin")], capture_output=True, check=True,
-                             timeout=120).stdout
+        return subprocess.run(["cat", str(where / "weights.bin")], capture_output=True, check=True,
+                              timeout=120).stdout
     finally:
         os.close(reads.fd)
-    assert got == _pattern(0, SIZE)
-    assert reads.reads == 0
 
 
 def test_a_read_that_fails_is_eio_and_no_byte(served):
@@ -136,18 +141,10 @@ def test_a_sequential_read_asks_1_mib_at_a_time_where_the_mount_may_raise_its_re
     setting = read_ahead_file(where)
     assert setting is not None and setting.parent.name.startswith("0:")
     kb = int(setting.read_text())
-    kept = tmp_path / "layer"
-    kept.write_bytes(_pattern(0, SIZE))
-    reads.fd = os.open(kept, os.O_RDONLY)
     asked: list[int] = []
     given = reads.stable_fd
     reads.stable_fd = lambda file, start, end: asked.append(end - start) or given(file, start, end)  # type: ignore[method-assign]
-    try:
-        got = subprocess.run(["cat", str(where / "weights.bin")], capture_output=True, check=True,
-                             timeout=120).stdout
-    finally:
-        os.close(reads.fd)
-    assert got == _pattern(0, SIZE)
+    assert _cat_from_a_kept_layer(reads, where, tmp_path) == _pattern(0, SIZE)
     if os.geteuid() == 0:
         assert kb == READ_AHEAD_KB
         assert max(asked) == MiB and len(asked) <= SIZE // MiB + 8, (len(asked), max(asked))

@@ -130,13 +130,9 @@ class LocalDelta:
             places.append(lazy.of_hash(entry.algorithm))  # and its chunks of lazy reads, one per file
             key = entry.content_key(chunk_size)  # or in a layer file (a whole read: a mount's cp)
             places.append(FileChunks(lazy.layer_path(key), chunk_size, entry))
-        name = layer_path(desc)
-        if self._existing is not None and name is not None:
-            try:
-                path = self._existing / safe_relpath(name, "layer file path")
-            except UnsafePath:
-                return places
-            places.append(FileChunks(path, chunk_size, entry))
+        existing = self._existing_file(desc)  # the old version of the file, in DEST
+        if existing is not None:
+            places.append(FileChunks(existing, chunk_size, entry))
         return places
 
 

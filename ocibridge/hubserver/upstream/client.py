@@ -94,6 +94,26 @@ class UpstreamHub:
             raise UpstreamDown(f"{repo_id}@{revision}: the upstream {self.url} named no commit ({commit!r})")
         return UpstreamRevision(repo_id, commit, files, card, gated if gated in ("auto", "manual") else "", private)
 
+    def said(self, path: str, what: str) -> Any:
+        """The upstream's JSON answer at ``path`` (under its URL); None for a 4xx (it does not
+        say); :class:`UpstreamDown` when it cannot be asked or answers no JSON (``what``: the
+        error's subject)."""
+        import httpx
+
+        url = f"{self.url}{path}"
+        try:
+            answer = self._http.get(url)
+        except httpx.HTTPError as e:
+            raise UpstreamDown(f"{what}: the upstream did not answer {url} ({e})") from None
+        if 400 <= answer.status_code < 500:
+            return None
+        if answer.status_code != 200:
+            raise UpstreamDown(f"{what}: the upstream answered {answer.status_code} to {url}")
+        try:
+            return answer.json()
+        except ValueError:
+            raise UpstreamDown(f"{what}: the upstream answered no JSON to {url}") from None
+
     def is_branch(self, repo_id: str, name: str) -> bool:
         """Whether ``name`` is a branch at the upstream (``GET /api/models/REPO/refs``, as
         list_repo_refs asks); False when it is not, or the upstream cannot say (it is kept a tag)."""

@@ -25,7 +25,6 @@ from collections.abc import Iterable
 from typing import Any
 from urllib.parse import quote
 
-from ocibridge.errors import OcibridgeError
 from ocibridge.hubserver.repo.commits import AUTHOR, DESCRIPTION, SUMMARY
 from ocibridge.hubserver.repo.regular import REGULAR, annotation
 from ocibridge.hubserver.repo.sources import CREATED
@@ -42,20 +41,19 @@ def regular_files(listed: Iterable[Any]) -> dict[str, str]:
 
 def commit_facts(endpoint: str, token: str | None, repo_id: str, commit: str, listed: Iterable[Any]) -> dict[str, str]:
     """The annotations that keep what the upstream says of ``commit`` (above)."""
-    import httpx
-
-    from ocibridge.hubserver.upstream.client import TIMEOUT, upstream_tls
+    from ocibridge.hubserver.upstream.client import UpstreamHub
 
     facts: dict[str, str] = {}
     regular = regular_files(listed)
     if regular:
         facts[REGULAR] = annotation(regular)
-    base = f"{endpoint.rstrip('/')}/api/models/{repo_id}"
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
-    with httpx.Client(headers=headers, timeout=httpx.Timeout(TIMEOUT[1], connect=TIMEOUT[0]),
-                      follow_redirects=False, verify=upstream_tls()) as http:
-        info = _asked(http, f"{base}/revision/{commit}", repo_id, commit)
-        listed_commits = _asked(http, f"{base}/commits/{quote(commit, safe='')}", repo_id, commit)
+    hub = UpstreamHub(endpoint, token)
+    try:
+        what = f"{repo_id}@{commit}"
+        info = hub.said(f"/api/models/{repo_id}/revision/{commit}", what)
+        listed_commits = hub.said(f"/api/models/{repo_id}/commits/{quote(commit, safe='')}", what)
+    finally:
+        hub.close()
     entry = next((c for c in listed_commits if isinstance(c, dict) and c.get("id") == commit), None) \
         if isinstance(listed_commits, list) else None
     if entry is not None:
@@ -70,24 +68,6 @@ def commit_facts(endpoint: str, token: str | None, repo_id: str, commit: str, li
             _put(facts, CREATED, info.get("lastModified"))
         _put(facts, REPO_CREATED, info.get("createdAt"))
     return facts
-
-
-def _asked(http: Any, url: str, repo_id: str, commit: str) -> Any:
-    """The upstream's JSON answer at ``url``; None for a 4xx (it does not say); a failure raised."""
-    import httpx
-
-    try:
-        answer = http.get(url)
-    except httpx.HTTPError as e:
-        raise OcibridgeError(f"{repo_id}@{commit}: the upstream did not answer {url} ({e})") from None
-    if 400 <= answer.status_code < 500:
-        return None
-    if answer.status_code != 200:
-        raise OcibridgeError(f"{repo_id}@{commit}: the upstream answered {answer.status_code} to {url}")
-    try:
-        return answer.json()
-    except ValueError:
-        raise OcibridgeError(f"{repo_id}@{commit}: the upstream answered no JSON to {url}") from None
 
 
 def _put(facts: dict[str, str], key: str, value: Any) -> None:

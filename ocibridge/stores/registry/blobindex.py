@@ -164,6 +164,5 @@ class BlobIndex:
     def _connect(self, where: Path | None = None) -> sqlite3.Connection | None:
         """The calling thread's connection to the current index file (or ``where``); None when
         it is off or cannot be opened (a read-only home, a corrupt file): then nothing is remembered."""
-        if not self.enabled():
-            return None
-        return self._conns.get(where or (self._directory or index_dir()) / "index.sqlite")
+        target = where or self.file()
+        return self._conns.get(target) if target is not None and self.enabled() else None
