@@ -176,14 +176,14 @@ def _differ(transfer: TransferOptions) -> Diff:
 
 
 def _needs(*modules: str) -> None:
-    """One error line naming the extra when its packages are missing."""
-    import importlib
+    """One error line naming the extra when its packages are missing: found, not imported (the
+    pages' packages load with the first page, so a replica serving only the API never holds them)."""
+    import sys
+    from importlib.util import find_spec
 
     for module in modules:
-        try:
-            importlib.import_module(module)
-        except ImportError:
-            raise OcibridgeError(EXTRA) from None
+        if sys.modules.get(module, False) is None or (module not in sys.modules and find_spec(module) is None):
+            raise OcibridgeError(EXTRA)
 
 
 def _app(sources: str | Sequence[str | RegistryReference | LayoutReference], options: ServeOptions,

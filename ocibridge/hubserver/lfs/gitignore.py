@@ -12,8 +12,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from pathspec import GitIgnoreSpec
-
 #: the file whose rules preupload answers by (the repository's top folder only, as the Hub's)
 GITIGNORE = ".gitignore"
 #: bytes of a branch's .gitignore read (one larger is not read: nothing is ignored)
@@ -25,5 +23,7 @@ def ignoring(rules: str | None) -> Callable[[str], bool]:
     a ``.gitignore`` (None or empty: none is)."""
     if not rules:
         return lambda path: False
+    from pathspec import GitIgnoreSpec  # loaded by the first commit with rules: not at serve's start
+
     spec = GitIgnoreSpec.from_lines(rules.splitlines())
     return lambda path: bool(spec.match_file(path))

@@ -12,15 +12,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlsplit
 
-import nh3
-from markdown_it import MarkdownIt
-from markdown_it.common.utils import escapeHtml
-from markdown_it.token import Token
-
 from ocibridge.hubserver.cards import read_card
+
+if TYPE_CHECKING:
+    from markdown_it.token import Token
 
 #: bytes of a README rendered (the Hub's own cards are far smaller)
 CARD_MAX = 512 * 1024
@@ -53,7 +51,10 @@ def _text(value: Any) -> str:
 def _markdown(body: str) -> str:
     """The card's Markdown as HTML: an HTML comment (``<!-- Provide a quick summary -->``, which
     transformers' card template is full of) is left out, as the Hub's page leaves it out; any
-    other HTML the card writes comes out as text, as with raw HTML off."""
+    other HTML the card writes comes out as text, as with raw HTML off. (markdown-it-py is
+    loaded by the first card shown, not at serve's start: about 4 MiB of an API-only replica.)"""
+    from markdown_it import MarkdownIt
+
     md = MarkdownIt("commonmark", {"html": True}).enable("table")
     tokens = md.parse(body)
     for token in tokens:
@@ -70,6 +71,8 @@ def _as_text_or_dropped(token: Token, block: bool) -> None:
         token.content = ""
         return
     if block:  # shown as the paragraph of text it would be with raw HTML off
+        from markdown_it.common.utils import escapeHtml
+
         token.type, token.tag, token.nesting = "html_block", "", 0
         token.content = f"<p>{escapeHtml(token.content.strip())}</p>\n"
     else:
@@ -100,6 +103,8 @@ def render_card(data: bytes, repo_id: str, revision: str) -> Card:
         if not path or ".." in path.split("/"):
             return None
         return (own if element == "img" else page) + quote(path)
+
+    import nh3  # loaded with the first card shown, as markdown-it-py
 
     html = nh3.clean(raw, tags=TAGS, attributes=ATTRIBUTES, attribute_filter=keep,
                      url_schemes={"http", "https", "mailto"}, link_rel="noopener noreferrer nofollow",

@@ -10,14 +10,16 @@ from __future__ import annotations
 import hashlib
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.responses import HTMLResponse, Response
 
 from ocibridge.core import terminal
 from ocibridge.version import __version__
+
+if TYPE_CHECKING:
+    from jinja2 import Environment
 
 HERE = Path(__file__).parent
 #: where serve answers the stylesheet (under /ocibridge/, a prefix no Hub repository takes)
@@ -37,6 +39,10 @@ PAGE_HEADERS = {
 
 @cache
 def environment() -> Environment:
+    # Jinja2 is loaded by the first page, not at serve's start: a replica that serves only
+    # the API never holds it (about 5 MiB of its idle memory)
+    from jinja2 import Environment, FileSystemLoader, select_autoescape
+
     env = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=select_autoescape(default=True),
                       trim_blocks=True, lstrip_blocks=True)
     env.filters["size"] = human_size
