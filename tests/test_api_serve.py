@@ -172,28 +172,6 @@ def test_importing_the_api_loads_no_server():
     assert json.loads(done.stdout) == []
 
 
-def test_the_pages_packages_load_with_the_first_page(layout):
-    """An API-only replica never holds Jinja2, markdown-it-py, nh3, pathspec or wsproto (about
-    12 MiB of idle memory): serve checks they are installed at start and loads them on first use."""
-    code = (
-        "import sys, json, ocibridge\n"
-        "from starlette.testclient import TestClient\n"
-        "from ocibridge.hubserver.server import ServerSettings, server\n"
-        "pages = ('jinja2', 'markdown_it', 'nh3', 'pathspec', 'wsproto')\n"
-        "def held(): return sorted(m for m in pages if m in sys.modules)\n"
-        "app = ocibridge.create_app(sys.argv[1])\n"
-        "server(app, ServerSettings(listen='127.0.0.1:0')).config.load()\n"
-        "with TestClient(app) as client:\n"
-        "    assert client.get('/api/models/acme/tiny').status_code == 200\n"
-        "    at_start = held()\n"
-        "    page = client.get('/acme/tiny')\n"
-        "    print(json.dumps([at_start, page.status_code, held()]))\n")
-    done = subprocess.run([sys.executable, "-c", code, layout[0]], capture_output=True, text=True, check=True)
-    at_start, status, after = json.loads(done.stdout)
-    assert at_start == []
-    assert status == 200 and "jinja2" in after  # the page (this model has no card to render)
-
-
 def test_the_extra_is_named_when_a_pages_package_is_missing(monkeypatch, layout):
     monkeypatch.setitem(sys.modules, "jinja2", None)
     with pytest.raises(ocibridge.OcibridgeError, match=r"pip install 'ocibridge\[serve\]'"):
