@@ -68,7 +68,7 @@ class OcibridgeFileSystem(AbstractFileSystem):  # type: ignore[misc]  # fsspec i
         model = self.model(ref)
         out: dict[str, dict[str, Any]] = {}
         for path, entry in model.files.items():
-            out[path] = {"name": f"{ref}/{path}", "size": entry.size, "type": "file",
+            out[path] = {"name": f"{ref}/{path}", "size": entry.layer.size, "type": "file",
                          "digest": entry.layer.digest}
             parent = path.rpartition("/")[0]
             while parent and parent not in out:
@@ -106,7 +106,7 @@ class OcibridgeFileSystem(AbstractFileSystem):  # type: ignore[misc]  # fsspec i
         ref, inner = split_path(self._strip_protocol(path))
         model = self.model(ref)
         try:
-            size = model.file(inner).size
+            size = model.file(inner).layer.size
         except NotFound:
             raise FileNotFoundError(path) from None
         begin = 0 if start is None else (size + start if start < 0 else start)

@@ -43,7 +43,7 @@ def cmd_cat(args: argparse.Namespace) -> int:
 
     out = sys.stdout.buffer
     with open_model(args.ref, transfer=transfer_options(args), verify=policy_from_args(args)) as model:
-        start, end = parse_range(args.range, model.file(args.path).size)
+        start, end = parse_range(args.range, model.file(args.path).layer.size)
         blob = model.open(args.path)
         for at in range(start, end, STEP):
             out.write(blob.read(at, min(at + STEP, end)))  # verified before a byte is written

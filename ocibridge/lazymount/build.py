@@ -40,7 +40,7 @@ def build_tree(model: RemoteModel, scratch: Scratch) -> MountTree:
     which it writes): what pull refuses is refused here, before anything is mounted."""
     tree = MountTree()
     for key, file in sorted(model.files.items()):
-        tree.add_lazy(key, file.size, layer_mode(file.layer))
+        tree.add_lazy(key, file.layer.size, layer_mode(file.layer))
     if model.paths.tars or model.paths.changesets:
         root = scratch.make()
         extract(model.store, model.descriptor.digest, root, select=lambda rel: rel not in model.files)

@@ -7,7 +7,6 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ocibridge.chunks.chain import BoundCheck, Chain, ReferrerCheck, find_chain
@@ -15,7 +14,7 @@ from ocibridge.chunks.table import DEFAULT_THRESHOLD, PUSH_THRESHOLD
 from ocibridge.errors import NotFound, OcibridgeError
 from ocibridge.lazyread.chunkstore import ChunkStore
 from ocibridge.lazyread.stall import StallBound
-from ocibridge.model.paths import ArtifactPaths, judge_tar_layers
+from ocibridge.model.paths import ArtifactPaths, RawFile, judge_tar_layers
 from ocibridge.oci.cnaidraft import is_draft_layer
 from ocibridge.oci.layerinfo import layer_path
 from ocibridge.oci.models import Descriptor, Manifest, parse_manifest_bytes
@@ -29,16 +28,6 @@ Warn = Callable[[str], None]
 
 def warn_stderr(message: str) -> None:
     print(f"ocibridge: {message}", file=sys.stderr)
-
-
-@dataclass(frozen=True)
-class RemoteFile:
-    path: str
-    layer: Descriptor
-
-    @property
-    def size(self) -> int:
-        return self.layer.size
 
 
 class RemoteModel:
@@ -62,7 +51,7 @@ class RemoteModel:
         #: the artifact's paths judged as pull judges them (model.paths): what pull refuses is
         #: refused here, before a byte is read
         self.paths = ArtifactPaths(parsed)
-        self.files = {f.path: RemoteFile(f.path, f.layer) for f in self.paths.raw}
+        self.files = self.paths.files
         self.packed: dict[str, Descriptor] = {}  # what tar layers are named (no byte ranges there)
         for layer in [*self.paths.tars, *self.paths.changesets]:
             path = layer_path(layer)
@@ -113,7 +102,7 @@ class RemoteModel:
             self._chain = found
         future.set_result(found)
 
-    def file(self, path: str) -> RemoteFile:
+    def file(self, path: str) -> RawFile:
         key = path.strip("/")
         if key in self.files:
             return self.files[key]
@@ -158,7 +147,7 @@ class RemoteModel:
         with self._lock:
             return self._open.setdefault(entry.path, blob)
 
-    def fallback_notice(self, entry: RemoteFile) -> Callable[[], None] | None:
+    def fallback_notice(self, entry: RawFile) -> Callable[[], None] | None:
         """What a reader of ``entry`` calls before it reads the whole blob (the ``warn`` given),
         where a table would have helped and was expected: no table at all from 16 MiB; a table
         without this layer only from a push's 64 MiB (below it a push leaves files out). None:
@@ -166,15 +155,15 @@ class RemoteModel:
         chain = self.chain
         if chain.table is not None and chain.table.for_layer(entry.layer) is not None:
             return None
-        if entry.size < (DEFAULT_THRESHOLD if chain.table is None else PUSH_THRESHOLD):
+        if entry.layer.size < (DEFAULT_THRESHOLD if chain.table is None else PUSH_THRESHOLD):
             return None
         why = chain.how if chain.table is None else f"the chunk table has no entry for {entry.layer.digest}"
         return self._fallback_notice(entry, why)
 
-    def _fallback_notice(self, entry: RemoteFile, why: str) -> Callable[[], None]:
+    def _fallback_notice(self, entry: RawFile, why: str) -> Callable[[], None]:
         def notice() -> None:
             if self._warn is not None:
-                self._warn(f"{entry.path}: {why}; reading the whole blob ({entry.size} bytes), "
+                self._warn(f"{entry.path}: {why}; reading the whole blob ({entry.layer.size} bytes), "
                            "verified by its digest, instead of byte ranges")
         return notice
 

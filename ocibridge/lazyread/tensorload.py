@@ -85,7 +85,7 @@ class _File:
     check: LandCheck
     prefix: bytearray | None = None  # the verified first pieces (the header and what follows it)
     header_end: int = 0
-    landing: Landing | None = None
+    landing: Landing | None = None  # its tensors' memory, once planned from its header
     spans: list[_Span] = field(default_factory=list)
     next_span: int = 0
     verified: bool = False  # the whole file matched its layer digest (no table)
@@ -94,10 +94,6 @@ class _File:
     @property
     def unit(self) -> int:
         return self.check.unit
-
-    @property
-    def headed(self) -> bool:
-        return self.landing is not None
 
 
 @dataclass(eq=False)
@@ -230,13 +226,12 @@ class TensorStream:
             if self._current >= len(self._files):
                 return
             file = self._files[self._current]
-            if not file.headed:
+            if file.landing is None:  # not planned yet: its header is still on its way
                 return
             if file.next_span >= len(file.spans):
                 self._current += 1
                 continue
             span = file.spans[file.next_span]
-            assert file.landing is not None
             group = span.slots if file.spec.chunks is not None else file.landing.slots
             needed = [s for s in group if not s.allocated]
             cost = sum(s.nbytes for s in needed)

@@ -54,25 +54,24 @@ def gate_of(body: dict[str, object]) -> str | None:
     raise BadCommit(f"Invalid gated {gated!r}: expected 'auto', 'manual' or false")
 
 
-async def model_repo_body(request: Request) -> dict[str, Any] | Response:
-    """The JSON body of a repository route (create, delete, move), or the 400 that answers it:
-    no JSON object, or a repository type other than a model (datasets and spaces are not OCI models)."""
+async def model_repo_body(request: Request) -> dict[str, Any]:
+    """The JSON body of a repository route (create, delete, move); raises :class:`BadCommit` (the
+    400 the failure table answers, as for the body's other faults) for no JSON object, or a
+    repository type other than a model (datasets and spaces are not OCI models)."""
     body = await json_body(request)
     if body is NOT_JSON or not isinstance(body, dict):
-        return error(400, None, "expected a JSON body")
+        raise BadCommit("expected a JSON body")
     kind = body.get("type") or "model"
     if kind != "model":
-        return error(400, None, f"serve publishes models only: a {kind} repository is refused "
-                     "(datasets and spaces are not OCI models)")
+        raise BadCommit(f"serve publishes models only: a {kind} repository is refused "
+                        "(datasets and spaces are not OCI models)")
     return body
 
 
-async def named_repo(writers: Writers, request: Request) -> tuple[dict[str, Any], Grant, str] | Response:
+async def named_repo(writers: Writers, request: Request) -> tuple[dict[str, Any], Grant, str]:
     """The body of a create or delete, the writer's grant (any repository: the name is read from the
-    body), and the repo id it names (:func:`repo_id_of`); or the 400 that answers the body."""
+    body), and the repo id it names (:func:`repo_id_of`)."""
     body = await model_repo_body(request)
-    if isinstance(body, Response):
-        return body
     grant = writers.writer(request, None)
     return body, grant, repo_id_of(body.get("name"), body.get("organization"), grant)
 
@@ -96,10 +95,7 @@ class Creating:
         self.committer = committer
 
     async def create_repo(self, request: Request) -> Response:
-        named = await named_repo(self.writers, request)
-        if isinstance(named, Response):
-            return named
-        body, grant, repo_id = named
+        body, grant, repo_id = await named_repo(self.writers, request)
         if self.committer.repos.first_repository(repo_id) is None:
             return error(400, None, f"Invalid repo name: {repo_id}")
         note(request, repository=repo_id)  # its audit line names it (audit.py)

@@ -28,10 +28,7 @@ class Deleting:
         self.repos = repos
 
     async def delete_repo(self, request: Request) -> Response:
-        named = await named_repo(self.writers, request)
-        if isinstance(named, Response):
-            return named
-        _, _, repo_id = named
+        _, _, repo_id = await named_repo(self.writers, request)
         note(request, repository=repo_id)
         self.writers.writer(request, repo_id)
         await in_thread(delete_repo, self.repos, repo_id)

@@ -26,8 +26,6 @@ class Moving:
 
     async def move_repo(self, request: Request) -> Response:
         body = await model_repo_body(request)
-        if isinstance(body, Response):
-            return body
         old, new = body.get("fromRepo"), body.get("toRepo")
         if not isinstance(old, str) or not isinstance(new, str) or repo_parts(old) is None \
                 or repo_parts(new) is None or "/" not in old or "/" not in new:
