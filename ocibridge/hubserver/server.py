@@ -4,6 +4,7 @@ to :data:`GRACE` seconds). The access log goes to stdout (uvicorn's), the rest t
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import logging
 import signal
@@ -177,9 +178,11 @@ FIRST_READ_MODULES = ("anyio._backends._asyncio", "anyio.streams.memory", "anyio
 
 
 def import_read_path() -> None:
-    """Import :data:`FIRST_READ_MODULES` (serve's start, not its first reader)."""
+    """Import :data:`FIRST_READ_MODULES` (serve's start, not its first reader); one that does not
+    import (a Python built without sqlite3) fails where it is used, as before, not the start."""
     for name in FIRST_READ_MODULES:
-        importlib.import_module(name)
+        with contextlib.suppress(ImportError):
+            importlib.import_module(name)
 
 
 def run(app: Starlette, options: ServerSettings) -> None:
