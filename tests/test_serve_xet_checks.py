@@ -102,3 +102,65 @@ def test_a_readers_descriptor_keeps_other_downloads_off_the_file(tmp_path: Path)
         os.close(open_locked(partial, gone))  # let go: the next download resumes the file
 
     asyncio.run(run())
+
+
+class _CountedFill(Fill):
+    """A Fill that counts its wakes of the loop (each a hop from the fetching thread)."""
+
+    wakes = 0
+
+    def _wake(self) -> None:
+        self.wakes += 1
+        super()._wake()
+
+
+def _stepped_fetch(fill: Fill, data: bytes, path: Path, go: threading.Event,
+                   held: list[int | None]) -> Callable[[Callable[[int, int], None]], None]:
+    """A fetch of ``data`` one table chunk a step once ``go`` is set, checked by the table;
+    ``held`` gets the reader's held descriptor at the middle step (None: there was none)."""
+
+    def fetch(on_hashed: Callable[[int, int], None]) -> None:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            hasher = TableHasher(chunks_of(data), CHUNK)
+            fill.set_hasher(hasher)
+            assert go.wait(10)
+            for at in range(0, len(data), CHUNK):
+                os.pwrite(fd, data[at:at + CHUNK], at)
+                hasher.update(data[at:at + CHUNK])
+                on_hashed(fd, at + CHUNK)
+                if at == len(data) // 2:
+                    held.append(FillView(fill, whole=False).open_held())
+            os.replace(path, fill.final)
+        finally:
+            os.close(fd)
+
+    return fetch
+
+
+def test_a_waiter_is_woken_once_its_bytes_are_checked_not_at_every_step(tmp_path: Path):
+    """A cold xorb request waits for its piece of the fetch (``Fill.until``): the fetching thread
+    wakes the loop when that piece is checked, not at each step hashed before it (a hop to the
+    loop each: ~200 a GiB that woke nobody); while it runs, a reader's descriptor is a copy of
+    the fetch's, handed out with no call to the file system (``open_held``: the loop may ask),
+    and none is held once it ended."""
+    data = os.urandom(16 * CHUNK)
+
+    async def run() -> None:
+        fill = _CountedFill("sha256:" + hashlib.sha256(data).hexdigest(), len(data), tmp_path / "blob")
+        go, held = threading.Event(), list[int | None]()
+        ended = asyncio.Event()
+        fill.start(_stepped_fetch(fill, data, tmp_path / "partial", go, held), lambda _: ended.set())
+        waiter = asyncio.ensure_future(fill.until(12 * CHUNK))
+        await asyncio.sleep(0)  # waiting before the first step
+        go.set()
+        await waiter
+        assert fill.checked() >= 12 * CHUNK
+        await ended.wait()
+        assert fill.wakes <= 3, fill.wakes  # its piece, and the end (16 steps each woke it before)
+        reader = held[0]
+        assert reader is not None and os.pread(reader, 4, 0) == data[:4]
+        os.close(reader)
+        assert FillView(fill, whole=False).open_held() is None  # ended: opened on a worker thread
+
+    asyncio.run(run())

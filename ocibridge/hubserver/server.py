@@ -4,6 +4,8 @@ to :data:`GRACE` seconds). The access log goes to stdout (uvicorn's), the rest t
 
 from __future__ import annotations
 
+import contextlib
+import importlib
 import logging
 import signal
 import socket
@@ -168,6 +170,22 @@ def server(app: Starlette, options: ServerSettings, sock: socket.socket | None =
     return Server(config)
 
 
+#: modules the first read imported, each a lazy import of its own (anyio's backend at its first
+#: worker-thread call, pull's extract for a manifest, sqlite3 for the blob index): imported
+#: before the port opens, so the first reader neither waits for them nor pays their CPU (0.08 s
+#: of a cold 1 GiB read's ~1.2 s where no bytecode is kept: docs/benchmarks.md, issue 91)
+FIRST_READ_MODULES = ("anyio._backends._asyncio", "anyio.streams.memory", "anyio.streams.stapled", "sqlite3",
+                      "ocibridge.model.extract", "ocibridge.stores.forwarding")
+
+
+def import_read_path() -> None:
+    """Import :data:`FIRST_READ_MODULES` (serve's start, not its first reader); one that does not
+    import (a Python built without sqlite3) fails where it is used, as before, not the start."""
+    for name in FIRST_READ_MODULES:
+        with contextlib.suppress(ImportError):
+            importlib.import_module(name)
+
+
 def run(app: Starlette, options: ServerSettings) -> None:
     """Serve ``app`` (:func:`build_app`'s) until SIGTERM or Ctrl-C, then close it."""
     logging.basicConfig(level=logging.INFO, format="ocibridge: %(message)s")
@@ -225,6 +243,7 @@ def run(app: Starlette, options: ServerSettings) -> None:
     if isinstance(state.catalog, ProxyCatalog):  # --upstream: where a miss goes, and what is let in
         logging.getLogger("ocibridge.serve").info(state.catalog.describe() + fetched_by(state))
     warn_when_silent(state.catalog.sources[0].shown, state.catalog.sources[0].ready)
+    import_read_path()
     try:
         with sock, state.staging.sweeping():  # abandoned uploads go on a timer
             served.run(sockets=[sock])

@@ -65,6 +65,11 @@ class Checked(Protocol):
         """A descriptor of the file (the caller closes it)."""
         ...
 
+    def open_held(self) -> int | None:
+        """A descriptor of the file when one is held open already (a copy of it: no file system
+        call, so the event loop may ask), else None: :meth:`open` it on a worker thread."""
+        ...
+
     async def until(self, end: int) -> None:
         """Return once bytes ``[0, end)`` are verified (raise if they never will be); from then
         on they stay as they are in the file for any descriptor :meth:`open` gave."""
@@ -83,6 +88,9 @@ class CheckedFile:
 
     def open(self) -> int:
         return os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+
+    def open_held(self) -> int | None:
+        return None
 
     async def until(self, end: int) -> None:
         return None
@@ -164,13 +172,16 @@ class Blobs:
         return file_spans(await self.fill(store, manifest, layer), start, end)
 
     async def checked(self, store: Store, manifest: Descriptor, layer: Descriptor,
-                      chunks: TableOf | None = None) -> Checked:
+                      chunks: TableOf | None = None, asked: bool = False) -> Checked:
         """``layer``'s bytes as they are verified, for senders that may send no other (Xet's):
         the model cache's copy; else the registry fetch, checked chunk by chunk against
         ``chunks`` (the table the manifest binds) as it arrives, or whole when there is none or
-        the fetch under way is checked by the digest."""
+        the fetch under way is checked by the digest. ``asked``: the caller found no copy in
+        the cache just now (on a worker thread): the fetch under way is followed without asking
+        again on the loop (a lock file opened and locked, two stats: each cold xorb request
+        did), and with none under way the cache is asked (:meth:`_shared_fetch`)."""
         chunks = _ranged(store, chunks)
-        found = self.cached(layer, chunks)
+        found = None if asked else self.cached(layer, chunks)
         if found is not None:
             self.hits += 1
             return CheckedFile(found)

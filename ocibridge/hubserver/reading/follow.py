@@ -51,6 +51,10 @@ class Fill:
         self._loop = asyncio.get_running_loop()
         self._changed = asyncio.Event()
         self._due: list[tuple[int, asyncio.Future[None]]] = []  # until(end) waiters, woken when it is verified
+        # what the fetching thread wakes the loop for (under the lock): every step while a
+        # :func:`spans` follows the file, else only once the first of ``_due`` may go on
+        self._followers = 0
+        self._first_due: int | None = None
 
     # -- the fetching thread -----------------------------------------------------------------
     def start(self, fetch: Callable[[Callable[[int, int], None]], None],
@@ -80,13 +84,22 @@ class Fill:
             self.hasher = hasher
 
     def _on_hashed(self, fd: int, upto: int) -> None:
+        """A step hashed: the loop is woken only where it has something to do (a follower of
+        every step, a waiter whose bytes are verified now). Each wake is a hop to the loop: at
+        every step, with none waiting for it (a cold Xet read's xorbs wait for their ends), it
+        was ~200 hops a GiB."""
         with self._lock:
             if self._fd is None:
                 self._fd = os.dup(fd)
             if upto < self.hashed:
                 self.generation += 1
             self.hashed = upto
-        self._to_loop(self._wake)
+            due = self._first_due
+            wake = self._followers > 0 or (due is not None and (self.hasher is None or self.hasher.verified >= due))
+            if due is not None and wake:
+                self._first_due = None  # the wake sets the next (_wake): none from the steps before it runs
+        if wake:
+            self._to_loop(self._wake)
 
     def _to_loop(self, call: Callable[..., None], *args: object) -> None:
         """``call(*args)`` on the loop, from the fetching thread; nothing once the loop is
@@ -103,19 +116,19 @@ class Fill:
     def _wake(self) -> None:
         self._changed.set()
         self._changed = asyncio.Event()
-        if self._due:
+        if not self._due:
+            return
+        with self._lock:  # the waiters left and the first of them at once, as _on_hashed reads them
             try:
-                ready = self.checked()  # a waiter for the whole blob re-checks itself (woken early: harmless)
+                ready = self._checked(False)  # a waiter for the whole blob re-checks itself (woken early: harmless)
             except Exception:  # noqa: BLE001 - every waiter is woken to raise it itself
                 ready = self.size
-            waiting = []
-            for end, future in self._due:
-                if end <= ready or self.error is not None:
-                    if not future.done():
-                        future.set_result(None)
-                else:
-                    waiting.append((end, future))
-            self._due = waiting
+            woken = [future for end, future in self._due if end <= ready]
+            self._due = [(end, future) for end, future in self._due if end > ready]
+            self._first_due = min((end for end, _ in self._due), default=None)
+        for future in woken:
+            if not future.done():
+                future.set_result(None)
 
     def _finish(self, done: Callable[[Fill], None]) -> None:
         done(self)
@@ -142,12 +155,16 @@ class Fill:
         none until the whole blob matched its digest (always so with ``whole``); raises if the
         fetch failed."""
         with self._lock:
-            self._raise_if_failed()
-            if self.verified:
-                return self.size
-            if whole or self.hasher is None or self._fd is None:  # no file to read from yet
-                return 0
-            return self.hasher.verified
+            return self._checked(whole)
+
+    def _checked(self, whole: bool) -> int:
+        """:meth:`checked`, under the lock."""
+        self._raise_if_failed()
+        if self.verified:
+            return self.size
+        if whole or self.hasher is None or self._fd is None:  # no file to read from yet
+            return 0
+        return self.hasher.verified
 
     async def until(self, end: int, whole: bool = False) -> None:
         """Wait until bytes ``[0, end)`` are verified (:meth:`checked`). Woken only once they are
@@ -162,10 +179,19 @@ class Fill:
         :meth:`open` hands out shares the download's open file, and so its ``flock`` of the
         partial file, which no other download (of this serve or another process) resumes
         without: while a reader holds one, none can write the file."""
-        while self.checked(whole) < end:
+        while True:
             future = self._loop.create_future()
-            self._due.append((end, future))
+            with self._lock:  # checked and made a waiter at once: no step hashed in between goes unseen
+                if self._checked(whole) >= end:
+                    return
+                self._due.append((end, future))
+                self._first_due = end if self._first_due is None else min(self._first_due, end)
             await future
+
+    def follow(self, step: int) -> None:
+        """A :func:`spans` starts (``step`` 1) or ends (-1) following the file: woken at every step."""
+        with self._lock:
+            self._followers += step
 
     def ready(self, end: int, whole: bool = False) -> bool:
         """Whether :meth:`until` would return at once."""
@@ -174,10 +200,13 @@ class Fill:
     def open(self) -> int:
         """A descriptor of the blob's file: a copy of the download's while it runs (sharing its
         lock: :meth:`until`), else the cache's."""
+        held = self.open_held()
+        return held if held is not None else os.open(self.final, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+
+    def open_held(self) -> int | None:
+        """A copy of the download's descriptor while it runs (no file system call), else None."""
         with self._lock:
-            if self._fd is not None:
-                return os.dup(self._fd)
-        return os.open(self.final, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            return os.dup(self._fd) if self._fd is not None else None
 
 
 class FillView:
@@ -191,6 +220,9 @@ class FillView:
 
     def open(self) -> int:
         return self.fill.open()
+
+    def open_held(self) -> int | None:
+        return self.fill.open_held()
 
     async def until(self, end: int) -> None:
         await self.fill.until(end, self.whole)
@@ -207,6 +239,7 @@ async def spans(fill: Fill, start: int, end: int) -> AsyncGenerator[tuple[int, i
     fd: int | None = None
     generation = fill.generation
     at = start
+    fill.follow(1)
     try:
         while at < end:
             ready = min(end, fill.sendable())
@@ -223,6 +256,7 @@ async def spans(fill: Fill, start: int, end: int) -> AsyncGenerator[tuple[int, i
             yield fd, at, ready - at
             at = ready
     finally:
+        fill.follow(-1)
         if fd is not None:
             os.close(fd)
 

@@ -190,7 +190,7 @@ class XetRoutes:
             assert f.layer is not None
             resolved = pinned.resolved
             chunks = pinned.tables.get(f.layer.digest)  # asked by _held
-            source = await self.blobs.checked(resolved.repo.store, resolved.model, f.layer, chunks)
+            source = await self.blobs.checked(resolved.repo.store, resolved.model, f.layer, chunks, asked=True)
             # the first piece verified before the answer starts: a blob that fails there is a 502;
             # a wait that outlasts FIRST_BYTE_WAIT is a 503 (hf_xet retries it), not a silence
             # hf_xet gives up on after 300 s

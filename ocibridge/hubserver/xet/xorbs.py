@@ -218,6 +218,14 @@ def _verified_upto(source: Checked, size: int, k: int, c: int, top: int) -> int:
     return upto
 
 
+async def _opened(source: Checked) -> int:
+    """A descriptor of ``source``'s file: a copy of the fetch's, made on the loop, where it runs
+    (a cold read: a hop to a worker thread and back per xorb request saved), else opened on a
+    worker thread."""
+    held = source.open_held()
+    return held if held is not None else await anyio.to_thread.run_sync(source.open)
+
+
 async def xorb_body(source: Checked, size: int, k: int, start: int, end: int,
                     gate: Shares, client: str, turn: Turn, scope: Any = None) -> AsyncGenerator[memoryview, None]:
     """Bytes ``[start, end)`` of the ``k``-th xorb of a file, each piece read once its file
@@ -248,7 +256,7 @@ async def xorb_body(source: Checked, size: int, k: int, start: int, end: int,
             await source.until(need)
             if scope is not None:
                 if fd is None:
-                    fd = await anyio.to_thread.run_sync(source.open)
+                    fd = await _opened(source)
                 sending = _verified_upto(source, size, k, c, top)
                 segments = _segments(size, c, sending, skip, left)
                 try:
@@ -265,7 +273,7 @@ async def xorb_body(source: Checked, size: int, k: int, start: int, end: int,
                 # else the server takes none now (TLS, bytes it still holds): this piece as a message
             await turn.take(gate, client)
             if fd is None:
-                fd = await anyio.to_thread.run_sync(source.open)
+                fd = await _opened(source)
             piece, targets = _frame(size, c, upto)
             await anyio.to_thread.run_sync(_fill, fd, targets, c * CHUNK)
             out = memoryview(piece)[skip:skip + left]  # a new buffer each piece: the server may keep it
