@@ -25,7 +25,7 @@ SIZE = 2 * xet.XORB_CHUNKS * xet.CHUNK + 5 * xet.CHUNK + 1000  # 2 xorbs and a s
 
 @pytest.fixture
 def model(tmp_path, capsys, registry, unique_repo):
-    """acme/big (weights of ~32 MiB: three xorbs, the last chunk short) under REGISTRY/unique_repo,
+    """acme/big (weights of ~128 MiB: three xorbs, the last chunk short) under REGISTRY/unique_repo,
     its manifest binding a chunk table (as a default push does from 64 MiB)."""
     src = make_model(tmp_path / "big", weights=1)
     (src / "model.safetensors").write_bytes(os.urandom(SIZE))

@@ -2,9 +2,9 @@
 page cache (no copy into Python, none by the server), or, for bytes with heads between them (a
 xorb's chunks behind their 8-byte headers), through a pipe by ``splice(2)``: each head written
 into it, the file's pages spliced in by reference, the pipe spliced to the socket a full pipe at
-a time (1 MiB). Warm reads over Xet cost serve 0.22-0.24 s of CPU a GiB with it, 0.26-0.28 with
-the bytes gathered by ``preadv`` into a buffer and sent (docs/benchmarks.md "serve's warm Xet
-sends"); that way stays where splice is missing (not Linux) or a file system refuses it.
+a time (1 MiB). Warm reads over Xet cost serve 0.25 s of CPU a GiB with it, 0.29 with the bytes
+gathered by ``preadv`` into a buffer and sent (docs/benchmarks.md "serve's warm Xet sends");
+that way stays where splice is missing (not Linux) or a file system refuses it.
 
 uvicorn 0.54 offers no ASGI ``http.response.pathsend`` nor ``zerocopysend``, and uvloop has no
 ``loop.sendfile``; serve's own protocol (:mod:`.protocol`) puts a :class:`ZeroCopy` in each
