@@ -206,7 +206,7 @@ def test_odd_text_in_names_is_a_4xx_in_the_hubs_shape_never_a_header_of_its_own(
 
 
 def stalled_xorb_clients(served: ServeProcess, count: int) -> list[socket.socket]:
-    """``count`` connections that ask for a 16 MiB xorb of acme/big and read nothing."""
+    """``count`` connections that ask for a xorb of acme/big and read nothing."""
     head = httpx.head(f"{served.url}/acme/big/resolve/main/model.safetensors")
     grant = httpx.get(head.headers["x-xet-refresh-route"])
     cas, token = grant.headers["x-xet-cas-url"], grant.headers["x-xet-access-token"]

@@ -35,7 +35,7 @@ hf_xet = pytest.importorskip("hf_xet")
 UP_TOKEN = "up-token"
 CLIENT_TOKEN = "client-token"
 ACCEPT = "application/vnd.oci.image.manifest.v1+json"
-#: a file of two of the upstream's xorbs (16 MiB each, xet/xorbs.py), the second of 8 chunks
+#: a file of two of the upstream's xorbs (64 MiB each, xet/xorbs.py), the second of 8 chunks
 TWO_XORBS = xorbs.CHUNK * xorbs.XORB_CHUNKS + 8 * xorbs.CHUNK
 
 

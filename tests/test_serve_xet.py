@@ -25,7 +25,7 @@ SIZE = 2 * xet.XORB_CHUNKS * xet.CHUNK + 5 * xet.CHUNK + 1000  # 2 xorbs and a s
 
 @pytest.fixture
 def model(tmp_path, capsys, registry, unique_repo):
-    """acme/big (weights of ~32 MiB: three xorbs, the last chunk short) under REGISTRY/unique_repo,
+    """acme/big (weights of ~128 MiB: three xorbs, the last chunk short) under REGISTRY/unique_repo,
     its manifest binding a chunk table (as a default push does from 64 MiB)."""
     src = make_model(tmp_path / "big", weights=1)
     (src / "model.safetensors").write_bytes(os.urandom(SIZE))
@@ -331,7 +331,7 @@ def test_a_client_that_leaves_mid_xorb_frees_its_turn(model, monkeypatch):
                          headers={"Authorization": f"Bearer {token}"}).json()
         url = plan["xorbs"][plan["terms"][0]["hash"]][0]["url"]
         for _ in range(3):
-            with httpx.stream("GET", url, timeout=10) as r:  # 16 MiB, left after its first bytes
+            with httpx.stream("GET", url, timeout=10) as r:  # 64 MiB, left after its first bytes
                 assert r.status_code == 200
                 next(r.iter_bytes())
         whole = httpx.get(url, timeout=10)
@@ -430,7 +430,7 @@ def test_one_token_holds_at_most_its_share_of_the_send_permits(model, monkeypatc
         assert "client=" in greedy[0] and greedy[0].split("client=")[1] != honest[0].split("client=")[1]
         assert httpx.get(honest[0], timeout=30).status_code == 200  # the blob is in the model cache
         held = []
-        for i in range(2 * xet.SHARE):  # each asks a 16 MiB xorb and reads nothing
+        for i in range(2 * xet.SHARE):  # each asks a 64 MiB xorb and reads nothing
             s = socket.create_connection(("127.0.0.1", int(served.url.rsplit(":", 1)[1])))
             s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
             s.sendall(b"GET " + greedy[i % 2].removeprefix(served.url).encode() + b" HTTP/1.1\r\nHost: x\r\n\r\n")

@@ -45,8 +45,13 @@ if TYPE_CHECKING:
 
 #: bytes of a chunk: Xet's target size (hf_xet refuses a chunk over 128 KiB)
 CHUNK = 64 * 1024
-#: chunks of a xorb: 16 MiB of the file, a request of hf_xet each (a xorb holds at most 8192 and 64 MiB)
-XORB_CHUNKS = 256
+#: chunks of a xorb: 64 MiB of the file, a request of hf_xet each (a xorb holds at most 8192 and
+#: 64 MiB of data: the Hub's are as large). Each request costs serve's loop its parsing, routing
+#: and hand-overs, and hf_xet opens as many connections as it has requests under way: a warm
+#: 1 GiB read cost serve 0.39 s of CPU in 64 xorbs of 16 MiB, 0.33 in 32 MiB ones, 0.25 in 16 of
+#: 64 MiB (splice sends; docs/benchmarks.md "serve's warm Xet sends"). hf_xet itself spends
+#: about 0.4 s more a GiB on 64 MiB xorbs than on 16 MiB ones (as it does against the Hub).
+XORB_CHUNKS = 1024
 #: a chunk's header: version, stored length (3 bytes, little-endian), scheme, length (3 bytes)
 HEADER = 8
 #: chunks read from the file per piece handed to the server (1 MiB)
