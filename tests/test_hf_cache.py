@@ -239,3 +239,79 @@ def test_copy_and_convert_hub_mistakes_are_one_line(tmp_path, capsys, hub, comma
     err = capsys.readouterr().err
     assert code in (1, 2) and err.count("\n") == 1 and words in err, err
     assert not (tmp_path / "layout").exists()
+
+
+def big_hub_model(hub: Path) -> None:
+    """acme/big in the Hub cache, laid out by hand: a weights file one byte over push's chunk
+    threshold (a cheap pattern: what matters is its size) and a config."""
+    from ocibridge.chunks.table import PUSH_THRESHOLD
+
+    folder = hub / "models--acme--big"
+    files = {"model.safetensors": bytes(range(256)) * (PUSH_THRESHOLD // 256) + b"!",
+             "config.json": b'{"model_type": "bert"}'}
+    for rel, data in files.items():
+        blob = folder / "blobs" / hashlib.sha256(data).hexdigest()
+        blob.parent.mkdir(parents=True, exist_ok=True)
+        blob.write_bytes(data)
+        link = folder / "snapshots" / COMMIT / rel
+        link.parent.mkdir(parents=True, exist_ok=True)
+        link.symlink_to(f"../../blobs/{blob.name}")
+    (folder / "refs").mkdir()
+    (folder / "refs" / "main").write_text(COMMIT)
+
+
+def stored_with_table(layout: Path, tag: str) -> tuple[str, str, str]:
+    """(manifest digest, the chunk table it binds, its one chunk-table referrer) of ``layout``'s
+    ``tag``, the table's blob there."""
+    from ocibridge.chunks.table import ANNOTATION_DIGEST, ANNOTATION_SIZE, ARTIFACT_TYPE
+    from ocibridge.oci.models import Descriptor, parse_manifest_bytes
+    from ocibridge.stores.layout import LayoutStore
+
+    store = LayoutStore(layout)
+    desc = store.resolve(tag)
+    manifest = parse_manifest_bytes(store.fetch_bytes(desc), desc.mediaType)
+    said = manifest.annotations or {}
+    table = said.get(ANNOTATION_DIGEST, "")
+    assert table and store.exists(Descriptor(mediaType="application/octet-stream", digest=table,
+                                             size=int(said[ANNOTATION_SIZE])))
+    subject = Descriptor(mediaType=desc.mediaType, digest=desc.digest, size=desc.size)
+    (referrer,) = [r.digest for r in store.referrers(subject, ARTIFACT_TYPE)]
+    return desc.digest, table, referrer
+
+
+def pushed_big(tmp_path: Path, capsys, hub: Path) -> dict:
+    """``push hf:acme/big`` into the layout ``pushed``: its --json, a chunk table bound."""
+    big_hub_model(hub)
+    assert main(["push", "hf:acme/big", f"oci:{tmp_path / 'pushed'}:v1", "--json", "-q"]) == 0
+    pushed = json.loads(capsys.readouterr().out)
+    assert pushed["chunks"]["layers"] == 1
+    return pushed
+
+
+def test_copy_of_a_large_hub_model_is_push_s_artifact_with_its_chunk_table(tmp_path, capsys, hub):
+    """A file from push's chunk threshold: ``push hf:`` binds a chunk table and attaches its
+    referrer; ``copy hf:`` wrote the manifest without them (another digest). Now the same
+    manifest, table and referrer."""
+    pushed = pushed_big(tmp_path, capsys, hub)
+    assert main(["copy", "hf:acme/big", f"oci:{tmp_path / 'copied'}:v1", "--json", "-q"]) == 0
+    copied = json.loads(capsys.readouterr().out)
+    assert copied["digest"] == pushed["digest"] and copied["chunks"] == pushed["chunks"]
+    found = stored_with_table(tmp_path / "pushed", "v1")
+    assert found == (pushed["digest"], pushed["chunks"]["table"], pushed["chunks"]["referrer"])
+    assert stored_with_table(tmp_path / "copied", "v1") == found
+
+
+@pytest.mark.parametrize("to", [["modelpack"], ["modelpack", "--media-types", "cncf"], ["modelkit"],
+                                ["docker-model"]], ids=lambda to: "-".join(to[::2]))
+def test_convert_of_a_large_hub_model_is_convert_of_push_s_artifact(tmp_path, capsys, hub, to):
+    """``convert hf:`` is convert of what ``push hf:`` stored: the same manifest, the table
+    carried the same way (it read an artifact without the table before: other digests)."""
+    pushed_big(tmp_path, capsys, hub)
+    assert main(["convert", "hf:acme/big", f"oci:{tmp_path / 'from-hf'}:v1", "--to", *to, "--json", "-q"]) == 0
+    from_hf = json.loads(capsys.readouterr().out)
+    assert main(["convert", f"oci:{tmp_path / 'pushed'}:v1", f"oci:{tmp_path / 'from-push'}:v1", "--to", *to,
+                 "--json", "-q"]) == 0
+    from_push = json.loads(capsys.readouterr().out)
+    assert from_hf["reference"].rsplit("@", 1)[1] == from_push["reference"].rsplit("@", 1)[1]
+    assert from_hf["chunks"] == from_push["chunks"] and from_hf["chunks"] is not None
+    assert stored_with_table(tmp_path / "from-hf", "v1") == stored_with_table(tmp_path / "from-push", "v1")

@@ -19,9 +19,7 @@ from serving import files_of, make_model, point_hub_at, serving
 from ocibridge.cli import main
 from ocibridge.hubserver.xet import xorbs as xet
 
-#: over --xet-min-size 1M: goes over Xet (16 MiB and a bit: at 64 MiB and more, push and copy of
-#: hf:acme/big name different digests, before the 64 MiB xorbs too)
-SIZE = 256 * xet.CHUNK + 3 * xet.CHUNK + 100
+SIZE = xet.XORB_CHUNKS * xet.CHUNK + 3 * xet.CHUNK + 100  # over --xet-min-size 1M: goes over Xet
 
 
 def test_push_copy_and_mirror_read_the_shared_store_of_huggingface_hub_2(tmp_path, capsys, registry, unique_repo,

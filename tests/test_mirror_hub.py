@@ -427,3 +427,39 @@ def _publishing():
     from ocibridge.hubserver.repo.publishing import Publishing
 
     return Publishing()
+
+
+def test_a_large_revision_is_mirrored_as_push_stores_it_with_its_chunk_table(tmp_path, capsys, hub_repo, hub_cache,
+                                                                             registry2, unique_repo, monkeypatch):
+    """A file from push's chunk threshold: ``push hf:ORG/NAME@COMMIT`` binds a chunk table and
+    attaches its referrer; the mirror copied the manifest without them (another digest than
+    the push its docs promise). Now the same manifest, and the table's referrer beside it."""
+    from ocibridge.chunks.table import ARTIFACT_TYPE, PUSH_THRESHOLD
+
+    src = make_model(tmp_path / "models" / "big", weights=PUSH_THRESHOLD // 256 + 1)  # 64 MiB + 272 bytes
+    assert main(["push", str(src), f"{hub_repo.repo}:latest", "-q"]) == 0
+    commit = digest_of(capsys, f"{hub_repo.repo}:latest").split(":")[1][:40]
+    target = f"{registry2.host}/{unique_repo}/mirror/big"
+    with serving([hub_repo.prefix]) as served:
+        point_hub_at(monkeypatch, served.url, hub_cache)
+        job_path = write_job(tmp_path / "job.toml", f"""
+[defaults]
+endpoint = "{served.url}"
+
+[[sync]]
+source = "hf://acme/tiny"
+target = "{target}"
+revisions = {{ allow = ["main"] }}
+""")
+        summary = run_job(load_job(job_path))
+    assert summary.exit_code == 0, summary.format_text()
+    check = f"{registry2.host}/{unique_repo}/check:v1"
+    capsys.readouterr()
+    assert main(["push", f"hf:acme/tiny@{commit}", check, "--json", "-q"]) == 0
+    pushed = json.loads(capsys.readouterr().out)
+    mirrored = f"{target}:main-{commit[:12]}"
+    assert digest_of(capsys, mirrored) == pushed["digest"] == digest_of(capsys, f"{target}:main")
+    assert [a.referrers for a in summary.with_status("copied")] == [1]
+    store = open_repository(parse_registry_reference(mirrored))
+    desc = store.resolve(f"main-{commit[:12]}")
+    assert [r.digest for r in store.referrers(desc, ARTIFACT_TYPE)] == [pushed["chunks"]["referrer"]]

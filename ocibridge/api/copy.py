@@ -16,7 +16,7 @@ from ocibridge.errors import UsageError
 from ocibridge.oci.models import Descriptor
 from ocibridge.places.locate import Locator, Role, locate, text_of
 from ocibridge.places.locators import KindPlace
-from ocibridge.places.targets import SourceTarget, closes_its_stores
+from ocibridge.places.targets import SourceTarget, StoreTarget, closes_its_stores
 from ocibridge.transfer.copy import Companions, CopyHooks, copy
 from ocibridge.transfer.copy import CopyStats as CopyStats  # what a result's ``stats`` is, for the command
 from ocibridge.transfer.push_result import PushResult
@@ -24,6 +24,7 @@ from ocibridge.transfer.push_result import PushResult
 if TYPE_CHECKING:
     from ocibridge.api.options import AttestOptions
     from ocibridge.api.policy import Verification
+    from ocibridge.stores.base import Store
     from ocibridge.transfer.progress import ProgressFn
 
 
@@ -75,24 +76,45 @@ def copy_reference(
 
         return write_archive(archive, source_store, resolve_model(source_store, source_reference), transfer)
     target = open_at(dst_ref, transfer, for_write=True)
-    stats = copy(
-        source_store,
-        source_reference,
-        target.store,
-        target.tag,
-        concurrency=transfer.concurrency,
-        referrers=referrers,
-        progress=progress,
-        hooks=CopyHooks(undo_on_failure=True, companions=_signature_companions() if referrers else None),
-    )
-    assert stats.root is not None
-    result = PushResult(pinned(target, stats.root), stats.root, stats, wire_counts(target.store))
+    if isinstance(src_ref, KindPlace) and not src_ref.is_store:
+        result = _deliver_built(source_store, target, transfer, progress)
+    else:
+        stats = copy(
+            source_store,
+            source_reference,
+            target.store,
+            target.tag,
+            concurrency=transfer.concurrency,
+            referrers=referrers,
+            progress=progress,
+            hooks=CopyHooks(undo_on_failure=True, companions=_signature_companions() if referrers else None),
+        )
+        assert stats.root is not None
+        result = PushResult(pinned(target, stats.root), stats.root, stats, wire_counts(target.store))
     if evidence is None:
         return result
     # a copy is byte for byte: the source manifest is the one written
-    attached = evidence_api.attach_from_source(evidence, "copy", src_ref, dst_ref, stats.root.digest, stats.root,
-                                               transfer)
+    attached = evidence_api.attach_from_source(evidence, "copy", src_ref, dst_ref, result.descriptor.digest,
+                                               result.descriptor, transfer)
     return evidence_api.with_extra(result, evidence=attached)
+
+
+def _deliver_built(built: Store, target: StoreTarget, transfer: TransferOptions,
+                   progress: ProgressFn | None) -> PushResult:
+    """A kind's place read as the artifact a push of it builds (``hf:ORG/NAME``), written as
+    push writes it (model/deliver.py): the same copy, then the chunk table its manifest binds
+    attached as a referrer, so the copy is push's artifact in full, not its manifest alone
+    (docs/using.md). It has no referrers of its own for ``-r`` to carry."""
+    from ocibridge.model.builder import PlannedArtifact
+    from ocibridge.model.deliver import deliver
+
+    assert isinstance(built, PlannedArtifact)  # what a kind's opener builds (kinds/hf/artifact.py)
+    delivered = deliver(built, target.store, target.tag, concurrency=transfer.concurrency, progress=progress)
+    result = PushResult(pinned(target, delivered.descriptor), delivered.descriptor, delivered.stats,
+                        wire_counts(target.store))
+    if delivered.chunks:
+        result.extra["chunks"] = dict(delivered.chunks)
+    return result
 
 
 def wire_counts(store: object) -> dict[str, int]:

@@ -118,6 +118,7 @@ def _copy_one(target: WritableStore, item: ArtifactPlan, blobs: int, locks: Blob
                      hooks=CopyHooks(mounts=item.mounts, in_hand=item.in_hand, listed=item.listed,
                                      companions=SignatureCompanions() if item.referrers else None))
         item.in_hand, item.listed = {}, {}  # copied: the entry's other copies need none of it
+        chunk_referrer = _attach_built_table(store, target)  # before any other tag names the manifest
         if item.also_tags and stats.root is not None:
             retag(target, stats.root, item.also_tags)
         if plan.settings.provenance and stats.root is not None:  # the copy is there: then what made it
@@ -138,6 +139,19 @@ def _copy_one(target: WritableStore, item: ArtifactPlan, blobs: int, locks: Blob
     result.blobs_skipped = stats.blobs_skipped
     result.bytes_copied = stats.bytes_copied
     result.manifests_copied = stats.manifests_copied
-    result.referrers = len(stats.referrers)
+    result.referrers = len(stats.referrers) + chunk_referrer
     result.signatures = len(stats.signatures)
     return result
+
+
+def _attach_built_table(store: object, target: WritableStore) -> int:
+    """A Hub revision's artifact, built as ``push hf:`` builds it (kinds/hf/artifact.py), binds
+    push's chunk table: attached here as its referrer, as push's delivery attaches it
+    (model/deliver.py), so the mirror holds push's artifact in full. The referrers attached (0 or 1)."""
+    from ocibridge.model.builder import PlannedArtifact
+
+    if not isinstance(store, PlannedArtifact):  # copied from a store: its referrers went with the copy
+        return 0
+    from ocibridge.model.deliver import attach_bound_table
+
+    return 1 if attach_bound_table(store, target) else 0

@@ -1,7 +1,8 @@
 """A built artifact written into a store: the one copy, then the chunk table it binds attached as
 a referrer. What ``push`` does once it has its :class:`PlannedArtifact`, and what serve's commit
 does with the artifact :func:`ocibridge.model.known.plan_known` made (untagged first when the
-commit is signed before its branch's tag moves)."""
+commit is signed before its branch's tag moves), and ``copy hf:ORG/NAME`` with the artifact
+a push of it builds (kinds/hf/artifact.py)."""
 
 from __future__ import annotations
 
@@ -35,13 +36,20 @@ def deliver(artifact: PlannedArtifact, store: WritableStore, tag: str | None, *,
     stats = copy(artifact, ARTIFACT_TAG, store, tag, concurrency=concurrency,
                  progress=progress,
                  hooks=CopyHooks(mounts=mounts or {}, undo_on_failure=True))
+    return Delivered(artifact.descriptor, stats, attach_bound_table(artifact, store))
+
+
+def attach_bound_table(artifact: PlannedArtifact, store: WritableStore) -> dict[str, Any]:
+    """Once ``artifact``'s manifest is in ``store``: the chunk table it binds attached there as
+    its referrer (the table's digest, the referrer's and the count of layers it covers; empty
+    when it binds none). Push's and serve's delivery, and a mirror job's copy of a Hub revision
+    (which copies with its own locks and hooks), attach it here alike."""
     descriptor = artifact.descriptor
     table = artifact.table
     if table is None or not table.layers:
-        return Delivered(descriptor, stats)
+        return {}
     from ocibridge.chunks.attach import attach_table
 
     subject = Descriptor(mediaType=descriptor.mediaType, digest=descriptor.digest, size=descriptor.size)
     attached = attach_table(store, subject, table)
-    return Delivered(descriptor, stats, {"table": table.descriptor().digest, "referrer": attached.digest,
-                                         "layers": len(table.layers)})
+    return {"table": table.descriptor().digest, "referrer": attached.digest, "layers": len(table.layers)}

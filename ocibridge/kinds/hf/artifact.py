@@ -3,8 +3,11 @@ of the local Hugging Face cache as the artifact ``push`` would build of it.
 
 The artifact is a read-only store that builds itself on first read (the push's own
 :class:`~ocibridge.model.builder.PlannedArtifact`), so a copy or a conversion of it is the
-same artifact, with the same ``image.source``/``image.revision`` annotations, that
-``push hf:…`` stores; nothing is written before the whole snapshot has been read.
+same artifact, with the same ``image.source``/``image.revision`` annotations and the same
+chunk table bound (push's default policy: :func:`hub_artifact`), that ``push hf:…`` stores;
+nothing is written before the whole snapshot has been read. A copy writes it as push does
+(:func:`ocibridge.model.deliver.deliver`: the table's referrer attached), a conversion carries
+the table it binds (kinds/chunks.py), a mirror job attaches it after its copy (mirror/run.py).
 """
 
 from __future__ import annotations
@@ -14,6 +17,8 @@ from typing import TYPE_CHECKING
 from ocibridge.kinds.hf.locator import HubReference
 
 if TYPE_CHECKING:
+    from ocibridge.model.builder import PlannedArtifact
+    from ocibridge.model.package import ModelPackage
     from ocibridge.stores.registry.options import RegistryOptions
     from ocibridge.stores.target import SourceTarget
 
@@ -29,7 +34,18 @@ def open_hub_target(ref: HubReference, *, for_write: bool = False,
         raise InvalidReference(f"{ref.text} is no store: push, copy and convert read it as a source")
     from ocibridge.kinds.hf.door import read_snapshot
     from ocibridge.kinds.source import ReadRequest
-    from ocibridge.model.builder import ARTIFACT_TAG, PlannedArtifact
+    from ocibridge.model.builder import ARTIFACT_TAG
     from ocibridge.stores.target import SourceTarget
 
-    return SourceTarget(PlannedArtifact(read_snapshot(ref, ReadRequest())), ARTIFACT_TAG, None, ref.text)
+    return SourceTarget(hub_artifact(read_snapshot(ref, ReadRequest())), ARTIFACT_TAG, None, ref.text)
+
+
+def hub_artifact(package: ModelPackage) -> PlannedArtifact:
+    """What ``push`` builds of a Hub cache snapshot read as ``package``: its default build and
+    its default chunk policy (a table of each raw file from ``PUSH_THRESHOLD``, bound by the
+    manifest), so ``copy``, ``convert`` and a mirror job give push's manifest digest. Made
+    with the default policy: no command that reads ``hf:`` as a store takes chunk options."""
+    from ocibridge.chunks.chunking import ChunkPolicy
+    from ocibridge.model.builder import BuildOptions, PlannedArtifact
+
+    return PlannedArtifact(package, BuildOptions(), ChunkPolicy())

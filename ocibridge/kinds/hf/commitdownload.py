@@ -11,11 +11,14 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ocibridge.core import backslash
 from ocibridge.errors import OcibridgeError
 from ocibridge.stores.base import Store
+
+if TYPE_CHECKING:
+    from ocibridge.model.package import ModelPackage
 
 EXTRA = "hf:// sources need huggingface_hub: pip install 'ocibridge[hub]'"
 #: What ``org.opencontainers.image.source`` says, whichever endpoint served the commit (as
@@ -98,19 +101,28 @@ class _Download:
         except Exception as e:
             raise OcibridgeError(f"{src.name}@{self.commit}: download from {src.endpoint} failed "
                                  f"(run the job again to resume it): {said(e)}") from None
-        return self.snapshot(listed)
+        from ocibridge.kinds.hf.artifact import hub_artifact
+        from ocibridge.model.builder import ARTIFACT_TAG
+
+        # push's artifact in full: its chunk table bound too (the mirror attaches its referrer)
+        return hub_artifact(self.package(listed)), ARTIFACT_TAG
 
     def snapshot(self, listed: list[Any]) -> tuple[Store, str]:
+        """The downloaded snapshot's ``listed`` files as an artifact with no chunk table (serve's
+        ``--upstream``, whose copy attaches none)."""
+        from ocibridge.model.builder import ARTIFACT_TAG, PlannedArtifact
+
+        return PlannedArtifact(self.package(listed)), ARTIFACT_TAG
+
+    def package(self, listed: list[Any]) -> ModelPackage:
         """The downloaded snapshot's ``listed`` files, read as ``push hf:ORG/NAME@COMMIT`` reads them."""
         from ocibridge.kinds.hf.door import read_snapshot
         from ocibridge.kinds.hf.locator import HubReference as Reference
         from ocibridge.kinds.source import ReadRequest
-        from ocibridge.model.builder import ARTIFACT_TAG, PlannedArtifact
 
         names = {f.path for f in listed}
-        package = read_snapshot(Reference(self.src.repo_id, self.commit), ReadRequest(),
-                                keep=lambda rel: rel in names, root=self.cache, gitattributes=self.gitattributes)
-        return PlannedArtifact(package), ARTIFACT_TAG
+        return read_snapshot(Reference(self.src.repo_id, self.commit), ReadRequest(),
+                             keep=lambda rel: rel in names, root=self.cache, gitattributes=self.gitattributes)
 
     def listing(self) -> list[Any]:
         """The commit's files the entry keeps, as the endpoint lists them; at most MAX_FILES."""
