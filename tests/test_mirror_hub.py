@@ -69,6 +69,19 @@ def write_job(path: Path, text: str) -> Path:
     return path
 
 
+def sync_job(path: Path, endpoint: str, target: str, allow: str) -> Path:
+    """A job of one ``[[sync]]`` of hf://acme/tiny into ``target``, the revisions ``allow`` names."""
+    return write_job(path, f"""
+[defaults]
+endpoint = "{endpoint}"
+
+[[sync]]
+source = "hf://acme/tiny"
+target = "{target}"
+revisions = {{ allow = [{allow}] }}
+""")
+
+
 def target_tags(host_repo: str) -> list[str]:
     return sorted(open_repository(parse_registry_reference(host_repo)).tags())
 
@@ -88,15 +101,7 @@ def test_two_revisions_then_only_the_new_one_moves(tmp_path, capsys, hub_repo, h
     target = f"{registry2.host}/{unique_repo}/mirror/tiny"
     with serving([hub_repo.prefix]) as served:
         point_hub_at(monkeypatch, served.url, hub_cache)
-        job_path = write_job(tmp_path / "job.toml", f"""
-[defaults]
-endpoint = "{served.url}"
-
-[[sync]]
-source = "hf://acme/tiny"
-target = "{target}"
-revisions = {{ allow = ["main", "v1"] }}
-""")
+        job_path = sync_job(tmp_path / "job.toml", served.url, target, '"main", "v1"')
         # the dry run says what will move, and writes nothing
         capsys.readouterr()
         assert mirror_command(str(job_path), dry_run=True) == 0
@@ -442,16 +447,7 @@ def test_a_large_revision_is_mirrored_as_push_stores_it_with_its_chunk_table(tmp
     target = f"{registry2.host}/{unique_repo}/mirror/big"
     with serving([hub_repo.prefix]) as served:
         point_hub_at(monkeypatch, served.url, hub_cache)
-        job_path = write_job(tmp_path / "job.toml", f"""
-[defaults]
-endpoint = "{served.url}"
-
-[[sync]]
-source = "hf://acme/tiny"
-target = "{target}"
-revisions = {{ allow = ["main"] }}
-""")
-        summary = run_job(load_job(job_path))
+        summary = run_job(load_job(sync_job(tmp_path / "job.toml", served.url, target, '"main"')))
     assert summary.exit_code == 0, summary.format_text()
     check = f"{registry2.host}/{unique_repo}/check:v1"
     capsys.readouterr()
