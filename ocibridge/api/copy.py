@@ -24,7 +24,7 @@ from ocibridge.transfer.push_result import PushResult
 if TYPE_CHECKING:
     from ocibridge.api.options import AttestOptions
     from ocibridge.api.policy import Verification
-    from ocibridge.model.builder import PlannedArtifact
+    from ocibridge.stores.base import Store
     from ocibridge.transfer.progress import ProgressFn
 
 
@@ -76,9 +76,7 @@ def copy_reference(
 
         return write_archive(archive, source_store, resolve_model(source_store, source_reference), transfer)
     target = open_at(dst_ref, transfer, for_write=True)
-    from ocibridge.model.builder import PlannedArtifact
-
-    if isinstance(source_store, PlannedArtifact):  # a kind's place opened as what a push of it builds
+    if isinstance(src_ref, KindPlace) and not src_ref.is_store:
         result = _deliver_built(source_store, target, transfer, progress)
     else:
         stats = copy(
@@ -101,14 +99,16 @@ def copy_reference(
     return evidence_api.with_extra(result, evidence=attached)
 
 
-def _deliver_built(built: PlannedArtifact, target: StoreTarget, transfer: TransferOptions,
+def _deliver_built(built: Store, target: StoreTarget, transfer: TransferOptions,
                    progress: ProgressFn | None) -> PushResult:
     """A kind's place read as the artifact a push of it builds (``hf:ORG/NAME``), written as
     push writes it (model/deliver.py): the same copy, then the chunk table its manifest binds
     attached as a referrer, so the copy is push's artifact in full, not its manifest alone
     (docs/using.md). It has no referrers of its own for ``-r`` to carry."""
+    from ocibridge.model.builder import PlannedArtifact
     from ocibridge.model.deliver import deliver
 
+    assert isinstance(built, PlannedArtifact)  # what a kind's opener builds (kinds/hf/artifact.py)
     delivered = deliver(built, target.store, target.tag, concurrency=transfer.concurrency, progress=progress)
     result = PushResult(pinned(target, delivered.descriptor), delivered.descriptor, delivered.stats,
                         wire_counts(target.store))
