@@ -2,7 +2,8 @@
 # Issue 91's rows on a machine just started: the first command on the lent GPU machine, so that
 # each row's first round is the first run after boot. pull against curl and OpenSSL
 # (bench.pull_row), load_tensors against pull + load_file and curl (bench.load_tensors), and the
-# mount's cold read against pull (bench.mount, where the machine has FUSE), each with the
+# mount's cold read against pull (bench.mount, where the machine has FUSE), and ``wire``: load_tensors
+# against curl on a loopback shaped to 1 Gbit/s (bench.shaped_wire, needs tc and unshare), each with the
 # machine's landing floors in the same run, 1 GiB, the memory's state printed before the first.
 #
 #   OUT=$OUT bash bench/gpu/boot_rows.sh                       # on the device, as its first call
@@ -20,7 +21,7 @@ while [ $# -gt 0 ]; do
     --size) size=$2; shift 2 ;;
     --rows) rows=$2; shift 2 ;;
     --local) local=1; shift ;;
-    *) echo "boot_rows.sh: unknown argument $1 (--repeat N --size MiB --rows 'pull load mount' --local)" >&2; exit 2 ;;
+    *) echo "boot_rows.sh: unknown argument $1 (--repeat N --size MiB --rows 'pull load mount wire' --local)" >&2; exit 2 ;;
   esac
 done
 OUT=${OUT:-$(mktemp -d)}
@@ -47,6 +48,8 @@ for row in $rows; do
     pull) module=bench.pull_row args=(--repeat "$repeat" --size-mib "$size") ;;
     load) module=bench.load_tensors args=(--repeat "$repeat" --size "$size") ;;
     mount) module=bench.mount args=(--repeat "$repeat" --size "$size") ;;
+    wire) module=bench.shaped_wire args=(--rows load --repeat "$repeat" --size-mib "$size")
+          echo "wire: tc $(command -v tc || echo missing), unshare $(command -v unshare || echo missing)" ;;
     *) echo "boot_rows.sh: unknown row $row" >&2; exit 2 ;;
   esac
   echo "== $row: $module ${args[*]} (uptime $(cut -d' ' -f1 /proc/uptime) s)"
