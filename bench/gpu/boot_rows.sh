@@ -8,6 +8,7 @@
 #
 #   OUT=$OUT bash bench/gpu/boot_rows.sh                       # on the device, as its first call
 #   PYTHON=.venv/bin/python bash bench/gpu/boot_rows.sh --local --repeat 1 --size 64   # the flow here
+#   BASELINE=.whl/base OUT=$OUT bash bench/gpu/boot_rows.sh   # + another checkout's pull in the same rounds
 #
 # On the device what the machine lacks is installed as bench/gpu/install.sh says; Debian's fuse3
 # and libfuse3-3 come as .debs in .whl/debs (unpacked into a folder of their own). Logs: $OUT/*.log.
@@ -45,7 +46,7 @@ echo "installed in $(( $(date +%s) - started )) s; fuse: $(grep -c fuse /proc/fi
 "$python" -c 'from bench.landing import state; print("before the first row:", state())' | tee -a "$OUT/machine.log"
 for row in $rows; do
   case $row in
-    pull) module=bench.pull_row args=(--repeat "$repeat" --size-mib "$size") ;;
+    pull) module=bench.pull_row args=(--repeat "$repeat" --size-mib "$size" ${BASELINE:+--baseline "$BASELINE"}) ;;
     load) module=bench.load_tensors args=(--repeat "$repeat" --size "$size") ;;
     mount) module=bench.mount args=(--repeat "$repeat" --size "$size") ;;
     wire) module=bench.shaped_wire args=(--rows load --repeat "$repeat" --size-mib "$size")
