@@ -58,6 +58,14 @@ def add_transfer_flags(p: argparse.ArgumentParser, *, uploads: bool = True) -> N
     add_ranged_flags(g)
 
 
+def ref_command(command: CommandAdder, name: str, func: Command) -> argparse.ArgumentParser:
+    """A command whose one positional is REF, what it acts on (a registry reference, an ``oci:DIR``
+    one or a local ``NAME[:TAG]``): its parser, for the group to add its own flags, then the registry flags."""
+    p = command(name, func)
+    p.add_argument("ref", metavar="REF")
+    return p
+
+
 def add_signing_key(p: argparse.ArgumentParser, key_help: str) -> argparse.ArgumentParser:
     """REF and the private key of a command that signs (sign, attest)."""
     p.add_argument("ref", metavar="REF")
