@@ -151,6 +151,15 @@ def add_pull_secret_flags(p: Any, *, pulls: str, creates: str) -> None:
                         "(the output then holds them)")
 
 
+def add_file_glob_flags(p: Any, include_note: str, *, exclude_dest: str = "exclude") -> None:
+    """``--include`` and ``--exclude``: which of a model's files a command lays out (pull into a
+    directory, path and snapshot), by glob (``include_note``: what else an include does there)."""
+    p.add_argument("--include", action="append", default=[], metavar="GLOB",
+                   help=f"only files matching GLOB (repeatable; {include_note})")
+    p.add_argument("--exclude", dest=exclude_dest, action="append", default=[], metavar="GLOB",
+                   help="leave out files matching GLOB (repeatable)")
+
+
 def plural(n: int, word: str, words: str | None = None) -> str:
     """``1 blob``, ``2 blobs`` (``words``: a plural not made with an s)."""
     return f"{n} {word if n == 1 else words or word + 's'}"
