@@ -58,6 +58,14 @@ def add_transfer_flags(p: argparse.ArgumentParser, *, uploads: bool = True) -> N
     add_ranged_flags(g)
 
 
+def ref_command(command: CommandAdder, name: str, func: Command) -> argparse.ArgumentParser:
+    """A command whose one positional is REF, what it acts on (a registry reference, an ``oci:DIR``
+    one or a local ``NAME[:TAG]``): its parser, for the group to add its own flags, then the registry flags."""
+    p = command(name, func)
+    p.add_argument("ref", metavar="REF")
+    return p
+
+
 def add_signing_key(p: argparse.ArgumentParser, key_help: str) -> argparse.ArgumentParser:
     """REF and the private key of a command that signs (sign, attest)."""
     p.add_argument("ref", metavar="REF")
@@ -141,6 +149,15 @@ def add_pull_secret_flags(p: Any, *, pulls: str, creates: str) -> None:
     p.add_argument("--create-pull-secret", action="store_true",
                    help=f"also print that Secret, built from your stored credentials for {creates} "
                         "(the output then holds them)")
+
+
+def add_file_glob_flags(p: Any, include_note: str, *, exclude_dest: str = "exclude") -> None:
+    """``--include`` and ``--exclude``: which of a model's files a command lays out (pull into a
+    directory, path and snapshot), by glob (``include_note``: what else an include does there)."""
+    p.add_argument("--include", action="append", default=[], metavar="GLOB",
+                   help=f"only files matching GLOB (repeatable; {include_note})")
+    p.add_argument("--exclude", dest=exclude_dest, action="append", default=[], metavar="GLOB",
+                   help="leave out files matching GLOB (repeatable)")
 
 
 def plural(n: int, word: str, words: str | None = None) -> str:

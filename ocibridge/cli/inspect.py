@@ -8,7 +8,7 @@ import json
 import sys
 from typing import TYPE_CHECKING
 
-from ocibridge.cli.common import EXIT_FAILURE, CommandAdder, add_transfer_flags, emit, transfer_options
+from ocibridge.cli.common import EXIT_FAILURE, CommandAdder, add_transfer_flags, emit, ref_command, transfer_options
 from ocibridge.core.lazy import LazyModule
 from ocibridge.core.terminal import one_line
 from ocibridge.errors import ValidationError
@@ -62,20 +62,17 @@ def cmd_tags(args: argparse.Namespace) -> int:
 
 
 def register(command: CommandAdder) -> None:
-    p = command("inspect", cmd_inspect)
-    p.add_argument("ref", metavar="REF")
+    p = ref_command(command, "inspect", cmd_inspect)
     add_transfer_flags(p)
 
-    p = command("validate", cmd_validate)
-    p.add_argument("ref", metavar="REF")
+    p = ref_command(command, "validate", cmd_validate)
     p.add_argument("--strict", action="store_true",
                    help="warnings (what the spec recommends; with --runtime, that runtime's needs) count as errors")
     p.add_argument("--runtime", metavar="cri-o|containerd[@VERSION]",
                    help="also check what this runtime needs beyond the spec (CRI-O file names, containerd images)")
     add_transfer_flags(p)
 
-    p = command("tags", cmd_tags)
-    p.add_argument("ref", metavar="REF")
+    p = ref_command(command, "tags", cmd_tags)
     p.add_argument("-a", "--all", action="store_true",
                    help="also the tags ocibridge keeps for itself (ocibridge-ref-<hex>, one a signature or other "
                         "referrer, and serve's ocibridge-commit-<id> and ocibridge-refs: what keeps them from "

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ocibridge.cli.common import CommandAdder, add_transfer_flags, emit, transfer_options
+from ocibridge.cli.common import CommandAdder, add_transfer_flags, emit, ref_command, transfer_options
 from ocibridge.cli.signing import add_verify_flags, policy_from_args
 from ocibridge.errors import UsageError
 
@@ -74,6 +74,5 @@ def register(command: CommandAdder) -> None:
                      "is used only if its referrer is signed by it too (repeatable)")
     add_transfer_flags(p)
 
-    p = command("chunks", cmd_chunks)
-    p.add_argument("ref", metavar="REF")
+    p = ref_command(command, "chunks", cmd_chunks)
     add_transfer_flags(p)

@@ -10,7 +10,7 @@ import re
 from typing import Any
 
 from ocibridge.api.session import OFFLINE_ENV as OFFLINE
-from ocibridge.cli.common import CommandAdder, add_transfer_flags, emit, plural, transfer_options
+from ocibridge.cli.common import CommandAdder, add_file_glob_flags, add_transfer_flags, emit, plural, transfer_options
 from ocibridge.cli.progress_flags import add_progress_flags, progress_display
 from ocibridge.cli.signing import add_verify_flags, policy_from_args
 from ocibridge.cli.transfer_flags import parse_bytes
@@ -116,10 +116,7 @@ def register(command: CommandAdder) -> None:
 
 def _path_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("ref", metavar="REF")
-    p.add_argument("--include", action="append", default=[], metavar="GLOB",
-                   help="only files matching GLOB (repeatable; a snapshot of its own)")
-    p.add_argument("--exclude", action="append", default=[], metavar="GLOB",
-                   help="leave out files matching GLOB (repeatable)")
+    add_file_glob_flags(p, "a snapshot of its own")
     p.add_argument("--offline", action="store_true",
                    help=f"contact nothing: REF as last resolved (also {OFFLINE}=1)")
     p.add_argument("--hf", metavar="ORG/NAME",

@@ -8,7 +8,14 @@ import argparse
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from ocibridge.cli.common import CommandAdder, add_transfer_flags, annotation_values, emit, transfer_options
+from ocibridge.cli.common import (
+    CommandAdder,
+    add_transfer_flags,
+    annotation_values,
+    emit,
+    ref_command,
+    transfer_options,
+)
 from ocibridge.core.lazy import LazyModule
 from ocibridge.core.terminal import human_size, one_line
 
@@ -134,22 +141,19 @@ def register(command: CommandAdder) -> None:
     p.add_argument("--grace", type=_seconds, metavar="SECONDS",  # None: store_ops' default
                    help="keep unreferenced blobs younger than this: a push may be writing them (default 300)")
 
-    p = command("tag", cmd_tag)
-    p.add_argument("ref", metavar="REF")
+    p = ref_command(command, "tag", cmd_tag)
     p.add_argument("tags", metavar="TAG", nargs="+",
                    help="for a local NAME[:TAG]: TAG (NAME:TAG) or another NAME:TAG")
     add_transfer_flags(p)
 
-    p = command("delete", cmd_delete)
-    p.add_argument("ref", metavar="REF")
+    p = ref_command(command, "delete", cmd_delete)
     p.add_argument("-f", "--force", action="store_true",
                    help="delete even when other tags, signature tags or referrers (signatures, chunk "
                         "tables, attestations) go with the manifest")
     p.add_argument("--dry-run", action="store_true", help="list the tags and manifests that would go; delete nothing")
     add_transfer_flags(p)
 
-    p = command("resolve", cmd_resolve)
-    p.add_argument("ref", metavar="REF")
+    p = ref_command(command, "resolve", cmd_resolve)
     add_transfer_flags(p)
 
     p = command("attach", cmd_attach)
@@ -160,8 +164,7 @@ def register(command: CommandAdder) -> None:
                    help="manifest annotation (repeatable)")
     add_transfer_flags(p)
 
-    p = command("discover", cmd_discover)
-    p.add_argument("ref", metavar="REF")
+    p = ref_command(command, "discover", cmd_discover)
     p.add_argument("--artifact-type", metavar="TYPE", help="only referrers of this type")
     add_transfer_flags(p)
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import ocibridge
 from ocibridge.api import choices
-from ocibridge.cli.common import CommandAdder, add_transfer_flags, counts, emit, transfer_options
+from ocibridge.cli.common import CommandAdder, add_file_glob_flags, add_transfer_flags, counts, emit, transfer_options
 from ocibridge.cli.common import annotation_values as _annotations
 from ocibridge.cli.convert import add_override_flags, family_choices, overrides_of
 from ocibridge.cli.evidence_flags import add_evidence_flags, attest_options, evidence_lines
@@ -179,10 +179,7 @@ def _chunk_threshold(args: argparse.Namespace) -> int | None:
 
 def _add_pull_file_flags(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("into a directory")
-    g.add_argument("--include", action="append", default=[], metavar="GLOB",
-                   help="only files matching GLOB (repeatable; unmatched layers are not fetched)")
-    g.add_argument("--exclude", dest="pull_exclude", action="append", default=[], metavar="GLOB",
-                   help="leave out files matching GLOB (repeatable)")
+    add_file_glob_flags(g, "unmatched layers are not fetched", exclude_dest="pull_exclude")
     g.add_argument("--with-signatures", action="store_true",
                    help="write the model's OMS signature beside the files as model.sig (OpenSSF model "
                         "signing tools verify the directory with it); the pulled files are checked against it")

@@ -18,7 +18,7 @@ from ocibridge.kinds.families import Identified, by_name, identify
 from ocibridge.kinds.family import Exported, Exports, Reading, WriteOptions, Writes
 from ocibridge.kinds.neutral import Loss, ModelView, Written
 from ocibridge.kinds.origin import restore
-from ocibridge.kinds.overrides import OVERRIDES
+from ocibridge.kinds.overrides import set_flagged_fields
 from ocibridge.kinds.repack import HoldsOnly, repack
 from ocibridge.kinds.view import TAG, ConvertedStore
 from ocibridge.oci.models import Descriptor
@@ -52,10 +52,7 @@ class Conversion:
 
 def apply_overrides(view: ModelView, overrides: dict[str, str]) -> None:
     """Set descriptor/config fields from flags (``--arch`` → config.architecture, ...)."""
-    for flag, value in overrides.items():
-        section, name = OVERRIDES[flag]
-        target = view.descriptor if section == "descriptor" else view.config
-        target[name] = [value] if name == "licenses" else value
+    set_flagged_fields(view.descriptor, view.config, overrides)
     if overrides:
         view.edited = True
 

@@ -9,7 +9,7 @@ from ocibridge.chunks.chunking import ChunkPolicy, chunk_table
 from ocibridge.kinds.conversion import Conversion, convert_artifact
 from ocibridge.kinds.families import by_name
 from ocibridge.kinds.family import Exports, WriteOptions
-from ocibridge.kinds.overrides import OVERRIDES
+from ocibridge.kinds.overrides import set_flagged_fields
 from ocibridge.kinds.view import TAG
 from ocibridge.model.builder import ARTIFACT_TAG, BuildOptions, build, plan_layers
 from ocibridge.model.package import ModelPackage
@@ -26,10 +26,7 @@ if TYPE_CHECKING:
 
 def apply_to_package(package: ModelPackage, overrides: dict[str, str]) -> None:
     """``--arch`` & co. on a push: set the fields before the config is written."""
-    for flag, value in overrides.items():
-        section, name = OVERRIDES[flag]
-        target = package.descriptor if section == "descriptor" else package.config
-        target[name] = [value] if name == "licenses" else value
+    set_flagged_fields(package.descriptor, package.config, overrides)
 
 
 def push_family(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import ctypes
 import importlib
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 from ocibridge.errors import OcibridgeError
 from ocibridge.lazyread.safetensors import NUMPY_TYPES
@@ -40,50 +40,59 @@ class Framework(Protocol):
         ...
 
 
-class NumpyArrays:
+class _ModuleArrays:
+    """A framework that is one importable module (numpy, torch): imported when the framework is
+    chosen (``missing``: the one error line when it is not installed), each tensor's memory that
+    module's ``empty`` bytes, written only by the bytes received."""
+
+    name: str
+    missing: ClassVar[str]
+
+    def __init__(self) -> None:
+        # (typed loosely: the module is an extra, and mypy runs without it too)
+        self._module: Any = _module(self.name, self.missing)
+
+    def allocate(self, nbytes: int) -> tuple[Any, memoryview]:
+        buffer = self._module.empty(nbytes, dtype=self._module.uint8)
+        return buffer, self._bytes(buffer)
+
+    def _bytes(self, buffer: Any) -> memoryview:
+        """A writable byte view (format ``B``) of one of this module's ``empty`` buffers."""
+        return memoryview(buffer)
+
+
+class NumpyArrays(_ModuleArrays):
     """numpy arrays (the ``ocibridge[tensors]`` extra)."""
 
     name = "numpy"
-
-    def __init__(self) -> None:
-        # (typed loosely: numpy is an extra, and mypy runs without it too)
-        self._numpy: Any = _module("numpy", "load_tensors needs numpy for numpy arrays: pip install "
-                                            "'ocibridge[tensors]' (or framework='torch')")
+    missing = "load_tensors needs numpy for numpy arrays: pip install 'ocibridge[tensors]' (or framework='torch')"
 
     def refuses(self, info: TensorInfo) -> str | None:
         if info.dtype in NUMPY_TYPES:
             return None
         return f"{info.dtype}, which numpy has no type for (framework='torch' has)"
 
-    def allocate(self, nbytes: int) -> tuple[Any, memoryview]:
-        buffer = self._numpy.empty(nbytes, dtype=self._numpy.uint8)
-        return buffer, memoryview(buffer)
-
     def finish(self, buffer: Any, info: TensorInfo) -> Any:
-        dtype = self._numpy.dtype(NUMPY_TYPES[info.dtype]).newbyteorder("<")
+        dtype = self._module.dtype(NUMPY_TYPES[info.dtype]).newbyteorder("<")
         return buffer.view(dtype).reshape(info.shape)
 
 
-class TorchTensors:
+class TorchTensors(_ModuleArrays):
     """torch tensors in host memory (no ``device``): the bytes land in them directly."""
 
     name = "torch"
-
-    def __init__(self) -> None:
-        self._torch: Any = _module("torch", "framework='torch' needs PyTorch, which is not installed: pip install "
-                                            "torch (or framework='numpy')")
+    missing = "framework='torch' needs PyTorch, which is not installed: pip install torch (or framework='numpy')"
 
     def refuses(self, info: TensorInfo) -> str | None:
-        if getattr(self._torch, TORCH_TYPES.get(info.dtype, "-"), None) is not None:
+        if getattr(self._module, TORCH_TYPES.get(info.dtype, "-"), None) is not None:
             return None
-        return f"{info.dtype}, which this torch ({self._torch.__version__}) has no type for"
+        return f"{info.dtype}, which this torch ({self._module.__version__}) has no type for"
 
-    def allocate(self, nbytes: int) -> tuple[Any, memoryview]:
-        buffer = self._torch.empty(nbytes, dtype=self._torch.uint8)
-        return buffer, bytes_of(buffer)
+    def _bytes(self, buffer: Any) -> memoryview:
+        return bytes_of(buffer)
 
     def finish(self, buffer: Any, info: TensorInfo) -> Any:
-        return buffer.view(getattr(self._torch, TORCH_TYPES[info.dtype])).reshape(info.shape)
+        return buffer.view(getattr(self._module, TORCH_TYPES[info.dtype])).reshape(info.shape)
 
 
 def _module(name: str, missing: str) -> Any:

@@ -22,7 +22,7 @@ class TorchOnDevice(TorchTensors):
 
     def __init__(self, device: str) -> None:
         super().__init__()
-        torch = self._torch
+        torch = self._module
         try:
             self.device = torch.device(device)
         except (RuntimeError, TypeError) as e:
@@ -39,16 +39,16 @@ class TorchOnDevice(TorchTensors):
                 self.device = torch.device("cuda", torch.cuda.current_device())
 
     def allocate_on_device(self, nbytes: int) -> Any:
-        return self._torch.empty(nbytes, dtype=self._torch.uint8, device=self.device)
+        return self._module.empty(nbytes, dtype=self._module.uint8, device=self.device)
 
     def lane(self, nbytes: int) -> Lane:
         if self.device.type == "cuda":
-            return CudaLane(self._torch, self.device, nbytes)
-        return HostLane(self._torch, nbytes)
+            return CudaLane(self._module, self.device, nbytes)
+        return HostLane(self._module, nbytes)
 
     def write(self, dst: Any, offset: int, data: memoryview) -> None:
         if len(data):
-            source = self._torch.frombuffer(data, dtype=self._torch.uint8)
+            source = self._module.frombuffer(data, dtype=self._module.uint8)
             dst[offset:offset + len(data)].copy_(source)
 
     def finish(self, buffer: Any, info: TensorInfo) -> Any:

@@ -15,15 +15,6 @@ from ocibridge.kinds.carton.carton_toml import CartonToml
 
 ANNOTATION_PREFIX = "io.carton."
 ANNOTATION_MODEL_HASH = ANNOTATION_PREFIX + "model.hash"
-ANNOTATION_SPEC_VERSION = ANNOTATION_PREFIX + "spec-version"
-ANNOTATION_RUNNER_NAME = ANNOTATION_PREFIX + "runner.name"
-ANNOTATION_FRAMEWORK_VERSION = ANNOTATION_PREFIX + "runner.required-framework-version"
-ANNOTATION_COMPAT_VERSION = ANNOTATION_PREFIX + "runner.compat-version"
-ANNOTATION_RUNNER_OPTS = ANNOTATION_PREFIX + "runner.opts+json"
-ANNOTATION_PLATFORMS = ANNOTATION_PREFIX + "required-platforms+json"
-ANNOTATION_INPUTS = ANNOTATION_PREFIX + "inputs+json"
-ANNOTATION_OUTPUTS = ANNOTATION_PREFIX + "outputs+json"
-ANNOTATION_MODEL_DESCRIPTION = ANNOTATION_PREFIX + "model-description"
 
 
 def _json(value: Any) -> str:
@@ -53,23 +44,25 @@ def config_of(toml: CartonToml) -> dict[str, Any]:
 
 
 def annotations_of(toml: CartonToml, model_hash: str) -> dict[str, str]:
+    """The ``io.carton.*`` annotations, each key written where its value is (docs/formats/carton.md's
+    table); only the model hash, which the exporter and lookups read back, has a name of its own."""
     runner = toml.runner
     annotations = {
         ANNOTATION_MODEL_HASH: model_hash,
-        ANNOTATION_SPEC_VERSION: str(toml.spec_version),
-        ANNOTATION_RUNNER_NAME: runner.runner_name,
-        ANNOTATION_FRAMEWORK_VERSION: runner.required_framework_version,
+        ANNOTATION_PREFIX + "spec-version": str(toml.spec_version),
+        ANNOTATION_PREFIX + "runner.name": runner.runner_name,
+        ANNOTATION_PREFIX + "runner.required-framework-version": runner.required_framework_version,
     }
     if runner.runner_compat_version is not None:
-        annotations[ANNOTATION_COMPAT_VERSION] = str(runner.runner_compat_version)
+        annotations[ANNOTATION_PREFIX + "runner.compat-version"] = str(runner.runner_compat_version)
     if runner.opts:
-        annotations[ANNOTATION_RUNNER_OPTS] = _json(runner.opts)
+        annotations[ANNOTATION_PREFIX + "runner.opts+json"] = _json(runner.opts)
     if toml.required_platforms:
-        annotations[ANNOTATION_PLATFORMS] = _json(toml.required_platforms)
+        annotations[ANNOTATION_PREFIX + "required-platforms+json"] = _json(toml.required_platforms)
     if toml.input is not None:
-        annotations[ANNOTATION_INPUTS] = _json([t.model_dump(exclude_none=True) for t in toml.input])
+        annotations[ANNOTATION_PREFIX + "inputs+json"] = _json([t.model_dump(exclude_none=True) for t in toml.input])
     if toml.output is not None:
-        annotations[ANNOTATION_OUTPUTS] = _json([t.model_dump(exclude_none=True) for t in toml.output])
+        annotations[ANNOTATION_PREFIX + "outputs+json"] = _json([t.model_dump(exclude_none=True) for t in toml.output])
     if toml.short_description and toml.model_description:
-        annotations[ANNOTATION_MODEL_DESCRIPTION] = toml.model_description
+        annotations[ANNOTATION_PREFIX + "model-description"] = toml.model_description
     return annotations

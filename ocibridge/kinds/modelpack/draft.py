@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from ocibridge.core.fsutil import TEMP_PREFIX
 from ocibridge.errors import ValidationError
 from ocibridge.kinds.neutral import Loss
+from ocibridge.kinds.overrides import field_value, section_of
 from ocibridge.oci.cnaidraft import ANNOTATION_PREFIX, FILEPATH, LICENSE, README
 from ocibridge.oci.layerinfo import layer_type
 from ocibridge.oci.mediatypes import Kind
@@ -29,29 +30,27 @@ from ocibridge.stores.base import Store
 if TYPE_CHECKING:
     from ocibridge.model.builder import ArtifactStore
 
-#: draft manifest annotation (after ``org.cnai.model.``) -> (config section, field)
-TO_CONFIG: dict[str, tuple[str, str]] = {
-    "created": ("descriptor", "createdAt"),
-    "authors": ("descriptor", "authors"),
-    "documentation": ("descriptor", "docURL"),
-    "source": ("descriptor", "sourceURL"),
-    "version": ("descriptor", "version"),
-    "revision": ("descriptor", "revision"),
-    "vendor": ("descriptor", "vendor"),
-    "licenses": ("descriptor", "licenses"),
-    "title": ("descriptor", "title"),
-    "description": ("descriptor", "description"),
-    "family": ("descriptor", "family"),
-    "name": ("descriptor", "name"),
-    "architecture": ("config", "architecture"),
-    "format": ("config", "format"),
-    "param.size": ("config", "paramSize"),
-    "precision": ("config", "precision"),
-    "quantization": ("config", "quantization"),
+#: draft manifest annotation (after ``org.cnai.model.``) -> the ModelPack field it fills (its section: section_of)
+TO_CONFIG: dict[str, str] = {
+    "created": "createdAt",
+    "authors": "authors",
+    "documentation": "docURL",
+    "source": "sourceURL",
+    "version": "version",
+    "revision": "revision",
+    "vendor": "vendor",
+    "licenses": "licenses",
+    "title": "title",
+    "description": "description",
+    "family": "family",
+    "name": "name",
+    "architecture": "architecture",
+    "format": "format",
+    "param.size": "paramSize",
+    "precision": "precision",
+    "quantization": "quantization",
 }
 _ANY_DIGEST = "sha256:" + "0" * 64  # a diffId, for checking one field's value alone
-#: fields the config holds as a list (the draft's annotation is one string)
-LISTS = ("authors", "licenses")
 #: layer annotations the current form says otherwise: the path of the files, the kind doc
 LAYER_KEYS = (FILEPATH, README, LICENSE)
 
@@ -63,11 +62,11 @@ def metadata(annotations: dict[str, str]) -> tuple[dict[str, Any], dict[str, Any
 
     sections: dict[str, dict[str, Any]] = {"descriptor": {}, "config": {}}
     kept = dict(annotations)
-    for name, (section, field) in TO_CONFIG.items():
+    for name, field in TO_CONFIG.items():
         value = annotations.get(ANNOTATION_PREFIX + name)
         if value is None or not value.strip():
             continue
-        candidate = [value] if field in LISTS else value
+        section, candidate = section_of(field), field_value(field, value)
         try:  # one field at a time: a bad value stays where it was, the others still move
             parse_config({"descriptor": {}, "config": {}, section: {field: candidate},
                           "modelfs": {"type": "layers", "diffIds": [_ANY_DIGEST]}})
