@@ -100,6 +100,18 @@ class LocalDelta:
         notices.say(reuse_line(result))
         return True
 
+    def checked_by_table(self, desc: Descriptor, source: RangedStore) -> tuple[LayerChunks, int] | None:
+        """(a :class:`ocibridge.transfer.tabledpull.LayerTables`) The entry of ``desc`` in the
+        bound table and its chunk size, read once per pull and only when a layer is fetched;
+        None without a table, one that leaves ``desc`` out, or a SHA-256 table."""
+        from ocibridge.chunks.hashes import SHA256
+
+        table = self._table.read(source) if isinstance(self._table, TableOnFirstUse) else self._table
+        entry = None if table is None else table.for_layer(desc)
+        if table is None or entry is None or entry.algorithm == SHA256:
+            return None
+        return entry, table.chunk_size
+
     def remember(self, desc: Descriptor) -> None:
         """``desc`` is in the model cache now (verified): its chunks are indexed."""
         table = self.table
