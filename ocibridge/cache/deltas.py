@@ -29,6 +29,11 @@ if TYPE_CHECKING:  # the chunk modules load when a delta may be built: something
     from ocibridge.chunks.table import ChunkTable, LayerChunks
 
 
+#: ``chunks.table.ANNOTATION_DIGEST`` (tests/test_delta_pulls.py holds them equal), here so that a
+#: pull of a manifest that names no table loads no chunk module to learn it
+_TABLE_ANNOTATION = "io.ocibridge.chunks.digest"
+
+
 class TableOnFirstUse:
     """The chunk table a model manifest binds (its annotations name it), read from the source
     the first layer is fetched from, once whatever the threads: a pull that fetches no layer
@@ -39,6 +44,11 @@ class TableOnFirstUse:
         self._desc, self._manifest = desc, manifest
         self._lock = threading.Lock()
         self._read: tuple[ChunkTable | None] | None = None  # (the table, or None: none to be had)
+
+    @property
+    def binds_one(self) -> bool:
+        """Whether the manifest names a table at all (asked without loading a chunk module)."""
+        return _TABLE_ANNOTATION in (self._manifest.annotations or {})
 
     def read(self, source: RangedStore) -> ChunkTable | None:
         with self._lock:
@@ -104,6 +114,8 @@ class LocalDelta:
         """(a :class:`ocibridge.transfer.tabledpull.LayerTables`) The entry of ``desc`` in the
         bound table and its chunk size, read once per pull and only when a layer is fetched;
         None without a table, one that leaves ``desc`` out, or a SHA-256 table."""
+        if isinstance(self._table, TableOnFirstUse) and not self._table.binds_one:
+            return None  # no table named: no chunk module loaded (a small model's pull)
         from ocibridge.chunks.hashes import SHA256
 
         table = self._table.read(source) if isinstance(self._table, TableOnFirstUse) else self._table
