@@ -73,8 +73,9 @@ class LocalDelta:
     read when the first layer is built (:class:`TableOnFirstUse`, a pull)."""
 
     def __init__(self, table: ChunkTable | TableOnFirstUse, index: ChunkIndex | None,
-                 existing: Path | None = None):
+                 existing: Path | None = None, table_checks: bool = False):
         self._table = table
+        self._table_checks = table_checks  # a layer may be checked by the table (checked_by_table)
         self._index = index  # the model cache's
         self._existing = existing  # the directory a pull writes into
         self.results: list[DeltaResult] = []
@@ -114,6 +115,8 @@ class LocalDelta:
         """(a :class:`ocibridge.transfer.tabledpull.LayerTables`) The entry of ``desc`` in the
         bound table and its chunk size, read once per pull and only when a layer is fetched;
         None without a table, one that leaves ``desc`` out, or a SHA-256 table."""
+        if not self._table_checks:
+            return None  # a signature vouched for the files' digests, not for the table
         if isinstance(self._table, TableOnFirstUse) and not self._table.binds_one:
             return None  # no table named: no chunk module loaded (a small model's pull)
         from ocibridge.chunks.hashes import SHA256
@@ -160,16 +163,17 @@ class LocalDelta:
         return places
 
 
-def pull_delta(desc: Descriptor, manifest: Manifest, dest: Path | None) -> LocalDelta:
+def pull_delta(desc: Descriptor, manifest: Manifest, dest: Path | None, *, table_checks: bool = False) -> LocalDelta:
     """Deltas for a pull of ``manifest`` (a model manifest, in hand, at ``desc``) into ``dest``
-    (a directory; None: an archive), from the model cache's blobs and the files ``dest`` holds.
+    (a directory; None: an archive), from the model cache's blobs and the files ``dest`` holds;
+    ``table_checks``: a layer the table covers may be checked by it instead of its digest.
     The chunk table the manifest binds is read from the store the pull's cache hands the first
     :meth:`LocalDelta.build` (:class:`TableOnFirstUse`; a store that sends no ranges asks none)."""
     from ocibridge.cache.records import model_cache_root
 
     root = model_cache_root()
     if not root.is_dir():  # no model cache: no index to read (nor its module to load)
-        return LocalDelta(TableOnFirstUse(desc, manifest), None, dest)
+        return LocalDelta(TableOnFirstUse(desc, manifest), None, dest, table_checks)
     from ocibridge.chunks.chunkindex import ChunkIndex
 
-    return LocalDelta(TableOnFirstUse(desc, manifest), ChunkIndex(root), dest)
+    return LocalDelta(TableOnFirstUse(desc, manifest), ChunkIndex(root), dest, table_checks)
