@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO, cast
@@ -33,7 +34,7 @@ from ocibridge.stores.forwarding import ForwardingReads
 from ocibridge.stores.layout import LayoutStore
 from ocibridge.stores.ranged import ByteCount, DeltaBuilder, RangedBlobSource, RangedStore
 from ocibridge.transfer.progress import ProgressFn
-from ocibridge.transfer.tabledpull import LayerTables, fetch_by_table, forget
+from ocibridge.transfer.tabledpull import LayerTables, fetch_by_table, forget, sweep
 
 
 class _CachedBlob(ClosesOnExit):
@@ -76,6 +77,8 @@ class CachedPullSource(ForwardingReads[Store]):
         self._tables = delta if isinstance(delta, LayerTables) else None  # the table the manifest binds
         self.used: set[str] = set()  # blobs read through the cache (fetched now or before)
         self.tabled: set[Path] = set()  # layers checked by the table, kept under its content key
+        self._sweep_lock = threading.Lock()
+        self._swept = False  # what killed runs left under the table keys: swept before the first fetch
         self.reused = 0  # files found in the output directory
 
     def open_blob(self, desc: Descriptor) -> BinaryIO:
@@ -113,6 +116,10 @@ class CachedPullSource(ForwardingReads[Store]):
         covered = None if self._tables is None else self._tables.checked_by_table(desc, inner)
         if covered is None:
             return None
+        with self._sweep_lock:
+            if not self._swept:
+                self._swept = True
+                sweep(self._cache.root)
         path = fetch_by_table(self._cache.root, desc, *covered, inner, on_bytes)
         self.tabled.add(path)
         try:

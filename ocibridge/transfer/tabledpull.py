@@ -16,7 +16,7 @@ interrupted download resumes there on the next run of the same table.
 from __future__ import annotations
 
 import contextlib
-import shutil
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
@@ -76,11 +76,30 @@ def fetch_by_table(cache_root: Path, desc: Descriptor, entry: LayerChunks, chunk
     return final
 
 
+def sweep(cache_root: Path) -> None:
+    """Before a pull's first tabled fetch: the partial files killed runs left, once old enough
+    (as the layout sweeps its own, ``core.stale``), and the key directories they leave empty."""
+    from ocibridge.core.stale import GRACE_SECONDS, remove_stale
+    from ocibridge.stores.partial import PARTIAL_PREFIX
+
+    try:
+        keys = [entry for entry in (cache_root / TABLED).iterdir() if entry.is_dir() and not entry.is_symlink()]
+    except FileNotFoundError:
+        return
+    now = time.time()
+    for key in keys:
+        remove_stale(key, PARTIAL_PREFIX)
+        with contextlib.suppress(OSError):
+            if now - key.stat().st_mtime > GRACE_SECONDS:  # not one another pull just made
+                key.rmdir()  # only when empty
+
+
 def forget(path: Path) -> None:
-    """Drop a tabled layer's directory from the pull cache (the pull that used it succeeded)."""
+    """Drop a tabled layer from the pull cache (the pull that used it succeeded). Its key's
+    directory stays (another pull of the same table may be downloading into it), for
+    :func:`sweep` to remove once empty and old."""
     with contextlib.suppress(FileNotFoundError):
         path.unlink()
-    shutil.rmtree(path.parent, ignore_errors=True)
 
 
 def _matches(path: Path, entry: LayerChunks, chunk_size: int) -> bool:
