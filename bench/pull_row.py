@@ -60,6 +60,9 @@ def main(argv: list[str] | None = None) -> int:
                                              "Accept: application/vnd.oci.image.manifest.v1+json",
                                              f"{reg.url}/v2/bench/one/manifests/{TAG}"]))
             blob = manifest["layers"][0]["digest"]
+            if "io.ocibridge.chunks.digest" not in (manifest.get("annotations") or {}):
+                raise SystemExit("the bench model was pushed without a chunk table: the row would not "
+                                 "measure a pull as push's default makes it")
             ref = f"{reg.host}/bench/one:{TAG}"
 
             def fresh(run: Callable[[Path], Sample]) -> Callable[[int], Sample]:

@@ -10,7 +10,8 @@ alternated (one sample of each in turn), so a load that comes and goes weighs on
   A B`` (every blob mounted, nothing uploaded: the registry's log is counted) against
   ``skopeo copy --all docker://A docker://B``, each to a new repository every time;
 - ``path REF`` of a model the cache holds (one manifest ``HEAD``), and ``path --offline``;
-- ``ls`` of a local store holding two models.
+- ``ls`` of a local store holding two models;
+- ``pull REF DIR`` of a tiny model, each into a new directory (``--only pull``).
 
 The copy group's floor is ``python -c "import httpx"``: the HTTP client every registry request
 goes through (a fixed choice), imported by any copy before its first request.
@@ -195,12 +196,34 @@ def path_rows(trees: Trees, work: Path, repeat: int) -> None:
     table(f"Start-up: warm `path` (median of {repeat})", samples, "`python -c pass`")
 
 
+def pull_rows(trees: Trees, work: Path, repeat: int) -> None:
+    """``pull REF DIR`` of a tiny model (64 KiB and a config), each into a new directory, with a
+    new pull cache: what a pull costs before its bytes (issue 91)."""
+    env = {**os.environ, "OCIBRIDGE_CACHE": str(work / "pull-cache")}
+    model = work / "pull-model"
+    model.mkdir()
+    (model / "w.bin").write_bytes(os.urandom(64 * 1024))
+    (model / "config.json").write_text('{"model_type": "bench"}')
+    out = work / "pulled"
+    with fresh_registry(work) as reg:
+        ref = f"{reg.host}/bench/pull:v1"
+        timed([PY, "-m", "ocibridge", "push", str(model), ref, "-q"], trees.env(ROOT, env))
+        rows: dict[str, Callable[[int], Timing]] = {"`python -c pass`": lambda i: timed([PY, "-c", "pass"], env)}
+        for n, (suffix, tree) in enumerate(trees.trees.items()):
+            rows[f"`ocibridge pull REF DIR`{suffix}"] = (
+                lambda i, n=n, t=tree: timed([PY, "-m", "ocibridge", "pull", ref, str(out / f"{n}-{i}"), "-q"],
+                                             trees.env(t, env)))
+        samples = alternate(rows, repeat)
+    table(f"Start-up: `pull` of a tiny model into a new directory (median of {repeat})", samples,
+          "`python -c pass`")
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.startup", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--repeat", type=int, default=21)
     p.add_argument("--before", metavar="REV", help="also measure the ocibridge of this git revision")
-    p.add_argument("--only", choices=["help", "copy", "path", "ls"], action="append", default=[])
+    p.add_argument("--only", choices=["help", "copy", "path", "ls", "pull"], action="append", default=[])
     args = p.parse_args(argv)
     if shutil.which("skopeo") is None and (not args.only or "copy" in args.only):
         print("skopeo is not on PATH", file=sys.stderr)
@@ -221,6 +244,8 @@ def main(argv: list[str] | None = None) -> int:
             path_rows(trees, work, args.repeat)
         if not args.only or "ls" in args.only:
             ls_rows(trees, work, args.repeat)
+        if not args.only or "pull" in args.only:
+            pull_rows(trees, work, args.repeat)
     print(f"\nload average after: {_load()}")
     return 0
 

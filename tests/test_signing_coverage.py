@@ -15,11 +15,12 @@ import os
 from pathlib import Path
 
 import pytest
-from support.faultproxy import corrupt
+from support.faultproxy import corrupt, corrupt_at
 from support.fixtures import new_repo
 
 import ocibridge
 from ocibridge.api import lazy_ops
+from ocibridge.chunks import hashes
 from ocibridge.chunks.attach import attach_table
 from ocibridge.chunks.table import ANNOTATION_DIGEST, ANNOTATION_SIZE, MIN_CHUNK_SIZE, LayerChunks, build_table
 from ocibridge.cli import main
@@ -171,13 +172,15 @@ def oms_chunked(registry, tmp_path_factory):
     return repo, data, layer, public
 
 
-def _forge(registry, repo: str, layer: Descriptor, data: bytes, chunk: int, offset: int) -> tuple[str, bytes]:
-    """Tag ``evil``: the signed manifest with its table binding replaced by a table under which
-    byte ``offset`` of chunk ``chunk``, flipped, verifies; the OMS signature re-attached."""
+def _forge(registry, repo: str, layer: Descriptor, data: bytes, chunk: int, offset: int,
+           algorithm: str = hashes.SHA256) -> tuple[str, bytes]:
+    """Tag ``evil``: the signed manifest with its table binding replaced by a table (of the hash
+    ``algorithm``) under which byte ``offset`` of chunk ``chunk``, flipped, verifies; the OMS
+    signature re-attached."""
     forged_bytes = bytearray(data)
     forged_bytes[chunk * CHUNK + offset] ^= 0xFF
-    chunks = tuple(hashlib.sha256(bytes(forged_bytes[i:i + CHUNK])).hexdigest() for i in range(0, SIZE, CHUNK))
-    table = build_table([LayerChunks(layer.digest, layer.size, chunks, "sha256")], CHUNK)
+    chunks = tuple(hashes.hexdigest(algorithm, bytes(forged_bytes[i:i + CHUNK])) for i in range(0, SIZE, CHUNK))
+    table = build_table([LayerChunks(layer.digest, layer.size, chunks, algorithm)], CHUNK)
     with open_repository(host=registry.host, repository=repo) as store:
         subject = store.resolve("v1")
         doc = json.loads(store.fetch_bytes(subject))
@@ -218,3 +221,24 @@ def test_a_forged_bound_table_under_an_oms_signature_never_yields_forged_bytes(
     code = main(["verify", f"{registry.host}/{repo}:evil", "--key", str(public)])
     err = capsysbinary.readouterr().err.decode()
     assert code != 0 and err.count("\n") == 1 and "does not cover the manifest" in err, err
+
+
+def test_a_pull_under_an_oms_signature_checks_the_files_by_digest_never_by_a_forged_table(
+        oms_chunked, registry, fault_proxy, capsys, tmp_path, monkeypatch):
+    """A pull into a directory checks a layer by the BLAKE3 table its manifest binds (issue 91),
+    but not a pull a signature of the files vouched for: the OMS statement lists the layer's
+    SHA-256, and a table from a look-alike manifest never speaks for it."""
+    repo, data, layer, public = oms_chunked
+    monkeypatch.setenv("OCIBRIDGE_CACHE", str(tmp_path / "cache"))
+    at = 2 * CHUNK + 7
+    _forge(registry, repo, layer, data, 2, 7, algorithm=hashes.BLAKE3)
+    fault_proxy.add("GET", f"/blobs/{layer.digest}", corrupt_at(at), times=None)  # the forged bytes, sent
+    out = tmp_path / "out"
+    capsys.readouterr()
+    code = main(["pull", f"{fault_proxy.host}/{repo}:evil", str(out), "-q", "--verify-key", str(public)])
+    err = capsys.readouterr().err
+    assert code != 0 and err.count("\n") == 1 and layer.digest in err, err
+    assert not (out / "weights.bin").exists()
+    fault_proxy.clear()  # the real bytes: pulled, checked by their digest
+    assert main(["pull", f"{fault_proxy.host}/{repo}:evil", str(out), "-q", "--verify-key", str(public)]) == 0
+    assert (out / "weights.bin").read_bytes() == data

@@ -5,6 +5,7 @@ half-written at a final path, and the same command then finishes asking only for
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import os
 import signal
@@ -14,11 +15,14 @@ import time
 from pathlib import Path
 
 import pytest
-from support.faultproxy import throttle
+from support.faultproxy import corrupt, corrupt_at, reroute, throttle
 
+from ocibridge.chunks.bound import remote_bound_table
+from ocibridge.chunks.table import ANNOTATION_DIGEST, binding_annotations, build_table, chunk_stream
 from ocibridge.cli import main
 from ocibridge.oci.mediatypes import OCI_CONFIG, OCI_LAYER_TAR, OCI_MANIFEST
-from ocibridge.oci.models import Descriptor, Manifest
+from ocibridge.oci.models import Descriptor, Manifest, parse_manifest_bytes
+from ocibridge.stores import partial
 from ocibridge.stores.layout import LayoutStore
 from ocibridge.stores.partial import PARTIAL_PREFIX, partial_path
 from ocibridge.stores.registry import open_repository
@@ -189,3 +193,134 @@ def test_killed_ranged_pull_resumes_every_part(registry, fault_proxy, unique_rep
     again = fault_proxy.requests_matching("GET", big.digest)
     assert all(r.range is not None for r in again)
     assert sum(r.response_bytes for r in again) <= SIZE * 0.75  # the parts' rests, not the blob
+
+
+# -- a layer checked by the chunk table its manifest binds (issue 91) -------------------------
+def _pull_cache() -> Path:
+    return Path(os.environ["OCIBRIDGE_CACHE"]) / "pulls"
+
+
+def _held_under_digest(digest: str) -> list[str]:
+    """What the pull cache keeps by the layer digest (its blob or its partial file)."""
+    blobs = _pull_cache() / "blobs" / "sha256"
+    hexdigest = digest.split(":", 1)[1]
+    return [p.name for p in blobs.iterdir() if hexdigest in p.name] if blobs.is_dir() else []
+
+
+def _push_tabled(model: Path, ref: str) -> None:
+    """Push's default table, for a 4 MiB file (the default binds one from 64 MiB)."""
+    assert main(["push", str(model), ref, "-q", "--chunk-threshold", "1M"]) == 0
+
+
+def _table_key(registry, repo: str, tag: str, digest: str) -> str:
+    store = open_repository(host=registry.host, repository=repo)
+    manifest = store.resolve(tag)
+    assert ANNOTATION_DIGEST in (parse_manifest_bytes(store.fetch_bytes(manifest)).annotations or {})
+    table = remote_bound_table(store, manifest)
+    assert table is not None
+    return table.layers[digest].content_key(table.chunk_size)
+
+
+def test_an_interrupted_tabled_pull_resumes_under_the_table_key_and_hashes_no_sha256(
+        registry, fault_proxy, unique_repo, tmp_path, monkeypatch):
+    model = _model_with_big_file(tmp_path / "m")
+    ref = f"{fault_proxy.host}/{unique_repo}:v1"
+    _push_tabled(model, ref)
+    data = (model / "weights.bin").read_bytes()
+    big = Descriptor.for_bytes(OCI_LAYER_TAR, data)
+    key = _table_key(registry, unique_repo, "v1", big.digest)
+    fault_proxy.add("GET", f"/blobs/{big.digest}", throttle(RATE), times=1)
+    out = tmp_path / "out"
+    proc = _start(["pull", ref, "-o", str(out), "--concurrency", "1"])
+    _wait_for_bytes(fault_proxy, big, INTERRUPT_AFTER, proc)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=EXIT_BOUND)
+    assert proc.returncode == 130, err
+    kept = partial_path(_pull_cache() / "tabled" / key, big.digest)
+    assert kept.stat().st_size > 0  # the bytes that landed, under the table's content key
+    assert _held_under_digest(big.digest) == []  # and nothing under the layer digest
+
+    sha256_of = []  # the whole-blob hashers the download makes, by digest
+    whole = partial.new_hasher
+    monkeypatch.setattr(partial, "new_hasher", lambda digest: (sha256_of.append(digest), whole(digest))[1])
+    before = len(fault_proxy.requests)
+    assert main(["pull", ref, "-o", str(out), "-q"]) == 0
+    assert (out / "weights.bin").read_bytes() == data
+    assert big.digest not in sha256_of  # checked by the table's chunks alone
+    big_gets = [r.range for r in fault_proxy.requests[before:] if r.path.endswith(big.digest)]
+    assert len(big_gets) == 1 and big_gets[0] is not None and big_gets[0] != "bytes=0-"  # resumed
+    assert [p for p in (_pull_cache() / "tabled").rglob("*") if not p.is_dir()] == []  # taken back once it succeeded
+    assert _held_under_digest(big.digest) == []
+
+
+def _forge(registry, repo: str, honest_tag: str, big: Descriptor, chunks_of: bytes, tag: str) -> list[Descriptor]:
+    """A manifest like ``honest_tag``'s (big layer first) that binds a table claiming the chunks
+    of ``chunks_of`` for ``big``'s digest; its layers."""
+    store = open_repository(host=registry.host, repository=repo)
+    desc = store.resolve(honest_tag)
+    manifest = parse_manifest_bytes(store.fetch_bytes(desc))
+    assert isinstance(manifest, Manifest)
+    table = build_table([dataclasses.replace(chunk_stream(io.BytesIO(chunks_of)), digest=big.digest)])
+    store.push_blob(table.descriptor(), io.BytesIO(table.to_bytes()))
+    layers = sorted(manifest.layers, key=lambda layer: layer.digest != big.digest)
+    forged = manifest.model_copy(update={"layers": layers, "annotations": {**(manifest.annotations or {}),
+                                                                           **binding_annotations(table)}})
+    data = forged.to_json_bytes()
+    store.push_manifest(Descriptor.for_bytes(desc.mediaType, data), data, tag)
+    return layers
+
+
+def test_a_forged_table_cannot_plant_bytes_a_tableless_pull_trusts(registry, fault_proxy, unique_repo, tmp_path):
+    model = _model_with_big_file(tmp_path / "m")
+    honest = f"{fault_proxy.host}/{unique_repo}:honest"
+    assert main(["push", str(model), honest, "-q", "--no-chunks"]) == 0
+    real = (model / "weights.bin").read_bytes()
+    big = Descriptor.for_bytes(OCI_LAYER_TAR, real)
+    planted = os.urandom(SIZE)
+    planted_desc = Descriptor.for_bytes(OCI_LAYER_TAR, planted)
+    with open_repository(host=registry.host, repository=unique_repo) as store:
+        store.push_blob(planted_desc, io.BytesIO(planted))
+    # a registry that sends the planted bytes for the honest layer's digest, under a manifest
+    # whose table claims them for that digest; the pull fails on a later layer, keeping what it had
+    layers = _forge(registry, unique_repo, "honest", big, planted, "forged")
+    fault_proxy.add("GET", f"/blobs/{big.digest}", reroute(f"/v2/{unique_repo}/blobs/{planted_desc.digest}"),
+                    times=None)
+    fault_proxy.add("GET", f"/blobs/{layers[1].digest}", corrupt(), times=None)
+    out = tmp_path / "forged"
+    assert main(["pull", f"{fault_proxy.host}/{unique_repo}:forged", "-o", str(out), "-q",
+                 "--concurrency", "1"]) != 0
+    kept = list((_pull_cache() / "tabled").glob("*/*"))
+    assert [p.read_bytes() for p in kept] == [planted]  # the table's word, kept under its key only
+    assert _held_under_digest(big.digest) == []
+
+    fault_proxy.clear()
+    out = tmp_path / "honest"
+    assert main(["pull", honest, "-o", str(out), "-q"]) == 0
+    assert (out / "weights.bin").read_bytes() == real  # fetched and checked by its digest
+    assert len(fault_proxy.requests_matching("GET", f"/blobs/{big.digest}")) == 1
+
+
+@pytest.mark.parametrize("fault", ["flipped byte", "forged table"])
+def test_a_wrong_chunk_is_one_clear_error_and_dest_is_unchanged(registry, fault_proxy, unique_repo, tmp_path,
+                                                                 capsys, fault):
+    model = _model_with_big_file(tmp_path / "m")
+    data = (model / "weights.bin").read_bytes()
+    big = Descriptor.for_bytes(OCI_LAYER_TAR, data)
+    ref = f"{fault_proxy.host}/{unique_repo}:v1"
+    if fault == "flipped byte":
+        _push_tabled(model, ref)
+        fault_proxy.add("GET", f"/blobs/{big.digest}", corrupt_at(2 * 1024 * 1024 + 5), times=None)
+        wrong = "chunk 2 (bytes 2097152-3145727)"
+    else:  # a table the manifest binds whose chunks are not the blob's: the blob is refused
+        assert main(["push", str(model), f"{fault_proxy.host}/{unique_repo}:honest", "-q", "--no-chunks"]) == 0
+        _forge(registry, unique_repo, "honest", big, data[:-1] + bytes([data[-1] ^ 1]), "v1")
+        wrong = "chunk 3 (bytes 3145728-4194303)"
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "mine.txt").write_text("kept\n")
+    capsys.readouterr()
+    assert main(["pull", ref, "-o", str(out), "-q"]) != 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"{big.digest}: {wrong} does not match the chunk table" in err[0], err
+    assert sorted(p.name for p in out.iterdir()) == ["mine.txt"] and (out / "mine.txt").read_text() == "kept\n"
+    assert _held_under_digest(big.digest) == []

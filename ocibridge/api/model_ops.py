@@ -417,8 +417,13 @@ def pull(
         store, desc = source.store, in_hand.desc
     else:
         store, desc = source.store, resolve_model(source.store, source.reference)
+    from ocibridge.signing.use import signatures_apply
+
+    # the chunk table checks a layer where nothing but the manifest's digest vouches for the files:
+    # a signature of the files (OMS) lists their digests, and a table never speaks for them
+    by_table = not with_signatures and not signatures_apply(src_ref, verify)
     request = door.ExportRequest(registry, transfer.concurrency, progress, select, OnExisting(on_existing),
-                                 dest_ref, manifest=in_hand)
+                                 dest_ref, manifest=in_hand, table_checks=by_table)
     pulled = fmt.export(store, desc, dest, request)
     if oms is not None:
         from ocibridge.signing.omstravel import write_beside

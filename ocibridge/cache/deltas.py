@@ -29,6 +29,11 @@ if TYPE_CHECKING:  # the chunk modules load when a delta may be built: something
     from ocibridge.chunks.table import ChunkTable, LayerChunks
 
 
+#: ``chunks.table.ANNOTATION_DIGEST`` (tests/test_delta_pulls.py holds them equal), here so that a
+#: pull of a manifest that names no table loads no chunk module to learn it
+_TABLE_ANNOTATION = "io.ocibridge.chunks.digest"
+
+
 class TableOnFirstUse:
     """The chunk table a model manifest binds (its annotations name it), read from the source
     the first layer is fetched from, once whatever the threads: a pull that fetches no layer
@@ -39,6 +44,11 @@ class TableOnFirstUse:
         self._desc, self._manifest = desc, manifest
         self._lock = threading.Lock()
         self._read: tuple[ChunkTable | None] | None = None  # (the table, or None: none to be had)
+
+    @property
+    def binds_one(self) -> bool:
+        """Whether the manifest names a table at all (asked without loading a chunk module)."""
+        return _TABLE_ANNOTATION in (self._manifest.annotations or {})
 
     def read(self, source: RangedStore) -> ChunkTable | None:
         with self._lock:
@@ -63,8 +73,9 @@ class LocalDelta:
     read when the first layer is built (:class:`TableOnFirstUse`, a pull)."""
 
     def __init__(self, table: ChunkTable | TableOnFirstUse, index: ChunkIndex | None,
-                 existing: Path | None = None):
+                 existing: Path | None = None, table_checks: bool = False):
         self._table = table
+        self._table_checks = table_checks  # a layer may be checked by the table (checked_by_table)
         self._index = index  # the model cache's
         self._existing = existing  # the directory a pull writes into
         self.results: list[DeltaResult] = []
@@ -99,6 +110,22 @@ class LocalDelta:
         self.results.append(result)
         notices.say(reuse_line(result))
         return True
+
+    def checked_by_table(self, desc: Descriptor, source: RangedStore) -> tuple[LayerChunks, int] | None:
+        """(a :class:`ocibridge.transfer.tabledpull.LayerTables`) The entry of ``desc`` in the
+        bound table and its chunk size, read once per pull and only when a layer is fetched;
+        None without a table, one that leaves ``desc`` out, or a SHA-256 table."""
+        if not self._table_checks:
+            return None  # a signature vouched for the files' digests, not for the table
+        if isinstance(self._table, TableOnFirstUse) and not self._table.binds_one:
+            return None  # no table named: no chunk module loaded (a small model's pull)
+        from ocibridge.chunks.hashes import SHA256
+
+        table = self._table.read(source) if isinstance(self._table, TableOnFirstUse) else self._table
+        entry = None if table is None else table.for_layer(desc)
+        if table is None or entry is None or entry.algorithm == SHA256:
+            return None
+        return entry, table.chunk_size
 
     def remember(self, desc: Descriptor) -> None:
         """``desc`` is in the model cache now (verified): its chunks are indexed."""
@@ -136,16 +163,17 @@ class LocalDelta:
         return places
 
 
-def pull_delta(desc: Descriptor, manifest: Manifest, dest: Path | None) -> LocalDelta:
+def pull_delta(desc: Descriptor, manifest: Manifest, dest: Path | None, *, table_checks: bool = False) -> LocalDelta:
     """Deltas for a pull of ``manifest`` (a model manifest, in hand, at ``desc``) into ``dest``
-    (a directory; None: an archive), from the model cache's blobs and the files ``dest`` holds.
+    (a directory; None: an archive), from the model cache's blobs and the files ``dest`` holds;
+    ``table_checks``: a layer the table covers may be checked by it instead of its digest.
     The chunk table the manifest binds is read from the store the pull's cache hands the first
     :meth:`LocalDelta.build` (:class:`TableOnFirstUse`; a store that sends no ranges asks none)."""
     from ocibridge.cache.records import model_cache_root
 
     root = model_cache_root()
     if not root.is_dir():  # no model cache: no index to read (nor its module to load)
-        return LocalDelta(TableOnFirstUse(desc, manifest), None, dest)
+        return LocalDelta(TableOnFirstUse(desc, manifest), None, dest, table_checks)
     from ocibridge.chunks.chunkindex import ChunkIndex
 
-    return LocalDelta(TableOnFirstUse(desc, manifest), ChunkIndex(root), dest)
+    return LocalDelta(TableOnFirstUse(desc, manifest), ChunkIndex(root), dest, table_checks)

@@ -50,6 +50,9 @@ class ExportRequest:
     destination: Locator | None = None  # the destination as located (places/locate.py), for formats that use it
     # the artifact's manifest as the door read, checked and parsed it (a pull): not read again
     manifest: ManifestRead | None = None
+    # a layer may be checked by the chunk table the manifest binds instead of its digest (a pull
+    # into a directory that no signature check vouched for by the files' digests alone)
+    table_checks: bool = False
 
 
 class SourceFormat(Protocol):

@@ -7,12 +7,17 @@ under the user's cache directory), by the resumable, ranged download of a layout
 there, and the next run continues. A file the output directory already holds with the
 layer's digest is read from there instead of the network. The cached blobs a pull used are
 removed once it succeeds (they are in the output now).
+
+A layer the manifest's chunk table covers is checked by the table as it lands instead of by
+its SHA-256, and kept under the table's content key, not the layer digest
+(:mod:`.tabledpull`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO, cast
@@ -27,8 +32,9 @@ from ocibridge.oci.models import Descriptor
 from ocibridge.stores.base import Store, is_manifest
 from ocibridge.stores.forwarding import ForwardingReads
 from ocibridge.stores.layout import LayoutStore
-from ocibridge.stores.ranged import DeltaBuilder, RangedBlobSource
+from ocibridge.stores.ranged import ByteCount, DeltaBuilder, RangedBlobSource, RangedStore
 from ocibridge.transfer.progress import ProgressFn
+from ocibridge.transfer.tabledpull import LayerTables, fetch_by_table, forget, sweep
 
 
 class _CachedBlob(ClosesOnExit):
@@ -68,7 +74,11 @@ class CachedPullSource(ForwardingReads[Store]):
         self._existing = existing
         self._progress = progress
         self._delta = delta  # builds a blob from chunks held here, where a chunk table allows
+        self._tables = delta if isinstance(delta, LayerTables) else None  # the table the manifest binds
         self.used: set[str] = set()  # blobs read through the cache (fetched now or before)
+        self.tabled: set[Path] = set()  # layers checked by the table, kept under its content key
+        self._sweep_lock = threading.Lock()
+        self._swept = False  # what killed runs left under the table keys: swept before the first fetch
         self.reused = 0  # files found in the output directory
 
     def open_blob(self, desc: Descriptor) -> BinaryIO:
@@ -86,6 +96,9 @@ class CachedPullSource(ForwardingReads[Store]):
                     progress("bytes", desc, n)
             final = self._cache.blob_path(desc.digest)
             if self._delta is None or not self._delta.build(final, desc, self._inner, on_bytes):
+                tabled = self._by_table(desc, on_bytes)
+                if tabled is not None:
+                    return tabled
                 self._cache.download_blob(desc, self._inner, on_bytes=on_bytes)
             verified_now = True
         self.used.add(desc.digest)
@@ -94,6 +107,24 @@ class CachedPullSource(ForwardingReads[Store]):
                 return cast(BinaryIO, _CachedBlob(self._cache.blob_path(desc.digest)))
             return self._cache.open_blob(desc)  # from an earlier run: verified as it is read
         except (NotFound, FileNotFoundError):  # another pull's clean-up took it
+            return self._inner.open_blob(desc)
+
+    def _by_table(self, desc: Descriptor, on_bytes: ByteCount | None) -> BinaryIO | None:
+        """``desc`` checked by the manifest's chunk table as it lands, kept under the table's
+        content key (never the layer digest: :mod:`.tabledpull`); None where no table covers it."""
+        inner = cast(RangedStore, self._inner)
+        covered = None if self._tables is None else self._tables.checked_by_table(desc, inner)
+        if covered is None:
+            return None
+        with self._sweep_lock:
+            if not self._swept:
+                self._swept = True
+                sweep(self._cache.root)
+        path = fetch_by_table(self._cache.root, desc, *covered, inner, on_bytes)
+        self.tabled.add(path)
+        try:
+            return cast(BinaryIO, _CachedBlob(path))
+        except FileNotFoundError:  # another pull's clean-up took it
             return self._inner.open_blob(desc)
 
     def _existing_file(self, desc: Descriptor) -> Path | None:
@@ -122,6 +153,8 @@ class CachedPullSource(ForwardingReads[Store]):
         for digest in self.used:
             with contextlib.suppress(FileNotFoundError):
                 self._cache.blob_path(digest).unlink()
+        for path in self.tabled:
+            forget(path)
 
 
 @contextlib.contextmanager

@@ -103,7 +103,7 @@ class DirectoryFormat:
         read = request.manifest
         if read is None:
             raise OcibridgeError(f"a pull of {desc.digest} into a directory is handed its manifest, read and parsed")
-        delta = pull_delta(read.desc, read.manifest, Path(dest))
+        delta = pull_delta(read.desc, read.manifest, Path(dest), table_checks=request.table_checks)
         result = extract_model(store, read.desc, read.manifest, dest, concurrency=request.concurrency,
                                progress=request.progress, select=request.select,
                                on_existing=request.on_existing or OnExisting.REFUSE, data=read.data,
