@@ -7,14 +7,16 @@ row beside it), run in a private network namespace whose loopback the kernel sha
     sudo .venv/bin/python -m bench.shaped_wire --rate 1gbit --size-mib 1024 --repeat 3
     sudo .venv/bin/python -m bench.shaped_wire --rows load --repeat 5
 
-Needs root (``unshare -n``, ``tc``) and the kernel's ``sch_tbf``. Every process of the rows (the
-registry, curl, ocibridge) runs inside the namespace, where the loopback is the only link.
+Needs root (``unshare -n``, ``tc`` or, without iproute2, the pyroute2 package) and the kernel's
+``sch_tbf``. Every process of the rows (the registry, curl, ocibridge) runs inside the namespace,
+where the loopback is the only link.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import subprocess
 import sys
 
@@ -30,11 +32,30 @@ ROWS = {
 
 def _shape(rate: str) -> None:
     """Bring the namespace's loopback up and cap it at ``rate``; say what the kernel set."""
+    if shutil.which("tc") is None or shutil.which("ip") is None:
+        _shape_by_netlink(rate)
+        return
     subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
     subprocess.run(["tc", "qdisc", "add", "dev", "lo", "root", "tbf", "rate", rate, "burst", "1mb",
                     "latency", "50ms"], check=True)
     shown = subprocess.run(["tc", "qdisc", "show", "dev", "lo"], check=True, capture_output=True, text=True)
     print(f"shaped: {shown.stdout.strip()}", flush=True)
+
+
+def _shape_by_netlink(rate: str) -> None:
+    """The same queue set through netlink by pyroute2, where the machine has no iproute2 (the GPU
+    machines: bench/gpu/boot_rows.sh carries its wheel); the kernel's own answer is printed."""
+    try:
+        from pyroute2 import IPRoute  # type: ignore[import-not-found,unused-ignore]
+    except ImportError:
+        raise SystemExit("bench.shaped_wire: needs iproute2's ip and tc, or the pyroute2 package") from None
+    with IPRoute() as ipr:
+        lo = ipr.link_lookup(ifname="lo")[0]
+        ipr.link("set", index=lo, state="up")
+        ipr.tc("add", "tbf", lo, 0x10000, rate=rate, burst=1024 * 1024, latency="50ms")
+        queues = [q for q in ipr.get_qdiscs(index=lo) if q.get_attr("TCA_KIND") == "tbf"]
+        shown = [f"tbf rate {q.get_attr('TCA_OPTIONS').get_attr('TCA_TBF_PARMS')['rate'] * 8:,} bit/s" for q in queues]
+    print(f"shaped (netlink): {', '.join(shown) or 'no tbf queue on lo'}", flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
