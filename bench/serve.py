@@ -27,8 +27,8 @@ not).
   summed: what issue 91's "fetch once, then cost serve only the sends" allows, so concurrent ÷
   one after another is the overhead of concurrency (target ≤ 1.3×); with the registry's fetches
   and serve's peak RSS of each pass, and the machine's floor beside them: one cold reader's serve
-  CPU plus a ``sendfile`` of the file to a loopback reader (bench/cpu_floor.py, one a round) for
-  each other reader;
+  CPU plus a ``sendfile`` of the file to a loopback reader for each other reader (its least CPU
+  over the rounds, one a round: bench/cpu_floor.py's piece; under load a sample costs more);
 - ``--before DIR``: the serve of another checkout (a worktree of the commit before a change)
   alternates with this one's in every round, and its rows are shown beside (a shared machine's
   slow stretches then hit both alike: compare ratios, not figures from other runs).
@@ -399,7 +399,7 @@ def _readers_rows(size_mib: int, work: Path, source: str, cache: Path, trees: li
     against the same readers one after another (one cold, the rest warm), each on a fresh serve,
     beside the machine's floor for the latter (one cold read, then a sendfile a reader)."""
     rows = []
-    send = statistics.median(sends)
+    send = min(sends)  # a floor: the least a send cost (under load a sample takes more)
     for label, root in trees:
         many = readers(work, source, cache, root, registry_pid, lambda url: many_at_once(url, work, tag, clients))
         seq = readers(work, source, cache, root, registry_pid,
@@ -421,8 +421,8 @@ def _readers_rows(size_mib: int, work: Path, source: str, cache: Path, trees: li
         floor = single[label] + (clients - 1) * send
         rows.append(f"| {size_mib} MiB | {label}the floor under them: one cold reader's serve CPU {single[label]:.2f} "
                     f"s + {clients - 1} sends of the file by sendfile to a loopback reader, {send:.2f} s each "
-                    f"({_each(sends)}) | {floor:.2f} s | at once {many.cpu['serve']:.2f} s, one after another "
-                    f"{seq.cpu['serve']:.2f} s | {many.cpu['serve'] / floor:.2f}×, "
+                    f"(the least of {_each(sends)}) | {floor:.2f} s | at once {many.cpu['serve']:.2f} s, one after "
+                    f"another {seq.cpu['serve']:.2f} s | {many.cpu['serve'] / floor:.2f}×, "
                     f"{seq.cpu['serve'] / floor:.2f}× | {seq.load} |")
     return rows
 
