@@ -168,6 +168,12 @@ def _transfer(source: str, sink_mode: str, target: str, send_how: str, write: in
     return sent, received
 
 
+def sendfile_cpu(path: Path) -> float:
+    """The sender's CPU seconds of ``path`` (page-cached) sent by ``sendfile`` to a loopback
+    reader that discards it: the least a read through serve costs serve when warm."""
+    return _transfer(str(path), "discard", str(path) + ".unused", "sendfile")[0]
+
+
 def _in_child(fn: Callable[..., float], *args: object) -> float:
     """``fn(*args)`` in a fresh process: its CPU counted apart from everything before."""
     ctx = get_context("fork")

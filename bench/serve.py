@@ -23,6 +23,12 @@ not).
   and serve's CPU per GiB read, cold and warm, over Xet and plain, against issue 91's targets;
 - the clients: serve's CPU for all of them against one cold reader's, and the blobs serve
   fetched from the registry (its /metrics: each once, the model's two files);
+- the same readers one after another (a fresh serve: one cold, then the rest warm), serve's CPU
+  summed: what issue 91's "fetch once, then cost serve only the sends" allows, so concurrent ÷
+  one after another is the overhead of concurrency (target ≤ 1.3×); with the registry's fetches
+  and serve's peak RSS of each pass, and the machine's floor beside them: one cold reader's serve
+  CPU plus a ``sendfile`` of the file to a loopback reader for each other reader (its least CPU
+  over the rounds, one a round: bench/cpu_floor.py's piece; under load a sample costs more);
 - ``--before DIR``: the serve of another checkout (a worktree of the commit before a change)
   alternates with this one's in every round, and its rows are shown beside (a shared machine's
   slow stretches then hit both alike: compare ratios, not figures from other runs).
@@ -45,11 +51,13 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 
+from .cpu_floor import sendfile_cpu
 from .registries import fresh_registry
 
 MiB = 1024 * 1024
@@ -234,6 +242,38 @@ def many_at_once(url: str, work: Path, tag: str, clients: int) -> float:
     return took
 
 
+def one_after_another(url: str, work: Path, tag: str, clients: int) -> float:
+    """Wall time of ``clients`` snapshot_downloads one after another (the first cold, the rest
+    warm): what concurrency is weighed against, serve fetching once and then only sending."""
+    t = time.perf_counter()
+    for _ in range(clients):
+        snapshot_once(url, work, tag)
+    return time.perf_counter() - t
+
+
+@dataclass(frozen=True)
+class Readers:
+    """What a pass of readers cost a serve started afresh (empty model cache)."""
+
+    wall: float
+    cpu: dict[str, float]
+    peak_rss_mib: float
+    fetches: int
+    load: str
+
+
+def readers(work: Path, source: str, cache: Path, root: Path, registry_pid: int,
+            read: Callable[[str], float]) -> Readers:
+    """``read(serve's url)`` against a fresh serve: its wall time, the CPU serve and the registry
+    used meanwhile, serve's peak RSS and the blobs it fetched from the registry."""
+    with server(work, source, cache, root) as s:
+        at = load()
+        meter = Cpu(serve=s.proc.pid, registry=registry_pid)
+        wall = read(s.url)
+        used = meter.used()
+        return Readers(wall, used, s.peak_rss_mib(), s.fetches(), at)
+
+
 def _each(xs: list[float]) -> str:
     return ", ".join(f"{x:.2f}" for x in xs)
 
@@ -272,7 +312,10 @@ def run(size_mib: int, work: Path, repeat: int, clients: int, plain: bool = True
         tag = f"v{size_mib}"
         ref = f"{reg.host}/{REPO}:{tag}"
         push(str(src), ref)
+        sent = work / f"send{size_mib}.bin"  # the file the send floor sends (page-cached: just written)
+        (src / "model.safetensors").rename(sent)
         shutil.rmtree(src)
+        sends: list[float] = []
         source = reg.host
         cache = work / "serve-cache"
         kinds = [("cold", "warm"), ("cold-plain", "warm-plain")] if plain else [("cold", "warm")]
@@ -290,6 +333,8 @@ def run(size_mib: int, work: Path, repeat: int, clients: int, plain: bool = True
             samples["pull"].append(pull_once(ref, work))
             cpu["pull"].append(meter.used())
             copies.append(copy_pulled(work))
+            if clients:
+                sends.append(sendfile_cpu(sent))
             for label, root in trees:
                 for pair in kinds:
                     with server(work, source, cache, root) as s:
@@ -340,24 +385,45 @@ def run(size_mib: int, work: Path, repeat: int, clients: int, plain: bool = True
             rows.append(f"| {size_mib} MiB | {label}serve's peak RSS (VmHWM) after a cold download | "
                         f"{max(rss[label]):.0f} MiB ({_each(rss[label])}) | | | {loads[label + 'cold'][-1]} |")
         if clients:
-            one = size_mib / full
-            for label, root in trees:
-                with server(work, source, cache, root) as s:
-                    at = load()
-                    meter = Cpu(serve=s.proc.pid, registry=registry_pid)
-                    wall = many_at_once(s.url, work, tag, clients)
-                    used = meter.used()
-                    rss_many = s.peak_rss_mib()
-                    fetched = s.fetches()
-                total = clients * size_mib / wall
-                single = _serve_cpu(cpu[label + "cold"])
-                rows.append(f"| {size_mib} MiB | {label}{clients} snapshot_downloads at once via serve (cold), total "
-                            f"throughput | {total:.0f} MiB/s ({wall:.2f} s for all; peak RSS {rss_many:.0f} MiB) "
-                            f"| one pull {one:.0f} MiB/s | {total / one:.2f}× | {at} |")
-                rows.append(f"| {size_mib} MiB | {label}{clients} cold readers: serve CPU {used['serve']:.2f} s "
-                            f"against one cold reader's {single:.2f} s (target ≤ {MANY_TARGET}×); registry CPU "
-                            f"{used['registry']:.2f} s; blobs fetched from the registry {fetched} (the model's 2 "
-                            f"files) | **{used['serve'] / single:.2f}×** | | | {at} |")
+            rows += _readers_rows(size_mib, work, source, cache, trees, registry_pid, tag, clients,
+                                  one=size_mib / full, single={label: _serve_cpu(cpu[label + "cold"])
+                                                               for label, _ in trees}, sends=sends)
+        sent.unlink()
+    return rows
+
+
+def _readers_rows(size_mib: int, work: Path, source: str, cache: Path, trees: list[tuple[str, Path]],
+                  registry_pid: int, tag: str, clients: int, one: float, single: dict[str, float],
+                  sends: list[float]) -> list[str]:
+    """The concurrent readers' rows: ``clients`` cold readers at once against one cold reader, and
+    against the same readers one after another (one cold, the rest warm), each on a fresh serve,
+    beside the machine's floor for the latter (one cold read, then a sendfile a reader)."""
+    rows = []
+    send = min(sends)  # a floor: the least a send cost (under load a sample takes more)
+    for label, root in trees:
+        many = readers(work, source, cache, root, registry_pid, lambda url: many_at_once(url, work, tag, clients))
+        seq = readers(work, source, cache, root, registry_pid,
+                      lambda url: one_after_another(url, work, tag, clients))
+        total = clients * size_mib / many.wall
+        rows.append(f"| {size_mib} MiB | {label}{clients} snapshot_downloads at once via serve (cold), total "
+                    f"throughput | {total:.0f} MiB/s ({many.wall:.2f} s for all; peak RSS {many.peak_rss_mib:.0f} "
+                    f"MiB) | one pull {one:.0f} MiB/s | {total / one:.2f}× | {many.load} |")
+        rows.append(f"| {size_mib} MiB | {label}{clients} cold readers: serve CPU {many.cpu['serve']:.2f} s "
+                    f"against one cold reader's {single[label]:.2f} s (target ≤ {MANY_TARGET}×); registry CPU "
+                    f"{many.cpu['registry']:.2f} s; blobs fetched from the registry {many.fetches} (the model's 2 "
+                    f"files) | **{many.cpu['serve'] / single[label]:.2f}×** | | | {many.load} |")
+        rows.append(f"| {size_mib} MiB | {label}{clients} cold readers at once against {clients} one after another "
+                    f"(one cold, {clients - 1} warm; {seq.wall:.1f} s): serve CPU (target ≤ {MANY_TARGET}×); "
+                    f"registry CPU {many.cpu['registry']:.2f} / {seq.cpu['registry']:.2f} s; blobs fetched "
+                    f"{many.fetches} / {seq.fetches}; peak RSS {many.peak_rss_mib:.0f} / {seq.peak_rss_mib:.0f} "
+                    f"MiB | {many.cpu['serve']:.2f} s | {seq.cpu['serve']:.2f} s one after another "
+                    f"| **{many.cpu['serve'] / seq.cpu['serve']:.2f}×** | {many.load}; {seq.load} |")
+        floor = single[label] + (clients - 1) * send
+        rows.append(f"| {size_mib} MiB | {label}the floor under them: one cold reader's serve CPU {single[label]:.2f} "
+                    f"s + {clients - 1} sends of the file by sendfile to a loopback reader, {send:.2f} s each "
+                    f"(the least of {_each(sends)}) | {floor:.2f} s | at once {many.cpu['serve']:.2f} s, one after "
+                    f"another {seq.cpu['serve']:.2f} s | {many.cpu['serve'] / floor:.2f}×, "
+                    f"{seq.cpu['serve'] / floor:.2f}× | {seq.load} |")
     return rows
 
 
