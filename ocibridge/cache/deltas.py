@@ -27,6 +27,7 @@ if TYPE_CHECKING:  # the chunk modules load when a delta may be built: something
     from ocibridge.chunks.chunkindex import ChunkIndex
     from ocibridge.chunks.delta import DeltaResult, LocalChunks
     from ocibridge.chunks.table import ChunkTable, LayerChunks
+    from ocibridge.chunks.tabledfetch import TableCheckedLayer
 
 
 #: ``chunks.table.ANNOTATION_DIGEST`` (tests/test_delta_pulls.py holds them equal), here so that a
@@ -111,21 +112,22 @@ class LocalDelta:
         notices.say(reuse_line(result))
         return True
 
-    def checked_by_table(self, desc: Descriptor, source: RangedStore) -> tuple[LayerChunks, int] | None:
-        """(a :class:`ocibridge.transfer.tabledpull.LayerTables`) The entry of ``desc`` in the
-        bound table and its chunk size, read once per pull and only when a layer is fetched;
+    def checked_by_table(self, desc: Descriptor, source: RangedStore) -> TableCheckedLayer | None:
+        """(a :class:`ocibridge.transfer.tabledpull.LayerTables`) ``desc`` as the bound table
+        covers it (its entry and the chunk size), read once per pull and only when a layer is fetched;
         None without a table, one that leaves ``desc`` out, or a SHA-256 table."""
         if not self._table_checks:
             return None  # a signature vouched for the files' digests, not for the table
         if isinstance(self._table, TableOnFirstUse) and not self._table.binds_one:
             return None  # no table named: no chunk module loaded (a small model's pull)
         from ocibridge.chunks.hashes import SHA256
+        from ocibridge.chunks.tabledfetch import TableCheckedLayer
 
         table = self._table.read(source) if isinstance(self._table, TableOnFirstUse) else self._table
         entry = None if table is None else table.for_layer(desc)
         if table is None or entry is None or entry.algorithm == SHA256:
             return None
-        return entry, table.chunk_size
+        return TableCheckedLayer(desc, entry, table.chunk_size)
 
     def remember(self, desc: Descriptor) -> None:
         """``desc`` is in the model cache now (verified): its chunks are indexed."""

@@ -34,7 +34,7 @@ from ocibridge.stores.forwarding import ForwardingReads
 from ocibridge.stores.layout import LayoutStore
 from ocibridge.stores.ranged import ByteCount, DeltaBuilder, RangedBlobSource, RangedStore
 from ocibridge.transfer.progress import ProgressFn
-from ocibridge.transfer.tabledpull import LayerTables, fetch_by_table, forget, sweep
+from ocibridge.transfer.tabledpull import LayerTables, forget, sweep
 
 
 class _CachedBlob(ClosesOnExit):
@@ -120,7 +120,7 @@ class CachedPullSource(ForwardingReads[Store]):
             if not self._swept:
                 self._swept = True
                 sweep(self._cache.root)
-        path = fetch_by_table(self._cache.root, desc, *covered, inner, on_bytes)
+        path = covered.fetch(self._cache.root, inner, on_bytes)
         self.tabled.add(path)
         try:
             return cast(BinaryIO, _CachedBlob(path))
