@@ -136,18 +136,24 @@ def _model_with_big_file(root: Path) -> Path:
     return root
 
 
-def test_interrupted_directory_pull_resumes_from_the_cache(registry, fault_proxy, unique_repo, tmp_path):
-    model = _model_with_big_file(tmp_path / "m")
-    ref = f"{fault_proxy.host}/{unique_repo}:v1"
-    assert main(["push", str(model), ref, "-q"]) == 0
-    big = Descriptor.for_bytes(OCI_LAYER_TAR, (model / "weights.bin").read_bytes())
+def _pull_interrupted(fault_proxy, ref: str, big: Descriptor, out: Path) -> None:
+    """A pull into ``out`` of ``ref``, whose ``big`` layer comes throttled, stopped by Ctrl-C once
+    INTERRUPT_AFTER of it arrived: it exits 130."""
     fault_proxy.add("GET", f"/blobs/{big.digest}", throttle(RATE), times=1)
-    out = tmp_path / "out"
     proc = _start(["pull", ref, "-o", str(out), "--concurrency", "1"])
     _wait_for_bytes(fault_proxy, big, INTERRUPT_AFTER, proc)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=EXIT_BOUND)
     assert proc.returncode == 130, err
+
+
+def test_interrupted_directory_pull_resumes_from_the_cache(registry, fault_proxy, unique_repo, tmp_path):
+    model = _model_with_big_file(tmp_path / "m")
+    ref = f"{fault_proxy.host}/{unique_repo}:v1"
+    assert main(["push", str(model), ref, "-q"]) == 0
+    big = Descriptor.for_bytes(OCI_LAYER_TAR, (model / "weights.bin").read_bytes())
+    out = tmp_path / "out"
+    _pull_interrupted(fault_proxy, ref, big, out)
     assert not (out / "weights.bin").exists()  # nothing half-written at a final path
     before = len(fault_proxy.requests)
     assert main(["pull", ref, "-o", str(out), "-q"]) == 0
@@ -229,13 +235,8 @@ def test_an_interrupted_tabled_pull_resumes_under_the_table_key_and_hashes_no_sh
     data = (model / "weights.bin").read_bytes()
     big = Descriptor.for_bytes(OCI_LAYER_TAR, data)
     key = _table_key(registry, unique_repo, "v1", big.digest)
-    fault_proxy.add("GET", f"/blobs/{big.digest}", throttle(RATE), times=1)
     out = tmp_path / "out"
-    proc = _start(["pull", ref, "-o", str(out), "--concurrency", "1"])
-    _wait_for_bytes(fault_proxy, big, INTERRUPT_AFTER, proc)
-    proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=EXIT_BOUND)
-    assert proc.returncode == 130, err
+    _pull_interrupted(fault_proxy, ref, big, out)
     kept = partial_path(_pull_cache() / "tabled" / key, big.digest)
     assert kept.stat().st_size > 0  # the bytes that landed, under the table's content key
     assert _held_under_digest(big.digest) == []  # and nothing under the layer digest

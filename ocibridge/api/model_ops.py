@@ -417,11 +417,12 @@ def pull(
         store, desc = source.store, in_hand.desc
     else:
         store, desc = source.store, resolve_model(source.store, source.reference)
-    from ocibridge.signing.use import signatures_apply
+    from ocibridge.signing.use import needs_checking
 
     # the chunk table checks a layer where nothing but the manifest's digest vouches for the files:
-    # a signature of the files (OMS) lists their digests, and a table never speaks for them
-    by_table = not with_signatures and not signatures_apply(src_ref, verify)
+    # a signature checked before use (keys, a policy asking one) or OMS's lists the files' digests,
+    # and a table never speaks for them (transfer/tabledpull.py)
+    by_table = not with_signatures and not needs_checking(src_ref, verify)
     request = door.ExportRequest(registry, transfer.concurrency, progress, select, OnExisting(on_existing),
                                  dest_ref, manifest=in_hand, table_checks=by_table)
     pulled = fmt.export(store, desc, dest, request)

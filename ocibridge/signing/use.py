@@ -77,16 +77,6 @@ def needs_checking(located: Locator | Scope | None, verify: VerifyPolicy | UsePo
     return decision is not None and not decision.accepts_anything
 
 
-def signatures_apply(located: Locator | Scope | None, verify: VerifyPolicy | UsePolicy | None) -> bool:
-    """Whether :func:`check_before_use` checks a signature for ``located`` (keys given, or a
-    policy file that does not accept anything). A pull into a directory that checked one may
-    have been vouched for by the files' digests alone (OMS), not by the manifest's chunk table:
-    it checks each layer by its digest, never by the table (transfer/tabledpull.py)."""
-    use = as_use_policy(verify)
-    decision = decision_for(located, use)
-    return use.keys is not None or (decision is not None and not decision.accepts_anything)
-
-
 def check_before_use(store: Store, reference: str | Descriptor, located: Locator | Scope | None,
                      verify: VerifyPolicy | UsePolicy | None, name: str, *, trusts: Trusted = Trusted.MANIFEST) -> str:
     """Check then use: the policy file's requirements for ``located`` and the keys of
