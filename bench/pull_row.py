@@ -27,6 +27,8 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+from ocibridge.chunks.table import ANNOTATION_DIGEST
+
 from . import landing, models, tools
 from .proc import Sample, Series, run_measured, run_quiet
 from .push_row import row_arguments
@@ -60,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
                                              "Accept: application/vnd.oci.image.manifest.v1+json",
                                              f"{reg.url}/v2/bench/one/manifests/{TAG}"]))
             blob = manifest["layers"][0]["digest"]
-            if "io.ocibridge.chunks.digest" not in (manifest.get("annotations") or {}):
+            if ANNOTATION_DIGEST not in (manifest.get("annotations") or {}):
                 raise SystemExit("the bench model was pushed without a chunk table: the row would not "
                                  "measure a pull as push's default makes it")
             ref = f"{reg.host}/bench/one:{TAG}"
