@@ -127,7 +127,8 @@ def write_model(directory: Path, size: int, count: int) -> Path:
     return path
 
 
-def run(size_mib: int, count: int, work: Path, repeat: int, pages: str = "as-is") -> list[str]:
+def run(size_mib: int, count: int, work: Path, repeat: int, pages: str = "as-is",
+        baseline: Path | None = None) -> list[str]:
     from ocibridge.api.lazy_ops import open_model
     from ocibridge.api.model_ops import push
 
@@ -152,7 +153,8 @@ def run(size_mib: int, count: int, work: Path, repeat: int, pages: str = "as-is"
             shutil.rmtree(pulled, ignore_errors=True)
             subprocess.run(["sync"], check=True)
 
-        kinds = ("load", "load_inside", "load_start", "load_exit", "load_user", "load_sys", "pull", "load_file",
+        kinds = ("load", "load_inside", "base", "base_inside",
+                 "load_start", "load_exit", "load_user", "load_sys", "pull", "load_file",
                  "curl", "memory", "memory_inside", "hash", "write", "touch")
         samples: dict[str, list[float]] = {k: [] for k in kinds}
         rss: dict[str, list[float]] = {"load": [], "load_file": [], "pull": []}
@@ -179,6 +181,12 @@ def run(size_mib: int, count: int, work: Path, repeat: int, pages: str = "as-is"
             samples["load"].append(s.seconds)
             samples["load_inside"].append(float(inside))
             rss["load"].append(s.rss_mb)
+            if baseline is not None:  # the other checkout's load_tensors, in the same round
+                clean()
+                path = os.pathsep.join(filter(None, (str(baseline), os.environ.get("PYTHONPATH"))))
+                s = measured([sys.executable, "-c", LOAD, ref], env={**env, "PYTHONPATH": path})
+                samples["base"].append(s.seconds)
+                samples["base_inside"].append(float(s.stdout.split()[0]))
             clean()
             s = measured([sys.executable, "-m", "ocibridge", "pull", ref, str(pulled), "-q"], env=env)
             samples["pull"].append(s.seconds)
@@ -218,6 +226,8 @@ def run(size_mib: int, count: int, work: Path, repeat: int, pages: str = "as-is"
         f"memory freed) | {show(samples['load_exit'])} | |",
         f"| the same, CPU of the process: user / system | {show(samples['load_user'])} "
         f"/ {show(samples['load_sys'])} | |",
+        *([f"| load_tensors of the baseline ({baseline}), as a process | {show(samples['base'])} "
+           f"| from the call {show(samples['base_inside'])} |"] if baseline is not None else []),
         f"| ocibridge pull + safetensors.numpy.load_file, two processes | {show(pull_load)} "
         f"| pull {show(samples['pull'])}; load_file {show(samples['load_file'])} |",
         f"| curl of the blob to /dev/null | {show(samples['curl'])} | |",
@@ -234,6 +244,8 @@ def run(size_mib: int, count: int, work: Path, repeat: int, pages: str = "as-is"
         f"- load_tensors / floor: **{load / statistics.median(floor):.2f}×** as a process, "
         f"**{in_call / statistics.median(floor):.2f}×** from the call (target ≤ 1.2×); "
         f"/ landing's floor: **{load / statistics.median(landed):.2f}×** as a process",
+        *([f"- the baseline's load_tensors / floor: **{_ratio(samples['base'], floor):.2f}×** as a process, "
+           f"**{_ratio(samples['base_inside'], floor):.2f}×** from the call"] if baseline is not None else []),
         f"- peak RSS of load_tensors: **{peak:.0f} MiB** for {tensor_mib:.0f} MiB of tensors "
         f"({', '.join(f'{x:.0f}' for x in rss['load'])}); the target, 1.15 × tensors + 64 MiB: "
         f"{1.15 * tensor_mib + 64:.0f} MiB; pull's peak {max(rss['pull']):.0f} MiB, load_file's "
@@ -250,6 +262,10 @@ def run(size_mib: int, count: int, work: Path, repeat: int, pages: str = "as-is"
     return rows
 
 
+def _ratio(xs: list[float], ys: list[float]) -> float:
+    return statistics.median(xs) / statistics.median(ys)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--size", type=int, default=1024, help="MiB of tensors (default 1024)")
@@ -257,13 +273,15 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     landing.pages_argument(parser)
     parser.add_argument("--work", type=Path, default=None, help="a scratch folder (default: a temporary one)")
+    parser.add_argument("--baseline", type=Path, default=None,
+                        help="another checkout whose load_tensors runs in the same rounds (its code before a change)")
     args = parser.parse_args()
     import tempfile
 
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     before = landing.state()
     with tempfile.TemporaryDirectory(prefix="ocibridge-bench-load-", dir=args.work) as tmp:
-        rows = run(args.size, args.tensors, Path(tmp), args.repeat, args.pages)
+        rows = run(args.size, args.tensors, Path(tmp), args.repeat, args.pages, args.baseline)
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     load = os.getloadavg()
     print(f"### `python -m bench.load_tensors --size {args.size} --tensors {args.tensors} --repeat {args.repeat} "

@@ -66,6 +66,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--size-mib", type=int, default=1024)
     p.add_argument("--rows", nargs="+", choices=sorted(ROWS), default=["push", "pull"],
                    help="which rows (default: push pull)")
+    p.add_argument("--baseline", default=None,
+                   help="another checkout whose load_tensors runs in the load row's rounds too")
     p.add_argument("--inside", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if not args.inside:
@@ -73,11 +75,14 @@ def main(argv: list[str] | None = None) -> int:
             print("bench.shaped_wire: needs root (unshare -n, tc)", file=sys.stderr)
             return 2
         again = [sys.executable, "-m", "bench.shaped_wire", "--inside", "--rate", args.rate,
-                 "--rows", *args.rows, "--repeat", str(args.repeat), "--size-mib", str(args.size_mib)]
+                 "--rows", *args.rows, "--repeat", str(args.repeat), "--size-mib", str(args.size_mib),
+                 *(["--baseline", args.baseline] if args.baseline else [])]
         return subprocess.run(["unshare", "-n", *again], cwd=REPO_ROOT, check=False).returncode
     _shape(args.rate)
     for row in args.rows:
         module, row_args = ROWS[row](args.repeat, args.size_mib)
+        if row == "load" and args.baseline:
+            row_args += ["--baseline", args.baseline]
         done = subprocess.run([sys.executable, "-m", module, *row_args], cwd=REPO_ROOT, check=False)
         if done.returncode:
             return done.returncode

@@ -8,7 +8,7 @@
 #
 #   OUT=$OUT bash bench/gpu/boot_rows.sh                       # on the device, as its first call
 #   PYTHON=.venv/bin/python bash bench/gpu/boot_rows.sh --local --repeat 1 --size 64   # the flow here
-#   BASELINE=.whl/base OUT=$OUT bash bench/gpu/boot_rows.sh   # + another checkout's pull in the same rounds
+#   BASELINE=.whl/base OUT=$OUT bash bench/gpu/boot_rows.sh   # + another checkout's pull (and wire's load_tensors) in the same rounds
 #   WIRE_REPEAT=3 ...                                          # fewer rounds of the 1 Gbit/s row (9 s a GiB)
 #
 # On the device what the machine lacks is installed as bench/gpu/install.sh says; Debian's fuse3
@@ -50,7 +50,8 @@ for row in $rows; do
     pull) module=bench.pull_row args=(--repeat "$repeat" --size-mib "$size" ${BASELINE:+--baseline "$BASELINE"}) ;;
     load) module=bench.load_tensors args=(--repeat "$repeat" --size "$size") ;;
     mount) module=bench.mount args=(--repeat "$repeat" --size "$size") ;;
-    wire) module=bench.shaped_wire args=(--rows load --repeat "${WIRE_REPEAT:-$repeat}" --size-mib "$size")
+    wire) module=bench.shaped_wire args=(--rows load --repeat "${WIRE_REPEAT:-$repeat}" --size-mib "$size"
+                                         ${BASELINE:+--baseline "$BASELINE"})
           echo "wire: tc $(command -v tc || echo missing), unshare $(command -v unshare || echo missing)" ;;
     *) echo "boot_rows.sh: unknown row $row" >&2; exit 2 ;;
   esac
