@@ -22,7 +22,7 @@ from ocibridge.api.archive_out import archive_output, write_archive
 from ocibridge.api.copy import copy_reference as copy_reference
 from ocibridge.api.copy import pinned, wire_counts
 from ocibridge.api.missing import explaining_missing
-from ocibridge.api.opening import open_at, open_checked, open_read, refuse_bookkeeping, registry_options
+from ocibridge.api.opening import open_at, open_read, open_vouched, refuse_bookkeeping, registry_options
 from ocibridge.api.options import AttestOptions, PullOptions, PushOptions, SignOptions, pull_options, push_options
 from ocibridge.api.options import TransferOptions as TransferOptions  # public here too (docs/api.md)
 from ocibridge.chunks import hashes
@@ -49,6 +49,7 @@ if TYPE_CHECKING:
     from ocibridge.kinds.source import SourceFormat
     from ocibridge.model.package import ModelPackage
     from ocibridge.oci.mediatypes import Kind
+    from ocibridge.signing.use import CheckedUse
 
 
 #: names public here too, loaded on first use: a pull needs neither login's modules (the
@@ -369,7 +370,7 @@ def pull(
         return PullResult(copied.descriptor.digest, copied.reference, "store", copy=copied.as_dict())
     if not fmt.picks_files:
         _whole_artifact_only(select, dest)
-    source = open_checked(src_ref, verify, transfer, files_only=True, kind_places=True)  # check, then use
+    source, checked = open_vouched(src_ref, verify, transfer, files_only=True, kind_places=True)  # check, then use
     oms = None
     if with_signatures:
         from ocibridge.signing.omstravel import choose_oms_signature
@@ -417,12 +418,7 @@ def pull(
         store, desc = source.store, in_hand.desc
     else:
         store, desc = source.store, resolve_model(source.store, source.reference)
-    from ocibridge.signing.use import needs_checking
-
-    # the chunk table checks a layer where nothing but the manifest's digest vouches for the files:
-    # a signature checked before use (keys, a policy asking one) or OMS's lists the files' digests,
-    # and a table never speaks for them (transfer/tabledpull.py)
-    by_table = not with_signatures and not needs_checking(src_ref, verify)
+    by_table = _table_may_check(checked, desc.digest, with_signatures)
     request = door.ExportRequest(registry, transfer.concurrency, progress, select, OnExisting(on_existing),
                                  dest_ref, manifest=in_hand, table_checks=by_table)
     pulled = fmt.export(store, desc, dest, request)
@@ -440,6 +436,21 @@ def pull(
     if named is None or named == pulled.digest:
         return pulled
     return dataclasses.replace(pulled, digest=named, via=pulled.digest)
+
+
+def _table_may_check(checked: CheckedUse, exported: str, with_signatures: bool) -> bool:
+    """Whether a layer may be checked by the chunk table the exported manifest binds instead
+    of its SHA-256 (transfer/tabledpull.py). A table vouches for nothing by itself: under a
+    signature check only a signature of the manifest (classic, bundle) vouches for the table it
+    binds, and only when the manifest exported is the one checked; a signature of the files
+    (OMS) lists their SHA-256, and a look-alike manifest can bind a forged table beside it.
+    With no check, the table is the manifest's word as the layer digests are, except under
+    ``--with-signatures``: model.sig goes beside files checked by the digests it lists."""
+    from ocibridge.signing.coverage import Trusted
+
+    if not checked.checked:
+        return not with_signatures
+    return checked.vouches_for(Trusted.CHUNK_TABLE) and exported == checked.digest
 
 
 def _whole_artifact_only(select: PathFilter | None, dest: str) -> None:

@@ -22,6 +22,7 @@ from ocibridge.places.targets import SourceTarget, StoreTarget, default_store_pa
 
 if TYPE_CHECKING:
     from ocibridge.signing.containers_policy import UsePolicy
+    from ocibridge.signing.use import CheckedUse
     from ocibridge.signing.verify import VerifyPolicy
     from ocibridge.stores.registry.options import RegistryOptions
 
@@ -92,13 +93,21 @@ def open_checked(located: Locator, verify: VerifyPolicy | UsePolicy | None, tran
     digest the policy file and ``verify``'s keys accepted (raises otherwise). ``kind_places``:
     ``hf:ORG/NAME`` opens as the artifact a push of it builds; ``files_only``: as
     :func:`verified_digest`."""
+    return open_vouched(located, verify, transfer, files_only=files_only, kind_places=kind_places)[0]
+
+
+def open_vouched(located: Locator, verify: VerifyPolicy | UsePolicy | None, transfer: TransferOptions | None = None,
+                 *, files_only: bool = False, kind_places: bool = False) -> tuple[SourceTarget, CheckedUse]:
+    """:func:`open_checked`, and what its check vouches for (a pull into a directory relies on
+    the chunk table only where a signature covering it was verified)."""
     from ocibridge.signing.use import refuse_before_opening
 
     shown = text_of(located)
     refuse_before_opening(located, verify, shown)
     source = open_read(located, transfer) if kind_places else open_at(located, transfer)
-    source.reference = verified_digest(source, verify, shown, located, files_only=files_only)
-    return source
+    checked = _check(source, verify, shown, located, files_only=files_only)
+    source.reference = checked.digest
+    return source, checked
 
 
 def verified_digest(source: SourceTarget, policy: VerifyPolicy | UsePolicy | None, name: str,
@@ -109,8 +118,13 @@ def verified_digest(source: SourceTarget, policy: VerifyPolicy | UsePolicy | Non
     the caller uses the model's files and nothing else of its manifest (a pull into a
     directory), so a signature of the files (OMS) is enough; otherwise the signature must cover
     the manifest (signing/coverage.py)."""
-    from ocibridge.signing.coverage import Trusted
-    from ocibridge.signing.use import check_before_use
+    return _check(source, policy, name, located, files_only=files_only).digest
 
-    return check_before_use(source.store, source.reference, located, policy, name,
-                            trusts=Trusted.FILES if files_only else Trusted.MANIFEST)
+
+def _check(source: SourceTarget, policy: VerifyPolicy | UsePolicy | None, name: str, located: Locator | None,
+           *, files_only: bool) -> CheckedUse:
+    from ocibridge.signing.coverage import Trusted
+    from ocibridge.signing.use import check_for_use
+
+    return check_for_use(source.store, source.reference, located, policy, name,
+                         trusts=Trusted.FILES if files_only else Trusted.MANIFEST)

@@ -89,6 +89,15 @@ def uncovered_reason(form: Form | str, where: str, trusted: Trusted) -> str:
     return f"{form} signature {where[:19]}: verifies, but does not cover the {trusted.value} ({why})"
 
 
+def covered_by(forms: Iterable[Form | str]) -> frozenset[Trusted]:
+    """What one of the signatures of ``forms`` covers (any one of them accepted: their union)."""
+    found: frozenset[Trusted] = frozenset()
+    for form in forms:
+        if covers_anything(form):
+            found |= COVERS[Form(form)]
+    return found
+
+
 def covers_anything(form: Form | str) -> bool:
     """Whether ``form`` is a known form of signature."""
     return form in {f.value for f in Form}

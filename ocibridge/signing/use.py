@@ -9,19 +9,40 @@ request (``ocibridge copy`` without a check loads no signature code)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ocibridge.signing.containers_policy import Decision, DockerName, Scope, UsePolicy, docker_scope, oci_scope
-from ocibridge.signing.coverage import Trusted
+from ocibridge.signing.containers_policy import ACCEPT, Decision, DockerName, Scope, UsePolicy, docker_scope, oci_scope
+from ocibridge.signing.coverage import Trusted, covered_by
 from ocibridge.signing.policy_file import load_policy
 
 if TYPE_CHECKING:
     from ocibridge.oci.models import Descriptor
     from ocibridge.places.locators import Locator
-    from ocibridge.signing.verify import VerifyPolicy
+    from ocibridge.signing.verify import Verified, VerifyPolicy
     from ocibridge.stores.base import Store
 
-__all__ = ["UsePolicy", "check_before_use", "decision_for", "needs_checking", "scope_of"]
+__all__ = ["CheckedUse", "UsePolicy", "check_before_use", "check_for_use", "decision_for", "needs_checking",
+           "scope_of"]
+
+
+@dataclass(frozen=True)
+class CheckedUse:
+    """What :func:`check_for_use` found: the ``digest`` to use and what the check vouches for,
+    ``vouched``: what every requirement that applied (the keys, each of the policy file's) holds
+    by a signature that verified, the intersection of their forms' coverage (signing/coverage.py);
+    None when nothing asked a check."""
+
+    digest: str
+    vouched: frozenset[Trusted] | None = None
+
+    @property
+    def checked(self) -> bool:
+        return self.vouched is not None
+
+    def vouches_for(self, trusted: Trusted) -> bool:
+        """Whether a check ran and each of its requirements was met by a signature covering ``trusted``."""
+        return self.vouched is not None and trusted in self.vouched
 
 
 def scope_of(located: Locator | Scope | None) -> Scope:
@@ -85,20 +106,41 @@ def check_before_use(store: Store, reference: str | Descriptor, located: Locator
     (no keys, no policy file or one accepting anything: no request is made). ``trusts``: what
     the caller relies on once the keys' signature verifies (signing/coverage.py).
     Raises :class:`SignatureError` (one line, ``NAME: refused...``) before anything is written."""
+    return check_for_use(store, reference, located, verify, name, trusts=trusts).digest
+
+
+def check_for_use(store: Store, reference: str | Descriptor, located: Locator | Scope | None,
+                  verify: VerifyPolicy | UsePolicy | None, name: str, *, trusts: Trusted = Trusted.MANIFEST
+                  ) -> CheckedUse:
+    """:func:`check_before_use`, saying also what the check vouches for beyond ``trusts``
+    (a pull into a directory checks a layer by the manifest's chunk table only where a
+    signature of the manifest vouched for it)."""
     use = as_use_policy(verify)
     decision = decision_for(located, use)
     if decision is not None:
         decision.refuse_early(name)  # reject, signedBy: nothing is asked of the store
     if use.keys is None and (decision is None or decision.accepts_anything):
-        return reference if isinstance(reference, str) else reference.digest
+        return CheckedUse(reference if isinstance(reference, str) else reference.digest)
     desc = store.resolve(reference) if isinstance(reference, str) else reference
-    if use.keys is not None:
+    vouched = frozenset(Trusted)
+    if use.keys is not None:  # any one signature verifying with a key accepts: what each covers, together
         from ocibridge.signing.policy import verify_before_use
 
-        verify_before_use(store, desc, use.keys, name=name, trusts=trusts)
+        vouched &= covered_by(v.form for v in verify_before_use(store, desc, use.keys, name=name, trusts=trusts))
     if decision is not None and not decision.accepts_anything:
         from ocibridge.signing.policy_eval import evaluate
 
-        evaluate(decision, store, desc, name)
-    return desc.digest
+        vouched &= _policy_vouches(decision, evaluate(decision, store, desc, name))
+    return CheckedUse(desc.digest, vouched)
 
+
+def _policy_vouches(decision: Decision, accepted: list[Verified]) -> frozenset[Trusted]:
+    """What the policy's requirements vouch for together: each met by the one signature
+    :func:`evaluate` accepted for it; a requirement met otherwise (none is today) vouches for nothing."""
+    asked = [r for r in decision.requirements if r.type != ACCEPT]
+    if len(accepted) != len(asked):
+        return frozenset()
+    vouched = frozenset(Trusted)
+    for verified in accepted:
+        vouched &= covered_by([verified.form])
+    return vouched
