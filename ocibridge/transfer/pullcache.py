@@ -6,7 +6,8 @@ under the user's cache directory), by the resumable, ranged download of a layout
 (:mod:`.stores.partial`): an interrupted run leaves its verified blobs and its partial blob
 there, and the next run continues. A file the output directory already holds with the
 layer's digest is read from there instead of the network. The cached blobs a pull used are
-removed once it succeeds (they are in the output now).
+removed once it succeeds (they are in the output now); what a failed pull left is removed by
+``cache prune`` (:mod:`.pullprune`), which leaves alone what a pull running meanwhile holds.
 
 A layer the manifest's chunk table covers is checked by the table as it lands instead of by
 its SHA-256, and kept under the table's content key, not the layer digest
