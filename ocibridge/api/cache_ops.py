@@ -171,22 +171,30 @@ class CachePruneResult:
     chunks: int  # verified chunks of lazy reads
     tables: int  # chunk-index files of blobs no longer cached
     freed: int  # bytes given back to the file system
-    size: int  # bytes the cache takes now
+    size: int  # bytes the cache takes now, the pull cache's included
+    pulls: int = 0  # leftovers of failed pulls removed from the pull cache (blobs, partial downloads)
+    pulls_freed: int = 0  # their bytes
+    pulls_held: int = 0  # leftovers due to go that a running pull holds: they stay
 
     def as_dict(self) -> dict[str, Any]:
         return {"snapshots": list(self.snapshots), "blobs": self.blobs, "chunks": self.chunks,
-                "tables": self.tables, "freed": self.freed, "size": self.size}
+                "tables": self.tables, "freed": self.freed, "size": self.size,
+                "pulls": {"removed": self.pulls, "freed": self.pulls_freed, "held": self.pulls_held}}
 
 
 def prune_cache(*, older_than: float | None = None, max_size: int | None = None) -> CachePruneResult:
     """Keep the shared model cache in bounds: snapshots (and chunks of lazy reads) unused for
     ``older_than`` seconds go, then the least recently used until the cache takes at most
     ``max_size`` bytes, and every blob no remaining snapshot uses. A build in progress is waited
-    for, never cut short. At least one of the two bounds is needed."""
+    for, never cut short. What failed or stopped pulls left in the pull cache (``pulls/``: blobs,
+    partial downloads) goes by the same age, counts in the size and goes first for it; what a
+    running pull holds stays. At least one of the two bounds is needed."""
     if older_than is None and max_size is None:
         raise UsageError("prune_cache needs older_than (seconds) and/or max_size (bytes)")
     from ocibridge.cache.models import ModelCache
     from ocibridge.cache.prune import prune
+    from ocibridge.transfer.pullcache import pull_cache_dir
 
-    done = prune(ModelCache(), older_than=older_than, max_size=max_size)
-    return CachePruneResult(tuple(done.snapshots), done.blobs, done.chunks, done.tables, done.freed, done.size)
+    done = prune(ModelCache(), older_than=older_than, max_size=max_size, pulls=pull_cache_dir())
+    return CachePruneResult(tuple(done.snapshots), done.blobs, done.chunks, done.tables, done.freed, done.size,
+                            done.pulls, done.pulls_freed, done.pulls_held)

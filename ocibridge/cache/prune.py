@@ -1,11 +1,14 @@
 """Keeping the model cache in bounds: snapshots unused for a while go, then the oldest until
 the cache fits a size, then every blob no remaining snapshot uses, and the chunk-index files
-(``chunks/tables``) of the blobs gone."""
+(``chunks/tables``) of the blobs gone. What failed pulls left in the pull cache beside it
+(``pulls/``: :mod:`ocibridge.transfer.pullprune`) goes by the same age, and first for the size."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -13,6 +16,7 @@ from ocibridge.cache.chunks import CacheChunks
 from ocibridge.cache.locks import flocked
 from ocibridge.cache.models import ModelCache, remove_tree
 from ocibridge.chunks.chunkindex import ChunkIndex
+from ocibridge.transfer.pullprune import Leftover, leftovers, pulls_paused, remove
 
 
 @dataclass
@@ -24,11 +28,15 @@ class CachePrune:
     chunks: int = 0  # verified chunks of lazy reads (cache/chunks.py)
     tables: int = 0  # chunk-index files of blobs no longer cached (chunks/chunkindex.py)
     freed: int = 0  # bytes given back to the file system
-    size: int = 0  # bytes the cache takes after the prune
+    size: int = 0  # bytes the cache takes after the prune, the pull cache's included
+    pulls: int = 0  # leftovers of failed pulls removed from the pull cache (transfer/pullprune.py)
+    pulls_freed: int = 0  # their bytes
+    pulls_held: int = 0  # leftovers that were due but a running pull holds: they stay
 
     def as_dict(self) -> dict[str, object]:
         return {"snapshots": self.snapshots, "blobs": self.blobs, "chunks": self.chunks, "tables": self.tables,
-                "freed": self.freed, "size": self.size}
+                "freed": self.freed, "size": self.size,
+                "pulls": {"removed": self.pulls, "freed": self.pulls_freed, "held": self.pulls_held}}
 
 
 def disk_use(root: Path) -> int:
@@ -44,19 +52,29 @@ def disk_use(root: Path) -> int:
     return total
 
 
-def prune(cache: ModelCache, *, older_than: float | None = None, max_size: int | None = None) -> CachePrune:
+def prune(cache: ModelCache, *, older_than: float | None = None, max_size: int | None = None,
+          pulls: Path | None = None) -> CachePrune:
     """Remove snapshots (and chunks of lazy reads) not used for ``older_than`` seconds, then
     chunks least recently read first and then the least recently used snapshots until the cache takes at
     most ``max_size`` bytes; blobs no snapshot links go with them. Waits for builds in progress
-    and chunk writes (they hold the cache lock shared)."""
+    and chunk writes (they hold the cache lock shared).
+
+    ``pulls``: the pull cache's folder. Its leftovers (blobs, partial downloads, table-checked
+    layers of pulls that failed) not written for ``older_than`` go too; they count in the size
+    and go first, oldest first, for ``max_size`` (they only save a resume). What a running pull
+    holds stays, never waited for: a partial download whose lock is taken, and every complete
+    file while any pull runs (:mod:`ocibridge.transfer.pullprune`)."""
     done = CachePrune()
     chunks = CacheChunks(cache.root)
     index = ChunkIndex(cache.root)
-    with flocked(cache.locks / "cache.lock"):
-        before = disk_use(cache.root)
+    with flocked(cache.locks / "cache.lock"), _paused(pulls) as no_pull_runs:
+        before = disk_use(cache.root) + _use(pulls)
         snapshots = sorted(cache.snapshot_dirs(), key=lambda p: p.stat().st_mtime)
+        left = leftovers(pulls) if pulls is not None else []
         if older_than is not None:
             cutoff = time.time() - older_than
+            for leftover in [lo for lo in left if lo.mtime < cutoff]:
+                _drop_leftover(leftover, done, left, no_pull_runs)
             for snap in [s for s in snapshots if s.stat().st_mtime < cutoff]:
                 _drop(snap, done, snapshots)
             for chunk in chunks.files():
@@ -64,23 +82,54 @@ def prune(cache: ModelCache, *, older_than: float | None = None, max_size: int |
                     done.chunks += int(chunks.remove(chunk) > 0)
         done.blobs += _collect(cache, snapshots)
         done.tables += index.remove_orphans()
-        if max_size is not None:  # chunks of lazy reads go first: they only save a fetch
-            size = disk_use(cache.root)
+        if max_size is not None:  # pull leftovers and chunks of lazy reads go first: they only save a fetch
+            size = disk_use(cache.root) + _use(pulls)
+            for leftover in list(left):
+                if size <= max_size:
+                    break
+                size -= _drop_leftover(leftover, done, left, no_pull_runs)
+            pulls_size = _use(pulls)
+            size = disk_use(cache.root) + pulls_size
             for chunk in chunks.files():
                 if size <= max_size:
                     break
                 size -= chunks.remove(chunk)
                 done.chunks += 1
-            while snapshots and disk_use(cache.root) > max_size:
+            while snapshots and disk_use(cache.root) + pulls_size > max_size:
                 _drop(snapshots[0], done, snapshots)
                 done.blobs += _collect(cache, snapshots)
                 done.tables += index.remove_orphans()  # their bytes count against max_size too
         for stale in cache.snapshots.glob(".tmp-*"):  # builds killed before their rename
             remove_tree(stale)
         chunks.remove_orphans()  # chunk and layer files of lazy readers killed mid-write
-        done.size = disk_use(cache.root)
+        done.size = disk_use(cache.root) + _use(pulls)
         done.freed = before - done.size
     return done
+
+
+@contextlib.contextmanager
+def _paused(pulls: Path | None) -> Iterator[bool]:
+    """Whether no pull runs (:func:`~ocibridge.transfer.pullprune.pulls_paused`), for the block."""
+    if pulls is None:
+        yield True
+        return
+    with pulls_paused(pulls) as paused:
+        yield paused
+
+
+def _use(pulls: Path | None) -> int:
+    return 0 if pulls is None else disk_use(pulls)
+
+
+def _drop_leftover(leftover: Leftover, done: CachePrune, left: list[Leftover], no_pull_runs: bool) -> int:
+    """Remove a pull's leftover unless a running pull holds it; the bytes it gave back."""
+    left.remove(leftover)
+    if not remove(leftover, complete_files=no_pull_runs):
+        done.pulls_held += 1
+        return 0
+    done.pulls += 1
+    done.pulls_freed += leftover.size
+    return leftover.size
 
 
 def _mtime(path: Path) -> float:

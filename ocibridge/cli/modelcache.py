@@ -100,8 +100,11 @@ def cmd_cache(args: argparse.Namespace) -> int:
     if older is None and max_size is None:
         raise UsageError("cache prune needs --older-than AGE and/or --max-size SIZE")
     done = prune_cache(older_than=older, max_size=max_size)
-    emit(args, done.as_dict(), f"removed {plural(len(done.snapshots), 'snapshot')} and {plural(done.blobs, 'blob')}, "
-                               f"freed {human_size(done.freed)}; the cache holds {human_size(done.size)}")
+    pulls = f"{plural(done.pulls, 'leftover')} of failed pulls ({human_size(done.pulls_freed)})"
+    held = f"; {plural(done.pulls_held, 'leftover')} kept: a running pull holds them" if done.pulls_held else ""
+    emit(args, done.as_dict(), f"removed {plural(len(done.snapshots), 'snapshot')}, {plural(done.blobs, 'blob')} "
+                               f"and {pulls}, freed {human_size(done.freed)}; the cache holds "
+                               f"{human_size(done.size)}{held}")
     return 0
 
 
@@ -110,7 +113,8 @@ def register(command: CommandAdder) -> None:
 
     p = command("cache", cmd_cache)
     p.add_argument("action", choices=["prune", "dir"])
-    p.add_argument("--older-than", metavar="AGE", help="remove snapshots unused for AGE (30d, 12h, ...)")
+    p.add_argument("--older-than", metavar="AGE",
+                   help="remove snapshots (and failed pulls' leftovers) unused for AGE (30d, 12h, ...)")
     p.add_argument("--max-size", metavar="SIZE", help="then the least recently used until the cache fits SIZE")
 
 

@@ -6,7 +6,8 @@ under the user's cache directory), by the resumable, ranged download of a layout
 (:mod:`.stores.partial`): an interrupted run leaves its verified blobs and its partial blob
 there, and the next run continues. A file the output directory already holds with the
 layer's digest is read from there instead of the network. The cached blobs a pull used are
-removed once it succeeds (they are in the output now).
+removed once it succeeds (they are in the output now); what a failed pull left is removed by
+``cache prune`` (:mod:`.pullprune`), which leaves alone what a pull running meanwhile holds.
 
 A layer the manifest's chunk table covers is checked by the table as it lands instead of by
 its SHA-256, and kept under the table's content key, not the layer digest
@@ -25,6 +26,7 @@ from typing import BinaryIO, cast
 from ocibridge.core.closing import ClosesOnExit
 from ocibridge.core.environment import cache_root
 from ocibridge.core.fsutil import safe_relpath, write_sliced
+from ocibridge.core.lockfile import flocked_file
 from ocibridge.errors import NotFound, OcibridgeError, UnsafePath
 from ocibridge.oci.digest import CHUNK, VerifyingReader, new_hasher, split_digest
 from ocibridge.oci.layerinfo import layer_path
@@ -35,6 +37,17 @@ from ocibridge.stores.layout import LayoutStore
 from ocibridge.stores.ranged import ByteCount, DeltaBuilder, RangedBlobSource, RangedStore
 from ocibridge.transfer.progress import ProgressFn
 from ocibridge.transfer.tabledpull import LayerTables, forget, sweep
+
+#: the pull cache's folder in the cache root
+PULLS = "pulls"
+#: held shared by every pull through the cache for its run: ``cache prune`` takes it exclusive
+#: without waiting, and leaves the complete files alone when it cannot (:mod:`.pullprune`)
+PULL_LOCK = ".ocibridge-pulls.lock"
+
+
+def pull_cache_dir() -> Path:
+    """Where the pull cache is (``$OCIBRIDGE_CACHE/pulls``)."""
+    return cache_root() / PULLS
 
 
 class _CachedBlob(ClosesOnExit):
@@ -166,7 +179,8 @@ def cached_pull(store: Store, existing: Path | None,
     if not isinstance(store, RangedBlobSource):
         yield store
         return
-    cache = LayoutStore(cache_root() / "pulls", create=True)
-    source = CachedPullSource(store, cache, existing, progress, delta)
-    yield cast(Store, source)
-    source.forget_used()
+    cache = LayoutStore(pull_cache_dir(), create=True)
+    with flocked_file(cache.root / PULL_LOCK, shared=True):  # a prune leaves complete files while held
+        source = CachedPullSource(store, cache, existing, progress, delta)
+        yield cast(Store, source)
+        source.forget_used()
