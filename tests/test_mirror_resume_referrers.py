@@ -189,3 +189,23 @@ def test_referrers_off_leaves_a_tagged_artifact_alone(source, registry2, tmp_pat
         assert _state(registry2.host, repo, [source["root"]])[1] == {source["root"].digest: []}
     finally:
         proxy.stop()
+
+
+def test_run_stopped_before_its_provenance_leaves_no_tag(source, registry2, tmp_path) -> None:
+    """What the run itself attaches (provenance) goes before the tag too."""
+    proxy = FaultProxy(registry2)
+    try:
+        repo = f"resume/{uuid.uuid4().hex[:8]}/provenance"
+        proxy.add("PUT", r"/manifests/ocibridge-ref-", status(400), times=None)
+        first = run_job(_job(tmp_path, source, f"{proxy.host}/{repo}", "1.0", "referrers = false\nprovenance = true"))
+        assert [a.status for a in first.artifacts] == ["failed"]
+        assert "1.0" not in _tags(registry2.host, repo)
+
+        proxy.clear()
+        again = run_job(_job(tmp_path, source, f"{proxy.host}/{repo}", "1.0", "referrers = false\nprovenance = true"))
+        assert again.ok and again.artifacts[0].provenance, again.format_text()
+        assert "1.0" in _tags(registry2.host, repo)
+        provenance = again.artifacts[0].provenance
+        assert _state(registry2.host, repo, [source["root"]])[1] == {source["root"].digest: [provenance]}
+    finally:
+        proxy.stop()

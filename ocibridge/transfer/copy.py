@@ -2,7 +2,8 @@
 
 Walks the manifest graph from a root, copies every blob the destination lacks (bounded
 concurrency, streamed, verified by the destination), children before parents so that a
-manifest never points at something missing, then tags the root.
+manifest never points at something missing, then the root's referrers, then tags the root: the
+tag is the last write, so no tag names an artifact a killed copy left incomplete.
 
 What a caller knows beyond the two stores travels as :class:`CopyHooks`: blobs to mount from
 another store of the destination's server, and whether a failed copy takes back what it added.
@@ -102,6 +103,10 @@ class CopyHooks:
     #: with ``referrers``: the referrers of a manifest (by its digest) the caller has already
     #: listed from the source, with what the listing read (a mirror's plan): not listed again
     listed: Mapping[str, HeldReferrers] = field(default_factory=dict)
+    #: what the caller writes beside the root once it and its referrers are there, given the
+    #: root (a mirror's chunk table of a built artifact, its provenance): before the root's tag,
+    #: which stays the last write
+    before_tag: Callable[[Descriptor], None] | None = None
 
 
 def copy(
@@ -348,7 +353,8 @@ class _Copy:
             if held is None:
                 held = referrers_read(src, desc)
             self._companions(desc, depth)
-        tag_last = tag if held is not None and held.listed else None  # the name goes last
+        after = held is not None and bool(held.listed) or (depth == 0 and self.hooks.before_tag is not None)
+        tag_last = tag if after else None  # the name goes last, after what goes with the manifest
         if tag_last is not None:
             tag = None
         if not present.result():
@@ -388,6 +394,8 @@ class _Copy:
                 stats.referrers.append(ref.digest)
                 if companions is not None and companions.is_signature(ref):
                     stats.signatures.append(ref.digest)
+        if depth == 0 and self.hooks.before_tag is not None:
+            self.hooks.before_tag(desc)
         if tag_last is not None:  # the manifest and all that goes with it are there: now its name
             dst.push_manifest(desc, data, tag_last)
         return True
