@@ -209,3 +209,26 @@ def test_run_stopped_before_its_provenance_leaves_no_tag(source, registry2, tmp_
         assert _state(registry2.host, repo, [source["root"]])[1] == {source["root"].digest: [provenance]}
     finally:
         proxy.stop()
+
+
+def test_rerun_lists_a_referrer_a_stopped_run_wrote_but_did_not_index(source, registry2, tmp_path) -> None:
+    """Stopped between a referrer's write and its entry in the subject's ``sha256-<hex>``
+    fallback index (this registry has no referrers API): the re-run lists it."""
+    repo = f"resume/{uuid.uuid4().hex[:8]}/unindexed"
+    src, dst = _open(source["host"], source["repo"]), _open(registry2.host, repo)
+    try:
+        copy(src, source["root"].digest, dst, None, referrers=False)
+        copy(src, source["sbom"], dst, None, referrers=False)  # the referrer, with its bookkeeping tag
+    finally:
+        src.close()
+        dst.close()
+    empty = Index(mediaType=OCI_INDEX).to_json_bytes()  # the fallback index as before the referrer's entry
+    httpx.put(f"http://{registry2.host}/v2/{repo}/manifests/sha256-{source['root'].digest[7:]}", content=empty,
+              headers={"Content-Type": OCI_INDEX}, timeout=30).raise_for_status()
+    assert _state(registry2.host, repo, [source["root"]])[1] == {source["root"].digest: []}
+
+    summary = run_job(_job(tmp_path, source, f"{registry2.host}/{repo}", "1.0"))
+    assert summary.ok, summary.format_text()
+    final = _state(registry2.host, repo, [source["root"]])
+    assert final[1] == {source["root"].digest: [source["sbom"]]}
+    assert final == _uninterrupted(tmp_path, source, registry2, "1.0", [source["root"]])
