@@ -353,7 +353,7 @@ class _Copy:
             if held is None:
                 held = referrers_read(src, desc)
             self._companions(desc, depth)
-        after = held is not None and bool(held.listed) or (depth == 0 and self.hooks.before_tag is not None)
+        after = (held is not None and bool(held.listed)) or (depth == 0 and self.hooks.before_tag is not None)
         tag_last = tag if after else None  # the name goes last, after what goes with the manifest
         if tag_last is not None:
             tag = None
