@@ -1,7 +1,7 @@
 """One artifact's graph walked for a mirror's plan: every descriptor reachable from its root (and
 its referrers), each manifest read once and kept, with the referrer listings made, so that the
 copy is handed what the plan read (mirror/run.py) and asks the source for none of it again; and
-whether a target lacks the signatures the source holds."""
+whether a target that holds the artifact lacks referrers the source holds."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from ocibridge.core.graphbound import GraphBound
 from ocibridge.errors import NotFound
 from ocibridge.oci.models import Descriptor, Index, parse_manifest_bytes
-from ocibridge.signing.attach import companion_tags, is_signature_referrer
+from ocibridge.signing.attach import companion_tags
 from ocibridge.stores.base import HeldReferrers, Store, is_manifest, referrers_read
 
 Fetch = Callable[[Store, Descriptor], bytes]
@@ -66,19 +66,34 @@ def walk_graph(store: Store, root: Descriptor, referrers: bool, fetch: Fetch,
     return walked
 
 
-def signatures_missing(src: Store, dst: Store, desc: Descriptor,
-                       listed: dict[str, HeldReferrers] | None = None) -> bool:
-    """Whether ``src`` holds signatures of ``desc`` (cosign tags, bundle referrers) that ``dst``
-    lacks: an artifact mirrored before it was signed still gets its signatures. The referrers
-    listed (with what the listing read) go into ``listed``, for the walk that carries them."""
-    for sig, tag in companion_tags(src, desc):
+def referrers_missing(src: Store, dst: Store, root: Descriptor, fetch: Fetch,
+                      listed: dict[str, HeldReferrers] | None = None) -> int:
+    """How many referrers of an artifact already tagged on ``dst`` the source holds and ``dst``
+    lacks: referrers (SBOMs, attestations, chunk tables, signatures) of ``root`` and of the
+    manifests an index root names, and cosign's tag-named companions of ``root``. An artifact
+    mirrored before it was signed, or by a run killed before its referrers were written (an
+    older run tagged first), is planned again and completed. Cost: one listing per manifest of
+    the artifact, kept in ``listed`` for the walk that carries them, and one existence check
+    per referrer at ``dst``; no blob is looked at."""
+    missing = 0
+    for sig, tag in companion_tags(src, root):
         try:
             if dst.resolve(tag).digest == sig.digest:
                 continue
         except NotFound:
             pass
-        return True
-    held = referrers_read(src, desc)
-    if listed is not None:
-        listed[desc.digest] = held
-    return any(is_signature_referrer(r) and not dst.exists(r) for r in held)
+        missing += 1
+    bound = GraphBound(f"graph of {root.digest}")
+    stack = [(root, 0)]
+    while stack:
+        desc, depth = stack.pop()
+        if not is_manifest(desc) or not bound.enter(desc.digest, depth):
+            continue
+        held = referrers_read(src, desc)
+        if listed is not None:
+            listed[desc.digest] = held
+        missing += sum(1 for r in held if not dst.exists(r))
+        node = parse_manifest_bytes(fetch(src, desc), desc.mediaType)
+        if isinstance(node, Index):
+            stack.extend((d, depth + 1) for d in node.manifests)
+    return missing

@@ -18,7 +18,7 @@ from ocibridge.errors import NotFound, OcibridgeError, SignatureError, error_tex
 from ocibridge.kinds.hf.locator import hub_reference_of
 from ocibridge.mirror.endpoints import job_reference, open_endpoint
 from ocibridge.mirror.filters import select_tags
-from ocibridge.mirror.graphwalk import Fetch, Walked, signatures_missing, walk_graph
+from ocibridge.mirror.graphwalk import Fetch, Walked, referrers_missing, walk_graph
 from ocibridge.mirror.job import MirrorJob, SyncEntry
 from ocibridge.mirror.planned import ArtifactPlan, EntryPlan
 from ocibridge.mirror.ratelimit import TokenBucket
@@ -192,12 +192,15 @@ class _Planner:
                     result.note = (f"{len(left)} referrer(s) of the original left behind: they name "
                                    "its digest, which re-labelling changed (sign the copy again)")
         result.digest = desc.digest
-        listed: dict[str, HeldReferrers] = {}  # what the signature check listed: walked as it read it
+        listed: dict[str, HeldReferrers] = {}  # what the referrers check listed: walked as it read it
         if self._already_there(desc, tag):
-            if not (self.settings.referrers and signatures_missing(store, self.dst.store, desc, listed)):
+            missing = referrers_missing(store, self.dst.store, desc, self._fetch, listed) \
+                if self.settings.referrers else 0
+            if not missing:
                 result.status, result.reason = "skipped", "already mirrored"
                 return result
-            result.note = "already mirrored; carrying signatures the target lacks"
+            result.note = (f"completed: already mirrored, but without {missing} referrer(s) "
+                           "the source holds, which this run adds")
         walked = self._count(store, desc, result, mounts, listed)
         return ArtifactPlan(result, store, src_ref, tag, referrers=self.settings.referrers, mounts=mounts, read=read,
                             root=desc, in_hand=walked.manifests, listed=walked.referrers)

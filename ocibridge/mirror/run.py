@@ -2,8 +2,9 @@
 
 Every artifact is one :func:`ocibridge.transfer.copy.copy` pinned to the planned digest, so blobs the
 target holds are HEAD-skipped, blobs of the same registry are mounted, and the tag is written
-only after the whole graph is there. That is what makes a killed job safe to re-run: what
-finished is skipped, what did not is sent again, nothing half-done is ever tagged.
+only after the whole graph and its referrers are there. That is what makes a killed job safe to
+re-run: what finished is skipped, what did not is sent again, nothing half-done is ever tagged
+(and a tag an older run wrote before its referrers is completed: mirror/graphwalk.py).
 """
 
 from __future__ import annotations
@@ -107,6 +108,16 @@ def _copy_one(target: WritableStore, item: ArtifactPlan, blobs: int, locks: Blob
             with sent:
                 result.blobs_sent.append(desc.digest)
 
+    attached: list[int] = []  # the chunk table's referrer: 0 or 1
+
+    def before_tag(root: Descriptor) -> None:
+        """What the run attaches to the copy, written before its tag (the copy's last write)."""
+        attached.append(_attach_built_table(store, target))
+        if plan.settings.provenance:  # the copy is there: then what made it
+            from ocibridge.mirror.provenance import attach_provenance
+
+            result.provenance = attach_provenance(plan, item, target, root)
+
     try:
         root: str | Descriptor
         if item.prepare is not None:  # made when the copy starts: nothing read of it yet
@@ -116,15 +127,11 @@ def _copy_one(target: WritableStore, item: ArtifactPlan, blobs: int, locks: Blob
         stats = copy(store, root, target, item.tag,
                      concurrency=blobs, referrers=item.referrers, blob_locks=locks, progress=record,
                      hooks=CopyHooks(mounts=item.mounts, in_hand=item.in_hand, listed=item.listed,
-                                     companions=SignatureCompanions() if item.referrers else None))
+                                     companions=SignatureCompanions() if item.referrers else None,
+                                     before_tag=before_tag if _attaches(plan, store) else None))
         item.in_hand, item.listed = {}, {}  # copied: the entry's other copies need none of it
-        chunk_referrer = _attach_built_table(store, target)  # before any other tag names the manifest
         if item.also_tags and stats.root is not None:
             retag(target, stats.root, item.also_tags)
-        if plan.settings.provenance and stats.root is not None:  # the copy is there: then what made it
-            from ocibridge.mirror.provenance import attach_provenance
-
-            result.provenance = attach_provenance(plan, item, target, stats.root)
     except OcibridgeError as e:
         result.status, result.reason = "failed", error_text(e)
         return result
@@ -139,9 +146,17 @@ def _copy_one(target: WritableStore, item: ArtifactPlan, blobs: int, locks: Blob
     result.blobs_skipped = stats.blobs_skipped
     result.bytes_copied = stats.bytes_copied
     result.manifests_copied = stats.manifests_copied
-    result.referrers = len(stats.referrers) + chunk_referrer
+    result.referrers = len(stats.referrers) + sum(attached)
     result.signatures = len(stats.signatures)
     return result
+
+
+def _attaches(plan: EntryPlan, store: object) -> bool:
+    """Whether the run may attach something to the copy (its tag then waits for it: one more
+    PUT): provenance, or a built artifact's chunk table (known once the copy has hashed its files)."""
+    from ocibridge.model.builder import PlannedArtifact
+
+    return plan.settings.provenance or isinstance(store, PlannedArtifact)
 
 
 def _attach_built_table(store: object, target: WritableStore) -> int:

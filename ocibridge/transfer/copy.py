@@ -2,7 +2,8 @@
 
 Walks the manifest graph from a root, copies every blob the destination lacks (bounded
 concurrency, streamed, verified by the destination), children before parents so that a
-manifest never points at something missing, then tags the root.
+manifest never points at something missing, then the root's referrers, then tags the root: the
+tag is the last write, so no tag names an artifact a killed copy left incomplete.
 
 What a caller knows beyond the two stores travels as :class:`CopyHooks`: blobs to mount from
 another store of the destination's server, and whether a failed copy takes back what it added.
@@ -102,6 +103,10 @@ class CopyHooks:
     #: with ``referrers``: the referrers of a manifest (by its digest) the caller has already
     #: listed from the source, with what the listing read (a mirror's plan): not listed again
     listed: Mapping[str, HeldReferrers] = field(default_factory=dict)
+    #: what the caller writes beside the root once it and its referrers are there, given the
+    #: root (a mirror's chunk table of a built artifact, its provenance): before the root's tag,
+    #: which stays the last write
+    before_tag: Callable[[Descriptor], None] | None = None
 
 
 def copy(
@@ -317,7 +322,12 @@ class _Copy:
     def node(self, desc: Descriptor, tag: str | None = None, referrers: bool | None = None,
              depth: int = 0, data: bytes | None = None) -> bool:
         """Copy one manifest and what it names; the root goes out with its ``tag`` in the same
-        write (one PUT on a registry, not a PUT, a GET and a second PUT to tag it).
+        write (one PUT on a registry, not a PUT, a GET and a second PUT to tag it), unless it has
+        referrers to carry: then the tag is the last write, after them (the manifest by digest
+        first, as a referrer's ``subject`` names it), so a copy killed midway leaves no tag
+        naming an artifact without its referrers, and a re-run finds the tag missing and ends it.
+        What goes with a manifest without naming it (cosign's tag-named companions) is carried
+        before the manifest is written, for the same reason.
 
         Each manifest is walked once per copy (a diamond or a cycle of referrers and fallback
         tags costs one visit per node, not one per path), within the bounds of
@@ -337,6 +347,16 @@ class _Copy:
             raise
         children = (self.hooks.successors or successors)(desc, data)
         graph = any(is_manifest(child) for child in children)  # an index: manifests below it
+        held: HeldReferrers | None = None
+        if referrers:
+            held = self.hooks.listed.get(desc.digest)
+            if held is None:
+                held = referrers_read(src, desc)
+            self._companions(desc, depth)
+        after = (held is not None and bool(held.listed)) or (depth == 0 and self.hooks.before_tag is not None)
+        tag_last = tag if after else None  # the name goes last, after what goes with the manifest
+        if tag_last is not None:
+            tag = None
         if not present.result():
             if graph:
                 for child in children:
@@ -349,6 +369,10 @@ class _Copy:
             dst.push_manifest(desc, data, tag)
             stats.add(manifests_copied=1)
         else:
+            if graph and held is not None:  # an index there already: what goes with its manifests may not be
+                for child in children:
+                    if is_manifest(child):
+                        self.node(child, depth=depth + 1)
             if not graph:
                 # present with all it names (a registry or layout holds a manifest only with its
                 # blobs): they count as already there, so a re-push does not read as "0 skipped"
@@ -360,28 +384,35 @@ class _Copy:
                         progress("skip", blob, blob.size)
             if tag is not None:
                 dst.push_manifest(desc, data, tag)  # the bytes are in hand: tagging is one PUT
-            elif isinstance(dst, KeepsReferrers):
+            elif tag_last is None and isinstance(dst, KeepsReferrers):
                 dst.keep_referrer(desc, data)  # a referrer there from before its tag: tagged now
-        if referrers:
+        if held is not None:
             companions = self.hooks.companions
-            held = self.hooks.listed.get(desc.digest)
-            if held is None:
-                held = referrers_read(src, desc)
             for ref in held:
                 if not self.node(ref, depth=depth + 1, data=held.known(ref)):
                     continue
                 stats.referrers.append(ref.digest)
                 if companions is not None and companions.is_signature(ref):
                     stats.signatures.append(ref.digest)
-            if companions is not None:
-                if not isinstance(dst, WritableStore):
-                    raise OcibridgeError(f"{dst.describe()} cannot hold what goes with a manifest (signatures)")
-
-                def companion(d: Descriptor) -> None:
-                    self.node(d, referrers=False, depth=depth + 1)
-
-                stats.signatures.extend(companions.carry(src, dst, desc, companion, stats))
+        if depth == 0 and self.hooks.before_tag is not None:
+            self.hooks.before_tag(desc)
+        if tag_last is not None:  # the manifest and all that goes with it are there: now its name
+            dst.push_manifest(desc, data, tag_last)
         return True
+
+    def _companions(self, desc: Descriptor, depth: int) -> None:
+        """Carry what goes with ``desc`` without naming it (cosign's tag-named signatures)."""
+        companions = self.hooks.companions
+        if companions is None:
+            return
+        dst = self.dst
+        if not isinstance(dst, WritableStore):
+            raise OcibridgeError(f"{dst.describe()} cannot hold what goes with a manifest (signatures)")
+
+        def companion(d: Descriptor) -> None:
+            self.node(d, referrers=False, depth=depth + 1)
+
+        self.stats.signatures.extend(companions.carry(self.src, dst, desc, companion, self.stats))
 
 
 def _reporting(progress: ProgressFn | None, desc: Descriptor) -> Callable[[int], None] | None:

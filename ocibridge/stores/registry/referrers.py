@@ -131,6 +131,15 @@ class RegistryReferrers:
         parsed = parse_manifest_bytes(data, OCI_INDEX)
         return parsed if isinstance(parsed, Index) else None
 
+    def keep_listed(self, subject: Descriptor, desc: Descriptor, data: bytes) -> None:
+        """``desc``, a referrer of ``subject`` held here, listed as one: a registry with the
+        referrers API lists what it holds itself (asked once per repository); without, it is
+        added to the fallback index where a write stopped between the two left it out."""
+        if self._api is None:
+            self._from_api(subject, None)
+        if not self._api:
+            self.add_to_fallback(subject, desc, data)
+
     def add_to_fallback(self, subject: Descriptor, desc: Descriptor, data: bytes) -> None:
         """Add ``desc`` to the ``sha256-<hex>`` index (the registry has no referrers API)."""
         manifest = parse_manifest_bytes(data, desc.mediaType)

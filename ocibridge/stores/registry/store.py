@@ -398,12 +398,16 @@ class RegistryStore(ClosesOnExit):
     def keep_referrer(self, desc: Descriptor, data: bytes) -> None:
         """A referrer found here already is given its bookkeeping tag when it lacks it (written
         before referrers had one, or by another tool): one HEAD when it has it, else the write
-        :meth:`push_manifest` makes (the tag, and the fallback index where it is missing)."""
-        if subject_of(data, desc.mediaType) is None:
+        :meth:`push_manifest` makes (the tag, and the fallback index where it is missing). With
+        its tag but without the referrers API, the fallback index is read (one GET) and the
+        referrer added where a write stopped between the two left it out."""
+        subject = subject_of(data, desc.mediaType)
+        if subject is None:
             return
         keep = referrer_tag(desc.digest)
         response = self._send("HEAD", self._path("manifests", keep), headers={"Accept": ACCEPT_MANIFESTS})
         if response.status_code == 200 and response.headers.get("docker-content-digest") == desc.digest:
+            self._referrers.keep_listed(subject, desc, data)
             return
         if response.status_code not in (200, 404):
             raise self._fail(response)
