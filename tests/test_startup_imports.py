@@ -188,7 +188,8 @@ LOAD_UNUSED = ("ocibridge.signing.containers_policy", "ocibridge.signing.policy_
 
 def test_load_tensors_without_keys_or_policy_file_loads_no_policy_code(registry, unique_repo, tmp_path):
     """A plain ``load_tensors(REF)`` imports what reads the tensors: no policy code (there is
-    no policy file to obey), no GGUF reader, no device staging; the tensors are still read."""
+    no policy file to obey), no GGUF reader, no device staging; the tensors are still read, and
+    a policy file found in ``$OCIBRIDGE_POLICY`` is still obeyed."""
     import numpy as np
     from safetensors.numpy import save_file
 
@@ -206,3 +207,8 @@ def test_load_tensors_without_keys_or_policy_file_loads_no_policy_code(registry,
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == str(sorted((k, v.tobytes().hex()) for k, v in weights.items()))  # it did load
     assert done.stderr.strip().splitlines()[-1] == "HEAVY:", done.stderr
+    rejecting = tmp_path / "policy.json"  # a policy file found (not given by verify=) is still obeyed
+    rejecting.write_text('{"default": [{"type": "reject"}]}')
+    done = subprocess.run([sys.executable, "-c", probe], cwd=REPO_ROOT, env={**env, "OCIBRIDGE_POLICY": str(rejecting)},
+                          capture_output=True, text=True)
+    assert done.returncode == 1 and "SignatureError" in done.stderr and "refused" in done.stderr, done.stderr
