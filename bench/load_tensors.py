@@ -10,9 +10,10 @@ empty model cache between them:
 
 - ``load``: ``ocibridge.load_tensors(REF)`` (the model pushed with its chunk table, the default
   from 64 MiB); the script also prints its own time from the call to the last tensor, and the
-  wall clock at its first line and at its last tensor: beside the parent's clock at the start
-  and at the reaping, the time before the call (the interpreter's start) and after it (the
-  exit: finalization, the tensors' memory freed) (issue 91);
+  wall clock at its first line, at its first connection (an audit hook on ``socket.connect``)
+  and at its last tensor: beside the parent's clock at the start and at the reaping, the
+  process's timeline: the interpreter's start, the call's imports and set-up before anything is
+  on the wire, the wire, and the exit (finalization, the tensors' memory freed) (issue 91);
 - ``pull+load``: ``ocibridge pull REF DIR -q``, then a process that runs
   ``safetensors.numpy.load_file`` over the pulled file (the two wall times added);
 - ``curl``: ``curl -o /dev/null`` of the blob (the wire, nothing written);
@@ -54,13 +55,19 @@ MiB = 1024 * 1024
 LOAD = """
 import resource, sys, time
 begun = time.time()
+connected = []
+def first_connection(event, args):  # its wall clock: the call's imports and set-up are behind it
+    if event == "socket.connect" and not connected:
+        connected.append(time.time())
+sys.addaudithook(first_connection)
 t = time.perf_counter()
 import ocibridge
 tensors = ocibridge.load_tensors(sys.argv[1])
 took = time.perf_counter() - t
 ended = time.time()
 use = resource.getrusage(resource.RUSAGE_SELF)
-print(took, sum(a.nbytes for a in tensors.values()), len(tensors), use.ru_utime, use.ru_stime, begun, ended)
+print(took, sum(a.nbytes for a in tensors.values()), len(tensors), use.ru_utime, use.ru_stime, begun, ended,
+      connected[0])
 """
 
 LOAD_FILE = """
@@ -153,13 +160,19 @@ def run(size_mib: int, count: int, work: Path, repeat: int, pages: str = "as-is"
             shutil.rmtree(pulled, ignore_errors=True)
             subprocess.run(["sync"], check=True)
 
-        kinds = ("load", "load_inside", "base", "base_inside",
-                 "load_start", "load_exit", "load_user", "load_sys", "pull", "load_file",
-                 "curl", "memory", "memory_inside", "hash", "write", "touch")
+        kinds = ("load", "load_inside", "base", "base_inside", "load_start", "load_to_wire", "load_on_wire",
+                 "load_exit", "load_user", "load_sys", "pull", "load_file", "curl", "memory", "memory_inside",
+                 "hash", "write", "touch")
         samples: dict[str, list[float]] = {k: [] for k in kinds}
         rss: dict[str, list[float]] = {"load": [], "load_file": [], "pull": []}
         clean()
         run_measured([sys.executable, "-c", LOAD, ref], env=env)  # warm-up: imports and the page cache
+        if baseline is not None:  # its modules compiled and warmed up as this checkout's are
+            subprocess.run([sys.executable, "-m", "compileall", "-q", str(baseline / "ocibridge")], check=True)
+            clean()
+            run_measured([sys.executable, "-c", LOAD, ref], cwd=str(baseline.resolve()),
+                         env={**env, "PYTHONPATH": os.pathsep.join(
+                             filter(None, (str(baseline.resolve()), os.environ.get("PYTHONPATH"))))})
         size = size_mib * MiB
 
         def measured(cmd: list[str], env: dict[str, str] | None = None) -> Sample:
@@ -172,8 +185,10 @@ def run(size_mib: int, count: int, work: Path, repeat: int, pages: str = "as-is"
             spawned = time.time()  # (wall clocks, the child's beside the parent's: the process's two ends)
             s = run_measured([sys.executable, "-c", LOAD, ref], env=env)
             reaped = time.time()
-            inside, nbytes, tensors, user, system, begun, ended = s.stdout.split()
+            inside, nbytes, tensors, user, system, begun, ended, connected = s.stdout.split()
             samples["load_start"].append(float(begun) - spawned)
+            samples["load_to_wire"].append(float(connected) - float(begun))
+            samples["load_on_wire"].append(float(ended) - float(connected))
             samples["load_exit"].append(reaped - float(ended))
             samples["load_user"].append(float(user))
             samples["load_sys"].append(float(system))
@@ -183,8 +198,11 @@ def run(size_mib: int, count: int, work: Path, repeat: int, pages: str = "as-is"
             rss["load"].append(s.rss_mb)
             if baseline is not None:  # the other checkout's load_tensors, in the same round
                 clean()
-                path = os.pathsep.join(filter(None, (str(baseline), os.environ.get("PYTHONPATH"))))
-                s = measured([sys.executable, "-c", LOAD, ref], env={**env, "PYTHONPATH": path})
+                # (its directory the working one too: ``-c`` imports from there before PYTHONPATH)
+                home = str(baseline.resolve())
+                path = os.pathsep.join(filter(None, (home, os.environ.get("PYTHONPATH"))))
+                landing.prepare(pages, size)
+                s = run_measured([sys.executable, "-c", LOAD, ref], cwd=home, env={**env, "PYTHONPATH": path})
                 samples["base"].append(s.seconds)
                 samples["base_inside"].append(float(s.stdout.split()[0]))
             clean()
@@ -222,6 +240,9 @@ def run(size_mib: int, count: int, work: Path, repeat: int, pages: str = "as-is"
         f"| the same, from the call to the last tensor (inside the process) | {show(samples['load_inside'])} | |",
         f"| the same, before the call: started to the script's first line (the interpreter's start) "
         f"| {show(samples['load_start'])} | |",
+        f"| the same, the script's first line to its first connection (the call's imports and set-up: "
+        f"nothing on the wire yet) | {show(samples['load_to_wire'])} | |",
+        f"| the same, the first connection to the last tensor | {show(samples['load_on_wire'])} | |",
         f"| the same, after the call: the last tensor to the process reaped (its exit: finalization, "
         f"memory freed) | {show(samples['load_exit'])} | |",
         f"| the same, CPU of the process: user / system | {show(samples['load_user'])} "

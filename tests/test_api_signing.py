@@ -270,6 +270,6 @@ def test_check_policy_reports_unchecked_requirements_and_no_file(layout, keypair
     assert not ocibridge.check_policy(layout).allowed  # the policy pull would find
     monkeypatch.delenv("OCIBRIDGE_POLICY")
     monkeypatch.setenv("HOME", str(tmp_path))
-    monkeypatch.setattr("ocibridge.signing.policy_file.SYSTEM_POLICY", tmp_path / "none.json")
+    monkeypatch.setattr("ocibridge.signing.policy_place.SYSTEM_POLICY", tmp_path / "none.json")
     free = ocibridge.check_policy(layout)
     assert free.allowed and free.policy_file is None and free.requirements == ()

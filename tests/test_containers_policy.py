@@ -18,7 +18,8 @@ from ocibridge.oci.models import Descriptor
 from ocibridge.signing.classic import signature_manifest, signature_tag
 from ocibridge.signing.containers_policy import DockerName, IdentityRule, PolicyFileError, docker_scope, oci_scope
 from ocibridge.signing.policy_eval import evaluate
-from ocibridge.signing.policy_file import find_policy_file, load_policy, parse_policy
+from ocibridge.signing.policy_file import load_policy, parse_policy
+from ocibridge.signing.policy_place import find_policy_file
 from ocibridge.stores.layout import LayoutStore
 from tests.support.data import data
 
@@ -43,10 +44,10 @@ def _name(text: str) -> DockerName | None:
 
 # -- where the file is ------------------------------------------------------------------------
 def test_the_file_is_found_in_skopeos_order(tmp_path, monkeypatch):
-    from ocibridge.signing import policy_file
+    from ocibridge.signing import policy_place
 
     system = tmp_path / "etc-policy.json"
-    monkeypatch.setattr(policy_file, "SYSTEM_POLICY", system)
+    monkeypatch.setattr(policy_place, "SYSTEM_POLICY", system)
     monkeypatch.delenv("OCIBRIDGE_POLICY", raising=False)
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     assert find_policy_file() is None  # nothing anywhere: no policy, everything accepted as before

@@ -135,11 +135,11 @@ def test_the_environment_names_the_policy_and_the_flag_wins(tmp_path, monkeypatc
 
 
 def test_no_policy_file_anywhere_changes_nothing(tmp_path, monkeypatch):
-    from ocibridge.signing import policy_file
+    from ocibridge.signing import policy_place
 
     monkeypatch.delenv("OCIBRIDGE_POLICY", raising=False)
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    monkeypatch.setattr(policy_file, "SYSTEM_POLICY", tmp_path / "none.json")
+    monkeypatch.setattr(policy_place, "SYSTEM_POLICY", tmp_path / "none.json")
     src = f"oci:{tmp_path}/src:v1"
     _push(tmp_path, src)
     assert main(["pull", src, str(tmp_path / "out"), "-q"]) == 0

@@ -85,7 +85,7 @@ def test_serve_keeps_the_policy_file_it_found(tmp_path, monkeypatch):
     from starlette.testclient import TestClient
 
     import ocibridge
-    from ocibridge.signing import policy_file
+    from ocibridge.signing import policy_place
     from ocibridge.stores.layout import LayoutStore
 
     layout = tmp_path / "layout"
@@ -97,7 +97,7 @@ def test_serve_keeps_the_policy_file_it_found(tmp_path, monkeypatch):
     user.write_text(json.dumps({"default": REJECT}))
     monkeypatch.delenv("OCIBRIDGE_POLICY", raising=False)
     monkeypatch.setenv("HOME", str(home))
-    monkeypatch.setattr(policy_file, "SYSTEM_POLICY", tmp_path / "none.json")
+    monkeypatch.setattr(policy_place, "SYSTEM_POLICY", tmp_path / "none.json")
     with TestClient(ocibridge.create_app(f"oci:{layout}")) as client:
         assert client.get("/api/models/acme/tiny").status_code == 403  # the policy rejects it
         user.unlink()

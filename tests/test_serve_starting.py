@@ -204,12 +204,12 @@ def test_the_catalog_badge_says_which_rule_refused(layout, tmp_path):
 
 def test_no_rule_in_force_no_policy_badge(monkeypatch, tmp_path):
     from ocibridge.hubserver.repo.rules import rules_in_force
-    from ocibridge.signing import policy_file
+    from ocibridge.signing import policy_place
     from ocibridge.signing.containers_policy import UsePolicy
 
     monkeypatch.delenv("OCIBRIDGE_POLICY")
     monkeypatch.setenv("HOME", str(tmp_path))
-    monkeypatch.setattr(policy_file, "SYSTEM_POLICY", tmp_path / "absent.json")
+    monkeypatch.setattr(policy_place, "SYSTEM_POLICY", tmp_path / "absent.json")
     assert rules_in_force(None) == ()
     assert rules_in_force(UsePolicy(keys=object())) == ("--verify-key",)
     assert rules_in_force(UsePolicy(file=str(tmp_path / "p.json"))) == ("the policy file",)

@@ -3,6 +3,7 @@ command's start-up time; the time itself is measured by bench/startup.py)."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -163,3 +164,51 @@ def test_a_warm_offline_path_loads_only_the_cache_records(tmp_path, monkeypatch)
     code, out, err, heavy = run_entry(["path", ref, "--offline"], WARM_PATH_HEAVY)
     assert code == 0 and out == str(snapshot), err
     assert heavy == [], err
+
+
+LOAD_PROBE = """
+import sys
+from pathlib import Path
+from ocibridge.signing import policy_place
+policy_place.SYSTEM_POLICY = Path({absent!r})  # (this machine's own file aside: no policy file anywhere)
+import ocibridge
+tensors = ocibridge.load_tensors({ref!r})
+print(sorted((name, array.tobytes().hex()) for name, array in tensors.items()))
+heavy = sorted(m for m in sys.modules if any(m == u or m.startswith(u + ".") for u in {unused!r}))
+print("HEAVY:" + ",".join(heavy), file=sys.stderr)
+"""
+#: what ``load_tensors(REF)`` of a safetensors model, given no keys where no containers policy
+#: file applies, has no use for (issue 91: a fresh process's imports precede its first request):
+#: the policy file's reader and evaluator and the use check, ``verify=``'s API, the GGUF reader
+#: (the file is told apart by its magic alone) and torch on a device
+LOAD_UNUSED = ("ocibridge.signing.containers_policy", "ocibridge.signing.policy_file", "ocibridge.signing.use",
+               "ocibridge.signing.coverage", "ocibridge.signing.verify", "ocibridge.api.policy",
+               "ocibridge.lazyread.gguf", "ocibridge.model.gguf_header", "ocibridge.lazyread.torchdevice")
+
+
+def test_load_tensors_without_keys_or_policy_file_loads_no_policy_code(registry, unique_repo, tmp_path):
+    """A plain ``load_tensors(REF)`` imports what reads the tensors: no policy code (there is
+    no policy file to obey), no GGUF reader, no device staging; the tensors are still read, and
+    a policy file found in ``$OCIBRIDGE_POLICY`` is still obeyed."""
+    import numpy as np
+    from safetensors.numpy import save_file
+
+    from ocibridge.api.model_ops import push
+
+    (tmp_path / "m").mkdir()
+    weights = {"a": np.arange(6, dtype=np.float32).reshape(2, 3), "b": np.ones(4, dtype=np.int64)}
+    save_file(weights, str(tmp_path / "m" / "model.safetensors"))
+    ref = f"{registry.host}/{unique_repo}:v1"
+    push(str(tmp_path / "m"), ref)
+    env = {k: v for k, v in os.environ.items() if k != "OCIBRIDGE_POLICY"}
+    env.update(HOME=str(tmp_path / "home"), OCIBRIDGE_CACHE=str(tmp_path / "cache"))
+    probe = LOAD_PROBE.format(absent=str(tmp_path / "no-policy.json"), ref=ref, unused=LOAD_UNUSED)
+    done = subprocess.run([sys.executable, "-c", probe], cwd=REPO_ROOT, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == str(sorted((k, v.tobytes().hex()) for k, v in weights.items()))  # it did load
+    assert done.stderr.strip().splitlines()[-1] == "HEAVY:", done.stderr
+    rejecting = tmp_path / "policy.json"  # a policy file found (not given by verify=) is still obeyed
+    rejecting.write_text('{"default": [{"type": "reject"}]}')
+    done = subprocess.run([sys.executable, "-c", probe], cwd=REPO_ROOT, env={**env, "OCIBRIDGE_POLICY": str(rejecting)},
+                          capture_output=True, text=True)
+    assert done.returncode == 1 and "SignatureError" in done.stderr and "refused" in done.stderr, done.stderr

@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ocibridge.api.options import TransferOptions, caller_stacklevel
-from ocibridge.api.policy import Verification, verification
 from ocibridge.chunks.chain import ReferrerCheck, bound_table_descriptor
 from ocibridge.chunks.table import DEFAULT_CHUNK_SIZE, DEFAULT_THRESHOLD
 from ocibridge.lazyread.model import RemoteModel, Warn, warn_stderr
@@ -19,9 +18,11 @@ from ocibridge.stores.base import close_store
 from ocibridge.stores.tombstones import refuse_tombstone
 
 if TYPE_CHECKING:  # (the lazy reader and the tensor files: open_tensors imports them, load_tensors needs neither)
+    from ocibridge.api.policy import Verification
     from ocibridge.lazyread.blobreader import LazySource
     from ocibridge.lazyread.gguf import RemoteGGUF
     from ocibridge.lazyread.safetensors import RemoteSafetensors
+    from ocibridge.signing.containers_policy import UsePolicy
     from ocibridge.signing.verify import VerifyPolicy
 
 
@@ -86,6 +87,8 @@ def _verify_of(verify: Verification | None, deprecated: dict[str, Any]) -> Verif
                       "policy=...)", DeprecationWarning, stacklevel=caller_stacklevel())
     if verify is not None:
         raise TypeError("open_model(): give verify= or the deprecated verify_key=/policy=, not both")
+    from ocibridge.api.policy import verification
+
     return verification(keys=deprecated.get("verify_key") or (), policy=deprecated.get("policy"))
 
 
@@ -114,15 +117,12 @@ def opened_model(ref: str | Locator, *, transfer: TransferOptions | None = None,
                  read_timeout: float | None = None, pool_size: int | None = None) -> LazyModel:
     """:func:`open_model` for the API's other readers (``load_tensors``): every check the same,
     with a connection pool of at least ``pool_size``."""
-    from ocibridge.signing.containers_policy import UsePolicy
-    from ocibridge.signing.use import as_use_policy, check_before_use, refuse_before_opening
+    from ocibridge.signing.policy_place import find_policy_file
 
-    asked = as_use_policy(verify)
-    keys: VerifyPolicy | None = asked.keys
-    use = UsePolicy(file=asked.file)  # the policy file here; the keys below, trusting the files only
+    checked = verify is not None or find_policy_file() is not None  # (else nothing to check: no policy code loads)
     parsed = locate(ref, Role.REGISTRY)
     assert isinstance(parsed, RegistryReference)
-    refuse_before_opening(parsed, use, text_of(parsed))
+    keys, use = _use_policy(verify, parsed) if checked else (None, None)
     stall = StallBound(read_timeout)  # (refuses a bound of 0 or less before anything is opened)
     store, reference = _store(parsed, transfer, stall, pool_size)
     try:
@@ -159,15 +159,31 @@ def opened_model(ref: str | Locator, *, transfer: TransferOptions | None = None,
                 require_cover(verified, Trusted.CHUNK_TABLE, subject)
 
             model.trust_bound = covered
-        try:  # the digest read is the one checked, and the one every range is read from
-            check_before_use(store, model.descriptor, parsed, use, text_of(parsed))
-        except BaseException:
-            model.close()
-            raise
+        if use is not None:
+            from ocibridge.signing.use import check_before_use
+
+            try:  # the digest read is the one checked, and the one every range is read from
+                check_before_use(store, model.descriptor, parsed, use, text_of(parsed))
+            except BaseException:
+                model.close()
+                raise
         return model
     except BaseException:
         close_store(store)
         raise
+
+
+def _use_policy(verify: Verification | None, parsed: RegistryReference) -> tuple[VerifyPolicy | None, UsePolicy]:
+    """What must hold before ``parsed`` is used: the keys of ``verify`` (checked by the caller,
+    trusting the files only) and the policy file here, whose refusals whatever the registry
+    holds are made before anything is opened."""
+    from ocibridge.signing.containers_policy import UsePolicy
+    from ocibridge.signing.use import as_use_policy, refuse_before_opening
+
+    asked = as_use_policy(verify)
+    use = UsePolicy(file=asked.file)
+    refuse_before_opening(parsed, use, text_of(parsed))
+    return asked.keys, use
 
 
 def open_tensors(ref: str | Locator, file: str, **kw: Any) -> RemoteSafetensors | RemoteGGUF:

@@ -4,11 +4,10 @@ from the registry straight into memory, verified chunk by chunk, nothing written
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ocibridge.api.lazy_ops import LazyModel, opened_model
 from ocibridge.api.options import TransferOptions
-from ocibridge.api.policy import Verification
 from ocibridge.chunks.table import DEFAULT_THRESHOLD
 from ocibridge.errors import OcibridgeError
 from ocibridge.lazyread.framework_choice import framework_named
@@ -17,6 +16,9 @@ from ocibridge.lazyread.shards import choose
 from ocibridge.lazyread.tensorload import CONCURRENCY, SPAN, LoadFile, TensorStream
 from ocibridge.oci.digest import verify_bytes
 from ocibridge.places.locate import Locator
+
+if TYPE_CHECKING:
+    from ocibridge.api.policy import Verification
 
 #: iter_tensors' default bound on the tensors allocated and not yet handed over
 WORKING_SET = 256 * 1024 * 1024

@@ -200,7 +200,8 @@ def _app(sources: str | Sequence[str | RegistryReference | LayoutReference], opt
     from ocibridge.hubserver.server import ServerSettings, build_app, check_listening, parse_public_url
     from ocibridge.hubserver.tlsfiles import check_tls_files
     from ocibridge.signing.containers_policy import UsePolicy
-    from ocibridge.signing.policy_file import find_policy_file, read_policy_file
+    from ocibridge.signing.policy_file import read_policy_file
+    from ocibridge.signing.policy_place import find_policy_file
 
     transfer = transfer or TransferOptions()
     tokens = options.tokens or (tuple(read_tokens(options.token_file)) if options.token_file else ())

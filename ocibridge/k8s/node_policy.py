@@ -25,7 +25,7 @@ from ocibridge.k8s.runtime import Runtime, RuntimeVersion
 from ocibridge.oci.reference import RegistryReference
 from ocibridge.places.locators import Locator
 from ocibridge.signing.containers_policy import SIGSTORE_SIGNED, ContainersPolicy, Decision
-from ocibridge.signing.policy_file import SYSTEM_POLICY
+from ocibridge.signing.policy_place import SYSTEM_POLICY
 from ocibridge.stores.base import Store
 
 

@@ -6,10 +6,9 @@ from __future__ import annotations
 
 import struct
 
-from ocibridge.lazyread import gguf
 from ocibridge.lazyread.safetensors import read_header
 from ocibridge.lazyread.tensorfile import RangeReadable, TensorInfo
-from ocibridge.model.gguf_header import GGUF_MAGIC
+from ocibridge.model.ggml_types import GGUF_MAGIC
 
 #: the files a load reads, by how their names end
 SUFFIXES = (".safetensors", ".gguf")
@@ -23,6 +22,8 @@ def read_table(blob: RangeReadable, name: str) -> tuple[dict[str, TensorInfo], i
     """The tensors of ``blob`` (safetensors or GGUF) in the header's order, and the offset
     where the header ends (the bytes after it are tensors' or padding)."""
     if is_gguf(blob):
+        from ocibridge.lazyread import gguf  # (its header reader: only for a GGUF file)
+
         return gguf.load_table(blob, name)
     _, tensors = read_header(blob, name)
     (length,) = struct.unpack("<Q", blob.read(0, 8))

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from ocibridge.errors import OcibridgeError
 from ocibridge.lazyread.frameworks import Framework, NumpyArrays, TorchTensors
-from ocibridge.lazyread.torchdevice import TorchOnDevice
 
 
 def framework_named(name: str, device: str | None = None) -> Framework:
@@ -20,5 +19,7 @@ def framework_named(name: str, device: str | None = None) -> Framework:
     if name == "torch":
         if device is None:
             return TorchTensors()
+        from ocibridge.lazyread.torchdevice import TorchOnDevice  # (its staging ring: only on a device)
+
         return TorchOnDevice(device)
     raise OcibridgeError(f"framework={name!r}: 'numpy' or 'torch'")

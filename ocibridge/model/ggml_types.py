@@ -1,4 +1,5 @@
-"""ggml's type tables: GGUF ``general.file_type`` values and tensor type codes → names.
+"""ggml's type tables: GGUF ``general.file_type`` values and tensor type codes → names; and
+GGUF's magic, here so that telling a GGUF file apart loads no header reader.
 
 Kept here rather than taken from the optional ``gguf`` package so that the quantization written
 into a config is the same on every machine, whatever is installed (docs/reproducibility.md).
@@ -6,6 +7,9 @@ Values are ggml's (``llama_ftype`` and ``ggml_type``); a code missing here gives
 """
 
 from __future__ import annotations
+
+#: the first four bytes of a GGUF file
+GGUF_MAGIC = b"GGUF"
 
 #: ``general.file_type`` → name, as llama.cpp prints it (``MOSTLY_``/``ALL_`` prefixes dropped).
 FILE_TYPES: dict[int, str] = {

@@ -14,9 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
 from ocibridge.errors import SourceError, TooLarge
-from ocibridge.model.ggml_types import FILE_TYPES, TENSOR_TYPES
+from ocibridge.model.ggml_types import FILE_TYPES, GGUF_MAGIC, TENSOR_TYPES
 
-GGUF_MAGIC = b"GGUF"
 MAX_HEADER_BYTES = 1 << 30  # tokenizer arrays make headers large, but not this large
 MAX_COUNT = 1 << 24
 MAX_KEY = 1 << 16

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ocibridge.core import boundedjson, environment
+from ocibridge.core import boundedjson
 from ocibridge.core.hosts import OddHost
 from ocibridge.core.smallfile import read_small
 from ocibridge.errors import InvalidReference, TooLarge
@@ -40,23 +40,7 @@ from ocibridge.signing.containers_policy import (
     canonical_scope,
     path_scope_error,
 )
-
-SYSTEM_POLICY = Path("/etc/containers/policy.json")
-USER_POLICY = Path(".config", "containers", "policy.json")  # under $HOME
-
-
-def find_policy_file(explicit: str | os.PathLike[str] | None = None) -> Path | None:
-    """The policy file that applies: ``explicit``, ``$OCIBRIDGE_POLICY``, the user's, the
-    system's; None when there is none (nothing is then checked)."""
-    if explicit:
-        return Path(explicit)
-    named = os.environ.get(environment.POLICY)
-    if named:
-        return Path(named)
-    home = os.environ.get("HOME")
-    if home and (Path(home) / USER_POLICY).is_file():
-        return Path(home) / USER_POLICY
-    return SYSTEM_POLICY if SYSTEM_POLICY.is_file() else None
+from ocibridge.signing.policy_place import find_policy_file
 
 
 def load_policy(explicit: str | os.PathLike[str] | None = None) -> ContainersPolicy | None:

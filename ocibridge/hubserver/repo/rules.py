@@ -23,7 +23,7 @@ POLICY = "the policy file"
 def rules_in_force(verify: VerifyPolicy | UsePolicy | None) -> tuple[str, ...]:
     """The rules every model served is checked against: the policy file (one was found at
     start), ``--verify-key``."""
-    from ocibridge.signing.policy_file import find_policy_file
+    from ocibridge.signing.policy_place import find_policy_file
     from ocibridge.signing.use import as_use_policy
 
     use = as_use_policy(verify)
