@@ -325,6 +325,29 @@ def test_a_whole_model_load_imports_no_copy_and_no_lazy_reader(models):
     assert loaded == "", loaded
 
 
+#: iter_tensors in a fresh process: whether numpy was imported once the stream was opened (its
+#: headers asked for) and once its first tensor came, and what that tensor is
+NUMPY_LATE_PROBE = """
+import sys, ocibridge
+stream = ocibridge.iter_tensors(sys.argv[1])
+opened = "numpy" in sys.modules
+name, tensor = next(stream)
+first = "numpy" in sys.modules
+rest = dict(stream)
+print(opened, first, type(tensor).__module__, tensor.flags.writeable, len(rest) + 1)
+"""
+
+
+def test_numpy_is_imported_at_the_first_tensor_not_before_the_first_request(models):
+    """numpy's import is start-up time on the wire when it comes before the first request (issue
+    91): the tensors' memory needs no numpy, which is imported when the first tensor is handed over."""
+    ref, pulled, _ = models["table"]
+    done = subprocess.run([sys.executable, "-c", NUMPY_LATE_PROBE, ref],
+                          cwd=Path(__file__).resolve().parent.parent, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["False", "True", "numpy", "True", str(len(expected(pulled)))]
+
+
 def test_a_framework_that_is_missing_is_named_before_any_request(models, fault_proxy, monkeypatch):
     _, _, repo = models["table"]
     ref = f"{fault_proxy.host}/{repo}:v1"

@@ -9,6 +9,7 @@ one tensor frees it.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import importlib
 import importlib.util
@@ -107,10 +108,8 @@ def anonymous_memory(nbytes: int) -> tuple[Any, memoryview]:
         return empty, memoryview(empty)
     memory = mmap.mmap(-1, nbytes)
     if sys.platform == "linux" and nbytes >= HUGE_PAGES_FROM:
-        try:
+        with contextlib.suppress(OSError):  # (a kernel without transparent huge pages: small ones do)
             memory.madvise(mmap.MADV_HUGEPAGE)
-        except OSError:  # (a kernel without transparent huge pages: small ones do)
-            pass
     return memory, memoryview(memory)
 
 
