@@ -404,3 +404,30 @@ def test_the_bytes_of_a_range_land_in_its_tensors_past_tensors_of_no_bytes():
         at += len(view)
     by_name = {s.info.name: s for s in landing.slots}
     assert bytes(by_name["a"].buffer) == data[10:110] and bytes(by_name["b"].buffer)[:40] == data[120:160]
+
+
+def test_the_memory_tensors_land_in_is_private_and_asks_for_huge_pages():
+    """A shared anonymous mapping is shmem: no transparent huge pages, many more page faults, and
+    ~0.2 s more per GiB to free at exit (issue 91); numpy's tensors land in private mappings,
+    madvised for huge pages as numpy's own memory is."""
+    import ctypes
+
+    from ocibridge.lazyread.frameworks import HUGE_PAGES_FROM, anonymous_memory
+
+    buffer, view = anonymous_memory(HUGE_PAGES_FROM)
+    view[:] = b"\x01" * len(view)
+    at = ctypes.addressof(ctypes.c_char.from_buffer(buffer))
+    mapping, flags = None, ""
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        first, _, rest = line.partition(" ")
+        if "-" in first and all(c in "0123456789abcdef-" for c in first):
+            low, high = (int(x, 16) for x in first.split("-"))
+            mapping = rest.split()[0] if low <= at < high else None
+        elif mapping is not None and first == "VmFlags:":
+            flags = rest
+            break
+    assert mapping == "rw-p", mapping
+    huge = Path("/sys/kernel/mm/transparent_hugepage/enabled")
+    if huge.exists() and "[never]" not in huge.read_text():
+        assert "hg" in flags.split(), flags
+    del view
