@@ -179,7 +179,20 @@ def run(size_mib: int, count: int, work: Path, repeat: int, pages: str = "as-is"
             landing.prepare(pages, size)
             return run_measured(cmd, env=env)
 
-        for _ in range(repeat):
+        def load_baseline() -> None:
+            """The other checkout's load_tensors, in the same round (its directory the working
+            one too: ``-c`` imports from there before PYTHONPATH)."""
+            clean()
+            home = str(baseline.resolve()) if baseline is not None else ""
+            path = os.pathsep.join(filter(None, (home, os.environ.get("PYTHONPATH"))))
+            landing.prepare(pages, size)
+            s = run_measured([sys.executable, "-c", LOAD, ref], cwd=home, env={**env, "PYTHONPATH": path})
+            samples["base"].append(s.seconds)
+            samples["base_inside"].append(float(s.stdout.split()[0]))
+
+        for round_ in range(repeat):
+            if baseline is not None and round_ % 2 == 1:  # (which goes first alternates: a round's first
+                load_baseline()  # process lands in memory the previous rows just gave back)
             clean()
             landing.prepare(pages, size)
             spawned = time.time()  # (wall clocks, the child's beside the parent's: the process's two ends)
@@ -196,15 +209,8 @@ def run(size_mib: int, count: int, work: Path, repeat: int, pages: str = "as-is"
             samples["load"].append(s.seconds)
             samples["load_inside"].append(float(inside))
             rss["load"].append(s.rss_mb)
-            if baseline is not None:  # the other checkout's load_tensors, in the same round
-                clean()
-                # (its directory the working one too: ``-c`` imports from there before PYTHONPATH)
-                home = str(baseline.resolve())
-                path = os.pathsep.join(filter(None, (home, os.environ.get("PYTHONPATH"))))
-                landing.prepare(pages, size)
-                s = run_measured([sys.executable, "-c", LOAD, ref], cwd=home, env={**env, "PYTHONPATH": path})
-                samples["base"].append(s.seconds)
-                samples["base_inside"].append(float(s.stdout.split()[0]))
+            if baseline is not None and round_ % 2 == 0:
+                load_baseline()
             clean()
             s = measured([sys.executable, "-m", "ocibridge", "pull", ref, str(pulled), "-q"], env=env)
             samples["pull"].append(s.seconds)
