@@ -5,7 +5,7 @@ whether a target that holds the artifact lacks referrers the source holds."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from ocibridge.core.graphbound import GraphBound
@@ -83,17 +83,26 @@ def referrers_missing(src: Store, dst: Store, root: Descriptor, fetch: Fetch,
         except NotFound:
             pass
         missing += 1
-    bound = GraphBound(f"graph of {root.digest}")
-    stack = [(root, 0)]
-    while stack:
-        desc, depth = stack.pop()
-        if not is_manifest(desc) or not bound.enter(desc.digest, depth):
-            continue
+    for desc in manifest_tree(src, root, fetch):
         held = referrers_read(src, desc)
         if listed is not None:
             listed[desc.digest] = held
         missing += sum(1 for r in held if not dst.exists(r))
-        node = parse_manifest_bytes(fetch(src, desc), desc.mediaType)
+    return missing
+
+
+def manifest_tree(store: Store, root: Descriptor, fetch: Fetch,
+                  within: Callable[[Descriptor], bool] = lambda desc: True) -> Iterator[Descriptor]:
+    """``root`` and the manifests the indexes below it name, each once and within
+    core/graphbound.py's bounds (an index's entries are untrusted): each one ``within`` keeps is
+    yielded, then, an index, read (``fetch``) and its entries walked; one it leaves out is not."""
+    bound = GraphBound(f"graph of {root.digest}")
+    stack = [(root, 0)]
+    while stack:
+        desc, depth = stack.pop()
+        if not is_manifest(desc) or not bound.enter(desc.digest, depth) or not within(desc):
+            continue
+        yield desc
+        node = parse_manifest_bytes(fetch(store, desc), desc.mediaType)
         if isinstance(node, Index):
             stack.extend((d, depth + 1) for d in node.manifests)
-    return missing

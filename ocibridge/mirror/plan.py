@@ -18,7 +18,7 @@ from ocibridge.errors import NotFound, OcibridgeError, SignatureError, error_tex
 from ocibridge.kinds.hf.locator import hub_reference_of
 from ocibridge.mirror.endpoints import job_reference, open_endpoint
 from ocibridge.mirror.filters import select_tags
-from ocibridge.mirror.graphwalk import Fetch, Walked, referrers_missing, walk_graph
+from ocibridge.mirror.graphwalk import Fetch, Walked, manifest_tree, referrers_missing, walk_graph
 from ocibridge.mirror.job import MirrorJob, SyncEntry
 from ocibridge.mirror.planned import ArtifactPlan, EntryPlan
 from ocibridge.mirror.ratelimit import TokenBucket
@@ -27,7 +27,7 @@ from ocibridge.mirror.shard import Shard, artifact_key
 from ocibridge.mirror.summary import ArtifactResult, EntrySummary
 from ocibridge.oci.digest import is_digest
 from ocibridge.oci.mediatypes import Family, family_of_artifact
-from ocibridge.oci.models import Descriptor, Index, Manifest, parse_manifest_bytes
+from ocibridge.oci.models import Descriptor, Manifest, parse_manifest_bytes
 from ocibridge.oci.reference import check_tag
 from ocibridge.signing.attach import companion_tags
 from ocibridge.signing.containers_policy import DockerName, Scope, docker_scope, oci_scope
@@ -270,22 +270,18 @@ class _Planner:
         """Referrers of the manifests a conversion re-labels: they name the original digests, so
         they are not copied (a signature over the original would not verify against the new one)."""
         assert self.view is not None
+        view = self.view
         found: list[str] = []
-        bound = GraphBound(f"graph of {original.digest}")
-        stack = [(original, 0)]
-        while stack:
-            desc, depth = stack.pop()
-            if not is_manifest(desc) or not bound.enter(desc.digest, depth):
-                continue
-            new = self.view.convert(desc)
-            if new.digest == desc.digest:
-                continue
-            replaced = self.view.carries_chunks(new.digest)  # a chunk table's referrer is made anew
+        converted: dict[str, Descriptor] = {}
+
+        def relabeled(desc: Descriptor) -> bool:  # (an index kept as it is names its manifests unchanged)
+            converted[desc.digest] = view.convert(desc)
+            return converted[desc.digest].digest != desc.digest
+
+        for desc in manifest_tree(self.src.store, original, self._fetch, relabeled):
+            replaced = view.carries_chunks(converted[desc.digest].digest)  # a chunk table's referrer is made anew
             found.extend(r.digest for r in self.src.store.referrers(desc)
                          if not (replaced and r.artifactType == CHUNKS_ARTIFACT_TYPE))
-            node = parse_manifest_bytes(self._fetch(self.src.store, desc), desc.mediaType)
-            if isinstance(node, Index):
-                stack.extend((d, depth + 1) for d in node.manifests)
         return found
 
     def _from_ollama(self, ref: str) -> tuple[Store, Descriptor, str]:
