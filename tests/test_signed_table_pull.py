@@ -19,14 +19,12 @@ from support.fixtures import new_repo
 
 import ocibridge
 from ocibridge.chunks import hashes
-from ocibridge.chunks.attach import attach_table
-from ocibridge.chunks.table import ANNOTATION_DIGEST, ANNOTATION_SIZE, MIN_CHUNK_SIZE, LayerChunks, build_table
+from ocibridge.chunks.table import ANNOTATION_DIGEST, MIN_CHUNK_SIZE
 from ocibridge.cli import main
-from ocibridge.oci.mediatypes import OCI_MANIFEST
-from ocibridge.oci.models import Descriptor
 from ocibridge.signing.classic import signature_tag
 from ocibridge.stores import partial
 from ocibridge.stores.registry import open_repository
+from tests.forged_tables import push_chunked, push_lookalike
 from tests.signing_keys import key_pair
 
 CHUNK = MIN_CHUNK_SIZE
@@ -37,18 +35,14 @@ SIZE = 5 * CHUNK + 123
 def signed(registry, tmp_path_factory):
     """(repo, data, layer digest, {"classic"|"bundle"|"oms": public key}, (OMS-only repo, its key))."""
     tmp = tmp_path_factory.mktemp("signedtable")
-    src = tmp / "model"
-    src.mkdir()
-    data = os.urandom(SIZE)
-    (src / "weights.bin").write_bytes(data)
-    chunked = ocibridge.PushOptions(chunk_size=CHUNK, chunk_threshold=CHUNK)
     repo, oms_repo = new_repo(), new_repo()
-    ocibridge.push(str(src), f"{registry.host}/{repo}:v1", options=chunked)
+    data = push_chunked(registry, tmp / "model", repo, SIZE, CHUNK)
     publics = {}
     for form in ("classic", "bundle", "oms"):  # one key per form
         private, publics[form] = key_pair(tmp / form)
         assert main(["sign", f"{registry.host}/{repo}:v1", "--key", str(private), "--form", form]) == 0
-    ocibridge.push(str(src), f"{registry.host}/{oms_repo}:v1", options=chunked)
+    ocibridge.push(str(tmp / "model"), f"{registry.host}/{oms_repo}:v1",
+                   options=ocibridge.PushOptions(chunk_size=CHUNK, chunk_threshold=CHUNK))
     private, oms_only = key_pair(tmp / "oms-only")
     assert main(["sign", f"{registry.host}/{oms_repo}:v1", "--key", str(private), "--form", "oms"]) == 0
     with open_repository(host=registry.host, repository=repo) as store:
@@ -138,20 +132,12 @@ def test_a_lookalike_manifest_binding_a_forged_table_is_refused_before_a_layer_b
     flipped byte verifies, the classic signature re-attached (tagged for the copy): its digest
     is not the one signed, so the check refuses it and no layer is fetched at all."""
     repo, data, layer, publics, _ = signed
-    forged = bytearray(data)
-    forged[3 * CHUNK + 9] ^= 0xFF
-    chunks = tuple(hashes.hexdigest(hashes.BLAKE3, bytes(forged[i:i + CHUNK])) for i in range(0, SIZE, CHUNK))
-    table = build_table([LayerChunks(layer, SIZE, chunks, hashes.BLAKE3)], CHUNK)
-    with open_repository(host=registry.host, repository=repo) as store:
-        subject = store.resolve("v1")
-        doc = json.loads(store.fetch_bytes(subject))
-        doc["annotations"][ANNOTATION_DIGEST] = table.descriptor().digest
-        doc["annotations"][ANNOTATION_SIZE] = str(table.descriptor().size)
-        manifest = json.dumps(doc).encode()
-        evil = Descriptor.for_bytes(OCI_MANIFEST, manifest)
-        store.push_manifest(evil, manifest, "evil")
-        attach_table(store, evil, table)
+
+    def resign(store, subject, evil):  # the classic signature, tagged for the look-alike
         store.tag(store.resolve(signature_tag(subject.digest)), signature_tag(evil.digest))
+
+    with open_repository(host=registry.host, repository=repo) as store:
+        evil, _ = push_lookalike(store, layer, data, 3 * CHUNK + 9, CHUNK, hashes.BLAKE3, resign)
     fault_proxy.add("GET", f"/blobs/{layer}", corrupt_at(3 * CHUNK + 9), times=None)  # the forged bytes, sent
     out = tmp_path / "out"
     capsys.readouterr()

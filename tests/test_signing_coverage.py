@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -21,8 +20,7 @@ from support.fixtures import new_repo
 import ocibridge
 from ocibridge.api import lazy_ops
 from ocibridge.chunks import hashes
-from ocibridge.chunks.attach import attach_table
-from ocibridge.chunks.table import ANNOTATION_DIGEST, ANNOTATION_SIZE, MIN_CHUNK_SIZE, LayerChunks, build_table
+from ocibridge.chunks.table import ANNOTATION_DIGEST, MIN_CHUNK_SIZE
 from ocibridge.cli import main
 from ocibridge.errors import OcibridgeError, SignatureError
 from ocibridge.oci.mediatypes import OCI_MANIFEST
@@ -34,6 +32,7 @@ from ocibridge.signing.oms import OMS_PREDICATE_TYPE
 from ocibridge.signing.verify import VerifyPolicy, is_oms, verify_artifact
 from ocibridge.stores.layout import LayoutStore
 from ocibridge.stores.registry import open_repository
+from tests.forged_tables import push_chunked, push_lookalike
 from tests.modelgen import make_model
 from tests.signing_keys import key_pair
 
@@ -157,13 +156,8 @@ def _snapshot(root: Path) -> dict[str, bytes]:
 def oms_chunked(registry, tmp_path_factory):
     """A model whose manifest binds a table, OMS-signed: (repo, data, layer, public key, bundle)."""
     tmp = tmp_path_factory.mktemp("cover")
-    src = tmp / "model"
-    src.mkdir()
-    data = os.urandom(SIZE)
-    (src / "weights.bin").write_bytes(data)
     repo = new_repo()
-    ocibridge.push(str(src), f"{registry.host}/{repo}:v1",
-                   options=ocibridge.PushOptions(chunk_size=CHUNK, chunk_threshold=CHUNK))
+    data = push_chunked(registry, tmp / "model", repo, SIZE, CHUNK)
     private, public = key_pair(tmp / "k")
     assert main(["sign", f"{registry.host}/{repo}:v1", "--key", str(private), "--form", "oms"]) == 0
     with lazy_ops.open_model(f"{registry.host}/{repo}:v1", warn=None, cache=False) as model:
@@ -177,22 +171,13 @@ def _forge(registry, repo: str, layer: Descriptor, data: bytes, chunk: int, offs
     """Tag ``evil``: the signed manifest with its table binding replaced by a table (of the hash
     ``algorithm``) under which byte ``offset`` of chunk ``chunk``, flipped, verifies; the OMS
     signature re-attached."""
-    forged_bytes = bytearray(data)
-    forged_bytes[chunk * CHUNK + offset] ^= 0xFF
-    chunks = tuple(hashes.hexdigest(algorithm, bytes(forged_bytes[i:i + CHUNK])) for i in range(0, SIZE, CHUNK))
-    table = build_table([LayerChunks(layer.digest, layer.size, chunks, algorithm)], CHUNK)
-    with open_repository(host=registry.host, repository=repo) as store:
-        subject = store.resolve("v1")
-        doc = json.loads(store.fetch_bytes(subject))
-        doc["annotations"][ANNOTATION_DIGEST] = table.descriptor().digest
-        doc["annotations"][ANNOTATION_SIZE] = str(table.descriptor().size)
-        manifest = json.dumps(doc).encode()
-        evil = Descriptor.for_bytes(OCI_MANIFEST, manifest)
-        store.push_manifest(evil, manifest, "evil")
-        attach_table(store, evil, table)  # the forged table blob, where the registry serves it
+    def resign(store, subject, evil):  # the OMS signature, attached to the look-alike
         (oms,) = [b for _, b in find_signatures(store, subject).bundles]
         attach_bundle(store, evil, oms, OMS_PREDICATE_TYPE)
-    return evil.digest, bytes(forged_bytes)
+
+    with open_repository(host=registry.host, repository=repo) as store:
+        evil, forged = push_lookalike(store, layer.digest, data, chunk * CHUNK + offset, CHUNK, algorithm, resign)
+    return evil.digest, forged
 
 
 @pytest.mark.parametrize(("chunk", "offset"), [(0, 5), (2, 0), (4, 4000), (5, 100)])
