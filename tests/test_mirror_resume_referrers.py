@@ -116,6 +116,14 @@ def _half_mirrored(source: dict, registry2, tag: str) -> str:
     return repo
 
 
+@pytest.fixture
+def proxy(registry2):
+    """A fault proxy in front of the target registry, for the test's requests and faults."""
+    front = FaultProxy(registry2)
+    yield front
+    front.stop()
+
+
 def test_rerun_completes_a_tag_left_without_its_referrer(source, registry2, tmp_path) -> None:
     repo = _half_mirrored(source, registry2, "1.0")
     assert _state(registry2.host, repo, [source["root"]])[1] == {source["root"].digest: []}
@@ -141,74 +149,58 @@ def test_rerun_completes_an_index_whose_child_lacks_its_referrer(source, registr
     assert final == _uninterrupted(tmp_path, source, registry2, "idx", [source["child"]])
 
 
-def test_run_stopped_before_the_referrer_leaves_no_tag_and_rerun_finishes(source, registry2, tmp_path) -> None:
-    proxy = FaultProxy(registry2)
-    try:
-        repo = f"resume/{uuid.uuid4().hex[:8]}/stopped"
-        proxy.add("PUT", r"/manifests/ocibridge-ref-", status(400), times=None)  # every referrer write fails
-        first = run_job(_job(tmp_path, source, f"{proxy.host}/{repo}", "1.0"))
-        assert [a.status for a in first.artifacts] == ["failed"]
-        assert "1.0" not in _tags(registry2.host, repo)  # no tag names the artifact without its SBOM
-        assert proxy.requests_matching("PUT", rf"/manifests/{source['root'].digest}")  # pushed by digest first
+def test_run_stopped_before_the_referrer_leaves_no_tag_and_rerun_finishes(source, registry2, tmp_path, proxy) -> None:
+    repo = f"resume/{uuid.uuid4().hex[:8]}/stopped"
+    proxy.add("PUT", r"/manifests/ocibridge-ref-", status(400), times=None)  # every referrer write fails
+    first = run_job(_job(tmp_path, source, f"{proxy.host}/{repo}", "1.0"))
+    assert [a.status for a in first.artifacts] == ["failed"]
+    assert "1.0" not in _tags(registry2.host, repo)  # no tag names the artifact without its SBOM
+    assert proxy.requests_matching("PUT", rf"/manifests/{source['root'].digest}")  # pushed by digest first
 
-        proxy.clear()
-        again = run_job(_job(tmp_path, source, f"{proxy.host}/{repo}", "1.0"))
-        assert again.ok, again.format_text()
-        assert again.artifacts[0].status == "copied" and again.artifacts[0].blobs_copied <= 2  # the SBOM's
-        final = _state(registry2.host, repo, [source["root"]])
-        assert final[1] == {source["root"].digest: [source["sbom"]]}
-        assert final == _uninterrupted(tmp_path, source, registry2, "1.0", [source["root"]])
-    finally:
-        proxy.stop()
+    proxy.clear()
+    again = run_job(_job(tmp_path, source, f"{proxy.host}/{repo}", "1.0"))
+    assert again.ok, again.format_text()
+    assert again.artifacts[0].status == "copied" and again.artifacts[0].blobs_copied <= 2  # the SBOM's
+    final = _state(registry2.host, repo, [source["root"]])
+    assert final[1] == {source["root"].digest: [source["sbom"]]}
+    assert final == _uninterrupted(tmp_path, source, registry2, "1.0", [source["root"]])
 
 
-def test_rerun_of_a_complete_mirror_writes_nothing(source, registry2, tmp_path) -> None:
-    proxy = FaultProxy(registry2)
-    try:
-        repo = f"resume/{uuid.uuid4().hex[:8]}/whole"
-        for tag in ("1.0", "idx"):
-            assert run_job(_job(tmp_path, source, f"{proxy.host}/{repo}", tag)).ok
-        proxy.clear()
-        for tag in ("1.0", "idx"):
-            again = run_job(_job(tmp_path, source, f"{proxy.host}/{repo}", tag))
-            assert [(a.status, a.reason) for a in again.artifacts] == [("skipped", "already mirrored")]
-        assert [r for r in proxy.requests if r.method in WRITES] == []
-        # at the target, per artifact at most: its tag resolved, one existence check per referrer (one each)
-        assert {r.method for r in proxy.requests} == {"HEAD"} and len(proxy.requests) <= 2 * (1 + 1)
-    finally:
-        proxy.stop()
-
-
-def test_referrers_off_leaves_a_tagged_artifact_alone(source, registry2, tmp_path) -> None:
-    proxy = FaultProxy(registry2)
-    try:
-        repo = _half_mirrored(source, registry2, "1.0")
-        again = run_job(_job(tmp_path, source, f"{proxy.host}/{repo}", "1.0", "referrers = false"))
+def test_rerun_of_a_complete_mirror_writes_nothing(source, registry2, tmp_path, proxy) -> None:
+    repo = f"resume/{uuid.uuid4().hex[:8]}/whole"
+    for tag in ("1.0", "idx"):
+        assert run_job(_job(tmp_path, source, f"{proxy.host}/{repo}", tag)).ok
+    proxy.clear()
+    for tag in ("1.0", "idx"):
+        again = run_job(_job(tmp_path, source, f"{proxy.host}/{repo}", tag))
         assert [(a.status, a.reason) for a in again.artifacts] == [("skipped", "already mirrored")]
-        assert [r for r in proxy.requests if r.method in WRITES] == []
-        assert _state(registry2.host, repo, [source["root"]])[1] == {source["root"].digest: []}
-    finally:
-        proxy.stop()
+    assert [r for r in proxy.requests if r.method in WRITES] == []
+    # at the target, per artifact at most: its tag resolved, one existence check per referrer (one each)
+    assert {r.method for r in proxy.requests} == {"HEAD"} and len(proxy.requests) <= 2 * (1 + 1)
 
 
-def test_run_stopped_before_its_provenance_leaves_no_tag(source, registry2, tmp_path) -> None:
+def test_referrers_off_leaves_a_tagged_artifact_alone(source, registry2, tmp_path, proxy) -> None:
+    repo = _half_mirrored(source, registry2, "1.0")
+    again = run_job(_job(tmp_path, source, f"{proxy.host}/{repo}", "1.0", "referrers = false"))
+    assert [(a.status, a.reason) for a in again.artifacts] == [("skipped", "already mirrored")]
+    assert [r for r in proxy.requests if r.method in WRITES] == []
+    assert _state(registry2.host, repo, [source["root"]])[1] == {source["root"].digest: []}
+
+
+def test_run_stopped_before_its_provenance_leaves_no_tag(source, registry2, tmp_path, proxy) -> None:
     """What the run itself attaches (provenance) goes before the tag too."""
-    proxy = FaultProxy(registry2)
-    try:
-        repo = f"resume/{uuid.uuid4().hex[:8]}/provenance"
-        proxy.add("PUT", r"/manifests/ocibridge-ref-", status(400), times=None)
-        first = run_job(_job(tmp_path, source, f"{proxy.host}/{repo}", "1.0", "referrers = false\nprovenance = true"))
-        assert [a.status for a in first.artifacts] == ["failed"]
-        assert "1.0" not in _tags(registry2.host, repo)
+    repo = f"resume/{uuid.uuid4().hex[:8]}/provenance"
+    proxy.add("PUT", r"/manifests/ocibridge-ref-", status(400), times=None)
+    first = run_job(_job(tmp_path, source, f"{proxy.host}/{repo}", "1.0", "referrers = false\nprovenance = true"))
+    assert [a.status for a in first.artifacts] == ["failed"]
+    assert "1.0" not in _tags(registry2.host, repo)
 
-        proxy.clear()
-        again = run_job(_job(tmp_path, source, f"{proxy.host}/{repo}", "1.0", "referrers = false\nprovenance = true"))
-        assert again.ok and again.artifacts[0].provenance, again.format_text()
-        assert "1.0" in _tags(registry2.host, repo)
-        provenance = again.artifacts[0].provenance
-        assert _state(registry2.host, repo, [source["root"]])[1] == {source["root"].digest: [provenance]}
-    finally:
-        proxy.stop()
+    proxy.clear()
+    again = run_job(_job(tmp_path, source, f"{proxy.host}/{repo}", "1.0", "referrers = false\nprovenance = true"))
+    assert again.ok and again.artifacts[0].provenance, again.format_text()
+    assert "1.0" in _tags(registry2.host, repo)
+    provenance = again.artifacts[0].provenance
+    assert _state(registry2.host, repo, [source["root"]])[1] == {source["root"].digest: [provenance]}
 
 
 def test_rerun_lists_a_referrer_a_stopped_run_wrote_but_did_not_index(source, registry2, tmp_path) -> None:
