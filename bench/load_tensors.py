@@ -49,6 +49,7 @@ from pathlib import Path
 from . import landing
 from .proc import Sample, run_measured
 from .registries import fresh_registry
+from .run import compile_package
 
 MiB = 1024 * 1024
 
@@ -166,9 +167,9 @@ def run(size_mib: int, count: int, work: Path, repeat: int, pages: str = "as-is"
         samples: dict[str, list[float]] = {k: [] for k in kinds}
         rss: dict[str, list[float]] = {"load": [], "load_file": [], "pull": []}
         clean()
+        compile_package(baseline)  # (both trees as an installed copy is: compiled)
         run_measured([sys.executable, "-c", LOAD, ref], env=env)  # warm-up: imports and the page cache
-        if baseline is not None:  # its modules compiled and warmed up as this checkout's are
-            subprocess.run([sys.executable, "-m", "compileall", "-q", str(baseline / "ocibridge")], check=True)
+        if baseline is not None:  # its modules warmed up as this checkout's are
             clean()
             run_measured([sys.executable, "-c", LOAD, ref], cwd=str(baseline.resolve()),
                          env={**env, "PYTHONPATH": os.pathsep.join(

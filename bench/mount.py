@@ -41,6 +41,7 @@ from . import landing
 from .lazy_reads import write_model
 from .proc import run_measured
 from .registries import fresh_registry
+from .run import compile_package
 
 MiB = 1024 * 1024
 OCIBRIDGE = [sys.executable, "-m", "ocibridge"]
@@ -153,6 +154,7 @@ def _blob_url(registry: str, ref: str) -> str:
 
 
 def run(size_mib: int, work: Path, repeat: int, timeline: int = 0, pages: str = "as-is") -> list[str]:
+    compile_package()  # (as an installed copy is: compiled)
     with fresh_registry(work) as reg:
         src = work / "src"
         write_model(src, size_mib * MiB)

@@ -46,9 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     size = args.size_mib * MiB
     before = landing.state()
-    compile_package()
-    if args.baseline:
-        run_quiet([sys.executable, "-m", "compileall", "-q", str(Path(args.baseline) / "ocibridge")])
+    compile_package(args.baseline)
     work = Path(tempfile.mkdtemp(prefix="ocibridge-pullrow-", dir=args.workdir))
     loads = [_loadavg()]
     scenario = f"pull 1x{args.size_mib}MiB"

@@ -44,9 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--fresh-copy", action="store_true",
                    help="also push a copy of the model (new directory, same content) to a registry holding it")
     args = p.parse_args(argv)
-    compile_package()
-    if args.baseline:
-        run_quiet([sys.executable, "-m", "compileall", "-q", str(Path(args.baseline) / "ocibridge")])
+    compile_package(args.baseline)
     work = Path(tempfile.mkdtemp(prefix="ocibridge-pushrow-", dir=args.workdir))
     loads = [_loadavg()]
     try:

@@ -96,12 +96,15 @@ def sizes(quick: bool) -> dict[str, int]:
             "few": 250, "mid": 2500 // f, "many": 10000 // f}
 
 
-def compile_package() -> None:
-    """Byte-compile ocibridge (untimed), as pip does when it installs a wheel: with
-    PYTHONDONTWRITEBYTECODE set (these machines set it) a checkout run with PYTHONPATH would
-    otherwise compile every module from source on every run (~0.1 s of each command, paid by no
-    installed copy and by none of the peers, whose Python packages are compiled at install)."""
-    run_quiet([sys.executable, "-m", "compileall", "-q", str(REPO_ROOT / "ocibridge")])
+def compile_package(*others: str | Path | None) -> None:
+    """Byte-compile ocibridge (untimed), this checkout's and each other checkout's named (a
+    ``--baseline``), as pip does when it installs a wheel: with PYTHONDONTWRITEBYTECODE set
+    (this VM and the lent GPU machines set it) a checkout run with PYTHONPATH would otherwise
+    compile every module from source on every run (~0.1 s of each command here, ~0.2 s on the
+    lent machines: paid by no installed copy and by none of the peers, whose Python packages are
+    compiled at install)."""
+    trees = [REPO_ROOT, *(Path(other) for other in others if other)]
+    run_quiet([sys.executable, "-m", "compileall", "-q", *(str(tree / "ocibridge") for tree in trees)])
 
 
 def main(argv: list[str] | None = None) -> int:

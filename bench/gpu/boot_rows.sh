@@ -4,7 +4,8 @@
 # (bench.pull_row), load_tensors against pull + load_file and curl (bench.load_tensors), and the
 # mount's cold read against pull (bench.mount, where the machine has FUSE), and ``wire``: load_tensors
 # against curl on a loopback shaped to 1 Gbit/s (bench.shaped_wire, needs tc and unshare), each with the
-# machine's landing floors in the same run, 1 GiB, the memory's state printed before the first.
+# machine's landing floors in the same run, 1 GiB, the memory's state printed before the first;
+# ``start``: where load_tensors' process spends the time before its first connect (bench.load_start).
 #
 #   OUT=$OUT bash bench/gpu/boot_rows.sh                       # on the device, as its first call
 #   PYTHON=.venv/bin/python bash bench/gpu/boot_rows.sh --local --repeat 1 --size 64   # the flow here
@@ -53,6 +54,7 @@ for row in $rows; do
     wire) module=bench.shaped_wire args=(--rows load --repeat "${WIRE_REPEAT:-$repeat}" --size-mib "$size"
                                          ${BASELINE:+--baseline "$BASELINE"})
           echo "wire: tc $(command -v tc || echo missing), unshare $(command -v unshare || echo missing)" ;;
+    start) module=bench.load_start args=(--repeat "$repeat" ${BASELINE:+--baseline "$BASELINE"}) ;;
     *) echo "boot_rows.sh: unknown row $row" >&2; exit 2 ;;
   esac
   echo "== $row: $module ${args[*]} (uptime $(cut -d' ' -f1 /proc/uptime) s)"
