@@ -7,7 +7,8 @@ upstream says of the commit, written to the registry and answered from it.
 - :mod:`.client`: what the upstream says a revision is (its commit, its files).
 - :mod:`.door`: which repositories and files may enter on model_info's metadata (license, file
   globs, pickle formats; the repo id globs are :mod:`.settings`').
-- :mod:`.ingest`: one fetch per (repository, commit), written to the registry with its tags.
+- :mod:`.ingest`: one fetch per (repository, commit), written to the registry with its tags and
+  the chunk table push binds (its chunks hashed by :mod:`.tee` as each file streams in).
 - :mod:`.commitfacts`: what the upstream says of a commit beyond its bytes (git blob ids, dates,
   title, author), kept as the fetched manifest's annotations so serve answers as the upstream did.
 - :mod:`.keptaccess`: a repository gated or private at the upstream, let in, kept so here (its refs

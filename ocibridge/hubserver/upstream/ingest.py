@@ -6,7 +6,9 @@ id), read as ``push hf:ORG/NAME@COMMIT`` reads it, so the artifact is that push'
 to the registry, tagged in the order a reader relies on:
 
 1. the artifact, copied, and tagged ``ocibridge-upstream-<upstream id>`` (the mapping: the
-   upstream's id resolves from here on, and the registry's GC keeps the manifest);
+   upstream's id resolves from here on, and the registry's GC keeps the manifest), with the chunk
+   table its manifest binds (push's, made as the files streamed in: upstream/tee.py) attached as
+   its referrer, as push attaches it;
 2. serve's own commit tag ``ocibridge-commit-<id>``, as every commit serve writes has;
 3. the revision's registry tag (a branch's or tag's name), moved by the caller.
 
@@ -141,7 +143,7 @@ class Ingest:
 
         settings = self.settings
         source = HubSource(repo_id, settings.url, settings.token, None)
-        return StreamedFetch(source, commit, settings.concurrency, settings.hub_cache or hub_cache())
+        return StreamedFetch(source, commit, settings.concurrency, settings.hub_cache or hub_cache(), settings.chunks)
 
     def _lead(self, key: tuple[str, str], flight: Flight, repo: Repository, repo_id: str, commit: str,
               revision: str) -> None:
@@ -164,6 +166,7 @@ class Ingest:
             flight.done.set()
 
     def _fetch(self, flight: Flight, repo: Repository, repo_id: str, commit: str, revision: str) -> Descriptor:
+        from ocibridge.model.deliver import attach_bound_table
         from ocibridge.transfer.copy import copy
         from ocibridge.transfer.writer import write_artifact
 
@@ -178,20 +181,20 @@ class Ingest:
             self._keep(flight.fetch)
             store = writable(repo)
             mapping = repo.reference(upstream_tag(commit))
-            signs = self.evidence is not None and self.evidence.wanted
-            # signed: the manifest by digest, its evidence, then its tags (landing.py's order)
-            stats = copy(artifact, reference, store, None if signs else mapping, concurrency=settings.concurrency)
+            # the manifest by digest, the chunk table it binds and its evidence, then its tags
+            # (landing.py's order): a reader that resolves the commit finds the table kept
+            stats = copy(artifact, reference, store, None, concurrency=settings.concurrency)
             root = stats.root
             assert root is not None
-            tags = [repo.reference(commit_tag(commit_of(root.digest)))]
-            if self.evidence is not None and signs:
+            attach_bound_table(artifact, store)  # as push keeps it: a referrer holding the table blob
+            if self.evidence is not None and self.evidence.wanted:
                 from ocibridge.hubserver.repo.commits import AUTHOR, SUMMARY
                 from ocibridge.hubserver.repo.evidence import attach
 
                 said = {SUMMARY: f"fetched from the upstream {settings.url}: {repo_id}@{commit}",
                         AUTHOR: f"upstream {settings.url}"}
                 attach(store, root, mapping, said, self.evidence)
-                tags.insert(0, mapping)
+            tags = [mapping, repo.reference(commit_tag(commit_of(root.digest)))]
             write_artifact(store, root, store.fetch_bytes(root), tags=tags)
         except OcibridgeError as e:
             self._record(line, "failed", 503, reason=str(e))

@@ -3,7 +3,9 @@ asked for a file read it as it arrives; each checked against the listing's sha25
 then the snapshot read as ``push hf:ORG/NAME@COMMIT`` reads it (kinds/hf/commitdownload.py's listing
 and reading: the same layers), ``.gitattributes`` kept and what the upstream says of the commit
 annotated (:mod:`.commitfacts`), each file's SHA-256 the one the tee made as it wrote it
-(upstream/checked.py: no file is hashed twice).
+(upstream/checked.py: no file is hashed twice), and each file push would give a chunk table (the
+fetch's :class:`ChunkPolicy`, push's defaults) its chunk digests made in that same pass: the
+artifact binds the table ``push`` binds, with no file read again for it.
 
 A file comes over Xet where the upstream offers it (the listing names its ``xetHash``:
 :mod:`.xetfetch`), else, or where the upstream grants no Xet read, by its ``resolve`` route with
@@ -32,10 +34,11 @@ from ocibridge.hubserver.upstream.resolveget import ResolveGet
 from ocibridge.hubserver.upstream.tee import FileCut, FileFlight
 
 if TYPE_CHECKING:
+    from ocibridge.chunks.chunking import ChunkPolicy
     from ocibridge.hubserver.upstream.tee import TeeFile
     from ocibridge.hubserver.upstream.xetfetch import XetGet
     from ocibridge.kinds.hf.commitdownload import HubSource
-    from ocibridge.stores.base import Store
+    from ocibridge.model.builder import PlannedArtifact
 
 log = logging.getLogger("ocibridge.hubserver")
 #: the folder of a repository's Hub cache folder where files in flight are written
@@ -60,10 +63,11 @@ PARTIALS: KeyedLocks[Path] = KeyedLocks()
 class StreamedFetch:
     """One commit's fetch whose files can be read while they arrive (:attr:`files`, once :attr:`listed`)."""
 
-    def __init__(self, src: HubSource, commit: str, workers: int, cache: Path):
+    def __init__(self, src: HubSource, commit: str, workers: int, cache: Path, chunking: ChunkPolicy | None = None):
         from ocibridge.kinds.hf.commitdownload import CommitDownload
 
         self.src, self.commit, self.workers, self.cache = src, commit, workers, cache
+        self.chunking = chunking  # which files the artifact binds a chunk table of (None: none)
         # .gitattributes kept: the Hub lists it as a file of the commit (push hf: leaves it out)
         self.download = CommitDownload(src, commit, workers, cache, gitattributes=True)
         self.files: dict[str, FileFlight] = {}
@@ -73,12 +77,12 @@ class StreamedFetch:
         self.resolve = ResolveGet(src, commit)
         self.xet: XetGet | None = None  # made with the listing, when it names a file's Xet hash
 
-    def __call__(self) -> tuple[Store, str]:
+    def __call__(self) -> tuple[PlannedArtifact, str]:
         """The artifact of the commit, every file fetched and checked."""
         from ocibridge.hubserver.upstream.checked import vouch
         from ocibridge.hubserver.upstream.commitfacts import commit_facts
         from ocibridge.kinds.hf.commitdownload import said
-        from ocibridge.model.builder import PlannedArtifact
+        from ocibridge.model.builder import ARTIFACT_TAG, PlannedArtifact
 
         src = self.src
         try:
@@ -102,11 +106,12 @@ class StreamedFetch:
             if self.xet is not None:
                 self.xet.close()
         facts = commit_facts(src.endpoint, src.token, src.repo_id, self.commit, listed)
-        artifact, reference = self.download.snapshot(listed)
-        assert isinstance(artifact, PlannedArtifact)
-        vouch(artifact.package, self.files)  # hashed once, by the tee: the build reads them unhashed
-        artifact.package.annotations.update(facts)  # what the upstream says of the commit (commitfacts.py)
-        return artifact, reference
+        package = self.download.package(listed)
+        vouch(package, self.files)  # hashed once, by the tee: the build reads them unhashed
+        package.annotations.update(facts)  # what the upstream says of the commit (commitfacts.py)
+        # the chunks the tee made: a file without them (none made) is read for them, as push reads it
+        tabled = {f.chunks.digest: f.chunks for f in self.files.values() if f.chunks is not None}
+        return PlannedArtifact(package, None, self.chunking, tabled), ARTIFACT_TAG
 
     def readers_done(self, grace: float = READERS_GRACE, most: float = READERS_MOST) -> float:
         """Until no file of the commit has been read for ``grace`` seconds (``most`` at most): the
@@ -156,7 +161,7 @@ class StreamedFetch:
         folder = repo_folder(self.src.repo_id, self.cache)
         named = hashlib.sha256(f"{expected}\0{entry.path}".encode()).hexdigest()
         return FileFlight(entry.path, int(entry.size), kind, expected, folder / PARTIAL / named,
-                          folder / "snapshots" / self.commit / entry.path)
+                          folder / "snapshots" / self.commit / entry.path, self.chunking)
 
     def _fetch(self, flight: FileFlight) -> None:
         """One file from the upstream into its partial file (resumed from what it holds), checked,
@@ -169,7 +174,7 @@ class StreamedFetch:
                 received = self._got(flight, tee)
                 with self._count:
                     self.bytes_received += received
-                flight.finish(tee.hexdigest(), tee.sha256())
+                flight.finish(tee.hexdigest(), tee.sha256(), tee.chunks())
         except FileCut as e:
             raise OcibridgeError(f"{src.name}@{self.commit}: {e} (removed: fetched whole next time)") from None
         except Exception as e:

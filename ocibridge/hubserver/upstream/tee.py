@@ -4,6 +4,10 @@
 but the last until the whole file hashed to what the upstream listed: a file that does not is cut
 short (its body incomplete, so the client's own check fails too) and never reaches the registry.
 
+The same pass makes the file's chunk table entry where the fetch's :class:`ChunkPolicy` wants one
+(push's rule: a file of its threshold or more, BLAKE3 digests of each chunk), so the artifact binds
+the table ``push`` would and no file is read again for it.
+
 The partial file is kept when a fetch is cut: the next fetch of the file resumes from its length
 (a ``Range`` request); one that fails its check is removed (fetched whole again)."""
 
@@ -15,7 +19,12 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from ocibridge.chunks.table import LayerChunks
+
+if TYPE_CHECKING:
+    from ocibridge.chunks.chunking import ChunkHasher, ChunkPolicy
 
 #: bytes a reader reads from the partial file at once
 CHUNK = 1 << 20
@@ -36,28 +45,43 @@ def hasher(kind: str, size: int) -> Any:
 class FileHash:
     """A file's check (:func:`hasher`) and its content's SHA-256, made in the one pass over its
     bytes: the content's is the artifact's layer digest, so nothing hashes the file again (an LFS
-    file's check is that SHA-256 itself; a git-blob file, small on the Hub, is hashed twice over)."""
+    file's check is that SHA-256 itself; a git-blob file, small on the Hub, is hashed twice over).
+    ``chunking``: the digests of its chunks too, where that policy wants the file's table."""
 
-    def __init__(self, kind: str, size: int):
+    def __init__(self, kind: str, size: int, chunking: ChunkPolicy | None = None):
         self.check = hasher(kind, size)
         self.content = self.check if kind == "sha256" else hashlib.sha256()
+        self.chunks: ChunkHasher | None = None
+        if chunking is not None and chunking.wants(size):
+            from ocibridge.chunks.chunking import ChunkHasher
+
+            self.chunks = ChunkHasher(chunking.chunk_size, threaded=False, algorithm=chunking.algorithm)
 
     def update(self, data: bytes | memoryview) -> None:
         self.check.update(data)
         if self.content is not self.check:
             self.content.update(data)
+        if self.chunks is not None:
+            self.chunks.update(data)  # hashed before this returns: a view of a reused buffer is fine
+
+    def chunk_digests(self) -> tuple[str, ...] | None:
+        """The chunk digests of the bytes fed (None: the file gets no table)."""
+        return None if self.chunks is None else self.chunks.finish()
 
 
 class FileFlight:
     """One file in flight: written once (by the fetch, through :meth:`opened`), read by many."""
 
-    def __init__(self, path: str, size: int, kind: str, expected: str, partial: Path, final: Path):
+    def __init__(self, path: str, size: int, kind: str, expected: str, partial: Path, final: Path,
+                 chunking: ChunkPolicy | None = None):
         self.path, self.size, self.kind, self.expected = path, size, kind, expected
         self.partial, self.final = partial, final
+        self.chunking = chunking  # which files get a chunk table, in which chunks (None: none does)
         self._cond = threading.Condition()
         self.written = 0
         self.checked = False  # the whole file hashed to ``expected`` (and moved to ``final``)
         self.sha256: str | None = None  # once checked: its content's SHA-256 (hex), hashed as it was written
+        self.chunks: LayerChunks | None = None  # once checked: its table entry, where ``chunking`` wants one
         self.error: str | None = None
         self.readers = 0  # reads of the file under way
         self.last_read = 0.0  # when the last of them ended (time.monotonic())
@@ -76,7 +100,7 @@ class FileFlight:
         """Whether the snapshot holds the file already, checked (a fetch cut after it was whole)."""
         if not self.final.is_file():
             return False
-        h = FileHash(self.kind, self.size)
+        h = FileHash(self.kind, self.size, self.chunking)
         with open(self.final, "rb") as f:
             while chunk := f.read(CHUNK):
                 h.update(chunk)
@@ -84,6 +108,7 @@ class FileFlight:
             self.checked = h.check.hexdigest() == self.expected and self.final.stat().st_size == self.size
             if self.checked:
                 self.written, self.sha256 = self.size, h.content.hexdigest()
+                self.chunks = self._entry(self.sha256, h.chunk_digests())
             self._cond.notify_all()
         if not self.checked:
             self.final.unlink(missing_ok=True)
@@ -94,9 +119,10 @@ class FileFlight:
             self.written = written
             self._cond.notify_all()
 
-    def finish(self, digest: str, sha256: str | None = None) -> None:
+    def finish(self, digest: str, sha256: str | None = None, chunks: tuple[str, ...] | None = None) -> None:
         """The file's bytes are all in (``digest``: what they hash to by the file's check;
-        ``sha256``: their content's, where the writer made it; an LFS file's is ``digest``):
+        ``sha256``: their content's, where the writer made it; an LFS file's is ``digest``;
+        ``chunks``: their chunk digests by :attr:`chunking`, where the writer made them):
         checked, moved into the snapshot, readers let through; else removed and its readers cut."""
         with self._cond:
             if digest != self.expected or self.written != self.size:
@@ -108,9 +134,21 @@ class FileFlight:
                 os.replace(self.partial, self.final)
                 self.checked = True
                 self.sha256 = sha256 if sha256 is not None else digest if self.kind == "sha256" else None
+                self.chunks = self._entry(self.sha256, chunks)
             self._cond.notify_all()
         if self.error is not None:
             raise FileCut(self.error)
+
+    def _entry(self, sha256: str | None, chunks: tuple[str, ...] | None) -> LayerChunks | None:
+        """The checked file's table entry (None: its content's SHA-256 or its chunks not made, or
+        chunks that do not cover its size: the build then reads it for them, as push would)."""
+        if sha256 is None or chunks is None or self.chunking is None:
+            return None
+        from ocibridge.chunks.table import chunk_count
+
+        if len(chunks) != chunk_count(self.size, self.chunking.chunk_size):
+            return None
+        return LayerChunks(f"sha256:{sha256}", self.size, chunks, self.chunking.algorithm)
 
     def fail(self, why: str) -> None:
         """The fetch stopped before the file was whole (the partial file kept: resumed next time)."""
@@ -187,7 +225,7 @@ class TeeFile:
 
     def __init__(self, flight: FileFlight, f: Any):
         self.flight, self._f = flight, f
-        self._hash = FileHash(flight.kind, flight.size)
+        self._hash = FileHash(flight.kind, flight.size, flight.chunking)
 
     def write(self, data: bytes | memoryview) -> int:
         n = self._f.write(data)
@@ -209,7 +247,7 @@ class TeeFile:
 
     def rehash(self, length: int) -> None:
         """The hash restarted over the partial file's first ``length`` bytes."""
-        self._hash = FileHash(self.flight.kind, self.flight.size)
+        self._hash = FileHash(self.flight.kind, self.flight.size, self.flight.chunking)
         self._f.seek(0)
         left = length
         while left > 0 and (chunk := self._f.read(min(CHUNK, left))):
@@ -225,6 +263,10 @@ class TeeFile:
     def sha256(self) -> str:
         """The SHA-256 (hex) of the bytes written."""
         return str(self._hash.content.hexdigest())
+
+    def chunks(self) -> tuple[str, ...] | None:
+        """The chunk digests of the bytes written (None: the file gets no table)."""
+        return self._hash.chunk_digests()
 
     def close(self) -> None:
         self._f.close()

@@ -107,13 +107,6 @@ class _Download:
         # push's artifact in full: its chunk table bound too (the mirror attaches its referrer)
         return hub_artifact(self.package(listed)), ARTIFACT_TAG
 
-    def snapshot(self, listed: list[Any]) -> tuple[Store, str]:
-        """The downloaded snapshot's ``listed`` files as an artifact with no chunk table (serve's
-        ``--upstream``, whose copy attaches none)."""
-        from ocibridge.model.builder import ARTIFACT_TAG, PlannedArtifact
-
-        return PlannedArtifact(self.package(listed)), ARTIFACT_TAG
-
     def package(self, listed: list[Any]) -> ModelPackage:
         """The downloaded snapshot's ``listed`` files, read as ``push hf:ORG/NAME@COMMIT`` reads them."""
         from ocibridge.kinds.hf.door import read_snapshot
