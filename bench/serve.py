@@ -21,8 +21,9 @@ not).
 - CPU: seconds of CPU (user + system, medians) of the client process, of serve and of the
   registry in each sample, against pull's: on two shared cores, the sum is what bounds the ratio;
   and serve's CPU per GiB read, cold and warm, over Xet and plain, against issue 91's targets;
-- the clients: serve's CPU for all of them against one cold reader's, and the blobs serve
-  fetched from the registry (its /metrics: each once, the model's two files);
+- the clients: serve's CPU for all of them against one cold reader's, the same per GiB read
+  (issue 91's row is of "serve CPU per GiB read": N readers read N times the model), and the
+  blobs serve fetched from the registry (its /metrics: each once, the model's two files);
 - the same readers one after another (a fresh serve: one cold, then the rest warm), serve's CPU
   summed: what issue 91's "fetch once, then cost serve only the sends" allows, so concurrent ÷
   one after another is the overhead of concurrency (target ≤ 1.3×); with the registry's fetches
@@ -412,6 +413,11 @@ def _readers_rows(size_mib: int, work: Path, source: str, cache: Path, trees: li
                     f"against one cold reader's {single[label]:.2f} s (target ≤ {MANY_TARGET}×); registry CPU "
                     f"{many.cpu['registry']:.2f} s; blobs fetched from the registry {many.fetches} (the model's 2 "
                     f"files) | **{many.cpu['serve'] / single[label]:.2f}×** | | | {many.load} |")
+        gib = size_mib / 1024
+        per_gib, one_per_gib = many.cpu["serve"] / (clients * gib), single[label] / gib
+        rows.append(f"| {size_mib} MiB | {label}{clients} cold readers: serve CPU per GiB read (the row's unit: "
+                    f"{clients} × {gib:g} GiB read) against one cold reader's per GiB (target ≤ {MANY_TARGET}×) | "
+                    f"{per_gib:.2f} s | {one_per_gib:.2f} s | **{per_gib / one_per_gib:.2f}×** | {many.load} |")
         rows.append(f"| {size_mib} MiB | {label}{clients} cold readers at once against {clients} one after another "
                     f"(one cold, {clients - 1} warm; {seq.wall:.1f} s): serve CPU (target ≤ {MANY_TARGET}×); "
                     f"registry CPU {many.cpu['registry']:.2f} / {seq.cpu['registry']:.2f} s; blobs fetched "
