@@ -18,7 +18,7 @@ import httpx
 import huggingface_hub
 import pytest
 from huggingface_hub import HfApi
-from serving import ROOT, files_of, make_model, point_hub_at, serve_over
+from serving import files_of, make_model, point_hub_at, serve_over
 from upstream_proxy import (
     ACCEPT,
     CLIENT_TOKEN,
@@ -27,6 +27,7 @@ from upstream_proxy import (
     as_push_hf_makes,
     lfs_only,  # noqa: F401 - autouse: every test here over LFS
     manifest_of,
+    push_hf_manifest,
     refs_or_none,
     settled_refs,
 )
@@ -117,17 +118,10 @@ def test_a_second_load_is_answered_from_serves_model_cache_no_file_read_from_the
 def test_the_registry_holds_the_artifact_push_hf_makes_of_the_same_commit(proxied: Proxied, tmp_path: Path):
     proxied.api().model_info("acme/tiny")  # fetched, if no test before did
     proxied.landed("proxy/acme/tiny", proxied.main)
-    hub = tmp_path / "hub"
-    huggingface_hub.snapshot_download("acme/tiny", revision=proxied.main, endpoint=proxied.upstream,
-                                      token=UP_TOKEN, cache_dir=hub)
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_CACHE": str(hub), "HF_ENDPOINT": proxied.upstream,
-           "OCIBRIDGE_CACHE": str(tmp_path / "cache")}
-    subprocess.run([sys.executable, "-m", "ocibridge", "push", f"hf:acme/tiny@{proxied.main}",
-                    f"{proxied.registry.host}/pushed/acme/tiny:main", "--plain-http", "-q"],
-                   env=env, check=True, capture_output=True, timeout=120)
+    pushed = push_hf_manifest(proxied.upstream, proxied.registry, "acme/tiny", proxied.main, tmp_path)
     # with the commit's .gitattributes and the upstream's facts of it, which the Hub cache does not keep
     as_push_hf_makes(manifest_of(proxied.registry.url, "proxy/acme/tiny", f"ocibridge-upstream-{proxied.main}"),
-                     manifest_of(proxied.registry.url, "pushed/acme/tiny", "main"))
+                     pushed)
 
 
 def test_a_branch_head_is_re_checked_at_most_every_upstream_fresh_seconds(proxied: Proxied, tmp_path: Path):

@@ -9,16 +9,12 @@ from __future__ import annotations
 import io
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
-import huggingface_hub
 import numpy as np
 import pytest
 from huggingface_hub import HfApi
 from safetensors.numpy import load_file, save_file
-from serving import ROOT
 from support.faultproxy import FaultProxy, corrupt_at
 from upstream_proxy import (
     UP_TOKEN,
@@ -26,6 +22,7 @@ from upstream_proxy import (
     as_push_hf_makes,
     lfs_only,  # noqa: F401 - autouse: over LFS
     manifest_of,
+    push_hf_manifest,
 )
 
 import ocibridge
@@ -84,15 +81,7 @@ def test_a_fetched_commit_binds_pushs_chunk_table_and_pull_and_lazy_reads_check_
     assert table.algorithm == hashes.BLAKE3 and list(table.layers) == [expected.digest]
     assert table.layers[expected.digest].chunks == expected.chunks
     # the artifact push hf: makes of the same commit, its table binding included
-    hub = tmp_path / "hub"
-    huggingface_hub.snapshot_download("acme/large", revision=commit, endpoint=proxied.upstream, token=UP_TOKEN,
-                                      cache_dir=hub)
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_CACHE": str(hub), "HF_ENDPOINT": proxied.upstream,
-           "OCIBRIDGE_CACHE": str(tmp_path / "cache")}
-    subprocess.run([sys.executable, "-m", "ocibridge", "push", f"hf:acme/large@{commit}",
-                    f"{proxied.registry.host}/pushed/acme/large:main", "--plain-http", "-q"],
-                   env=env, check=True, capture_output=True, timeout=120)
-    pushed = manifest_of(proxied.registry.url, "pushed/acme/large", "main")
+    pushed = push_hf_manifest(proxied.upstream, proxied.registry, "acme/large", commit, tmp_path)
     assert pushed["annotations"][ANNOTATION_DIGEST] == pushes.descriptor().digest
     as_push_hf_makes(manifest, pushed)
 

@@ -9,8 +9,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -20,10 +18,10 @@ import httpx
 import huggingface_hub
 import pytest
 from huggingface_hub import HfApi
-from serving import ROOT, files_of, make_model, own_registry_and_serve, received_until_cut, serve_over
+from serving import files_of, make_model, own_registry_and_serve, received_until_cut, serve_over
 from support.faultproxy import FaultProxy, corrupt, drop_response, server_error, status
 from support.registry import RegistryProcess
-from upstream_proxy import as_push_hf_makes, manifest_of
+from upstream_proxy import as_push_hf_makes, manifest_of, push_hf_manifest
 
 from ocibridge.hubserver.upstream.tee import FileFlight
 from ocibridge.hubserver.upstream.xetfetch import name_holds
@@ -127,17 +125,10 @@ def test_a_file_the_upstream_offers_over_xet_comes_by_xet_and_lands_as_push_hf_m
     # the files in git (never in Xet at the Hub) by resolve
     assert upstream.counted.requests_matching("GET", "/acme/tiny/resolve/.*/config.json")
     # the artifact that landed is the one push hf: makes of the same commit (read over Xet too)
-    hub = tmp_path / "hub"
-    huggingface_hub.snapshot_download("acme/tiny", revision=upstream.main, endpoint=upstream.url, token=UP_TOKEN,
-                                      cache_dir=hub)
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_CACHE": str(hub), "HF_ENDPOINT": upstream.url,
-           "OCIBRIDGE_CACHE": str(tmp_path / "cache")}
-    subprocess.run([sys.executable, "-m", "ocibridge", "push", f"hf:acme/tiny@{upstream.main}",
-                    f"{upstream.registry.host}/pushed/acme/tiny:main", "--plain-http", "-q"],
-                   env=env, check=True, capture_output=True, timeout=120)
+    pushed = push_hf_manifest(upstream.url, upstream.registry, "acme/tiny", upstream.main, tmp_path)
     # with the commit's .gitattributes and the upstream's facts of it, which the Hub cache does not keep
     as_push_hf_makes(manifest_of(upstream.registry.url, "proxy/acme/tiny", f"ocibridge-upstream-{upstream.main}"),
-                     manifest_of(upstream.registry.url, "pushed/acme/tiny", "main"))
+                     pushed)
 
 
 def test_a_cut_mid_xorb_cuts_its_reader_commits_nothing_and_the_next_fetch_resumes_at_the_chunk_it_lacked(

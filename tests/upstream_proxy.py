@@ -7,6 +7,9 @@ names ``proxied``), as the tests of test_serve_upstream.py shared one when they 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -18,7 +21,7 @@ import httpx
 import huggingface_hub
 import pytest
 from huggingface_hub import HfApi
-from serving import make_model, own_registry_and_serve, serve_over
+from serving import ROOT, make_model, own_registry_and_serve, serve_over
 from signing_keys import key_pair
 from support.faultproxy import FaultProxy
 from support.registry import RegistryProcess
@@ -101,6 +104,21 @@ def as_push_hf_makes(fetched: dict[str, Any], pushed: dict[str, Any]) -> None:
     assert {k: v for k, v in said.items() if k in pushed["annotations"]} == pushed["annotations"]
     more = set(said) - set(pushed["annotations"])
     assert {"io.ocibridge.commit.regular", "org.opencontainers.image.created"} <= more <= FACTS
+
+
+def push_hf_manifest(upstream: str, registry: RegistryProcess, repo_id: str, commit: str,
+                     work: Path) -> dict[str, Any]:
+    """The manifest ``ocibridge push hf:REPO@COMMIT`` makes of the upstream's commit (downloaded
+    with huggingface_hub into a Hub cache of its own, pushed to ``pushed/REPO:main``): what the
+    proxy's manifest of the same commit is compared with (:func:`as_push_hf_makes`)."""
+    hub = work / "hub"
+    huggingface_hub.snapshot_download(repo_id, revision=commit, endpoint=upstream, token=UP_TOKEN, cache_dir=hub)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_CACHE": str(hub), "HF_ENDPOINT": upstream,
+           "OCIBRIDGE_CACHE": str(work / "cache")}
+    subprocess.run([sys.executable, "-m", "ocibridge", "push", f"hf:{repo_id}@{commit}",
+                    f"{registry.host}/pushed/{repo_id}:main", "--plain-http", "-q"],
+                   env=env, check=True, capture_output=True, timeout=120)
+    return manifest_of(registry.url, f"pushed/{repo_id}", "main")
 
 
 def manifest_of(registry: str, repository: str, tag: str) -> dict[str, Any]:
