@@ -12,7 +12,7 @@ from __future__ import annotations
 import uuid
 
 import pytest
-from support.faultproxy import FaultProxy
+from support.faultproxy import FaultProxy, status
 
 from ocibridge.mirror import run_job
 from ocibridge.model.builder import build
@@ -133,3 +133,44 @@ def test_target_with_more_signatures_than_the_source_is_left_alone(
     assert [(a.status, a.reason) for a in again.artifacts] == [("skipped", "already mirrored")], \
         again.format_text()
     assert [r for r in proxy.requests if r.method in WRITES] == []
+
+
+def test_completing_writes_no_signature_tag_that_holds_the_sources_already(
+        fresh_source, registry2, tmp_path, proxy) -> None:
+    """An artifact completed for another referrer (an SBOM the source gained) whose ``.sig`` at
+    the target holds the source's signature and one of its own: that tag is not written again."""
+    src, target = fresh_source, f"resume/{uuid.uuid4().hex[:8]}/keep"
+    _sign(src["host"], src["repo"], src["root"].digest, ("classic",))
+    assert run_job(_job(tmp_path, src, f"{registry2.host}/{target}", "1.0")).ok
+    sig_tag = signature_tag(src["root"].digest)
+    _sign(registry2.host, target, src["root"].digest, ("classic",))
+    merged = _resolved(registry2.host, target, sig_tag)
+    store = _open(src["host"], src["repo"])
+    try:
+        later = _attach(store, src["root"], b'{"spdxVersion": "SPDX-2.3", "name": "model 3, again"}')
+    finally:
+        store.close()
+
+    again = run_job(_job(tmp_path, src, f"{proxy.host}/{target}", "1.0"))
+    assert again.ok and again.artifacts[0].note.startswith("completed:"), again.format_text()
+    assert later in _state(registry2.host, target, [src["root"]])[1][src["root"].digest]
+    assert _resolved(registry2.host, target, sig_tag) == merged
+    assert not proxy.requests_matching("PUT", r"/manifests/sha256-[0-9a-f]{64}\.sig")
+
+
+def test_a_run_stopped_before_a_childs_signature_leaves_the_index_untagged(
+        fresh_source, registry2, tmp_path, proxy) -> None:
+    """Tag-last writing already keeps the index's tag behind its children's ``.sig`` tags: a run
+    whose signature write fails tags nothing, and the next run finishes it."""
+    src, target = fresh_source, f"resume/{uuid.uuid4().hex[:8]}/stopped"
+    _sign(src["host"], src["repo"], src["child"].digest, ("classic",))
+    proxy.add("PUT", r"/manifests/sha256-[0-9a-f]{64}\.sig", status(400), times=None)
+    first = run_job(_job(tmp_path, src, f"{proxy.host}/{target}", "idx"))
+    assert [a.status for a in first.artifacts] == ["failed"]
+    assert _resolved(registry2.host, target, "idx") is None
+
+    proxy.clear()
+    assert run_job(_job(tmp_path, src, f"{proxy.host}/{target}", "idx")).ok
+    sig_tag = signature_tag(src["child"].digest)
+    assert _resolved(registry2.host, target, sig_tag) == _resolved(src["host"], src["repo"], sig_tag)
+    assert _resolved(registry2.host, target, "idx") is not None
