@@ -14,7 +14,7 @@ import uuid
 import pytest
 from support.faultproxy import FaultProxy, status
 
-from ocibridge.mirror import run_job
+from ocibridge.mirror import load_job, run_job
 from ocibridge.model.builder import build
 from ocibridge.oci.mediatypes import OCI_INDEX
 from ocibridge.oci.models import Descriptor, Index
@@ -174,3 +174,28 @@ def test_a_run_stopped_before_a_childs_signature_leaves_the_index_untagged(
     sig_tag = signature_tag(src["child"].digest)
     assert _resolved(registry2.host, target, sig_tag) == _resolved(src["host"], src["repo"], sig_tag)
     assert _resolved(registry2.host, target, "idx") is not None
+
+
+def test_a_whole_repository_entry_looks_for_signatures_among_the_tags_it_listed(
+        fresh_source, registry, registry2, tmp_path) -> None:
+    """An entry of every tag lists the source's tags anyway: a child signed after the first run is
+    found among them, and the check asks the source about no ``.sig``/``.att``/``.sbom`` tag it
+    did not list (three HEADs per manifest otherwise)."""
+    src, target = fresh_source, f"{registry2.host}/resume/{uuid.uuid4().hex[:8]}/all"
+    with FaultProxy(registry) as front:
+        path = tmp_path / "all.toml"
+        path.write_text(f'[[sync]]\nsource = "{front.host}/{src["repo"]}"\ntarget = "{target}"\n')
+        assert run_job(load_job(path)).ok
+        sig_tag = signature_tag(src["child"].digest)
+        _sign(src["host"], src["repo"], src["child"].digest, ("classic",))
+
+        again = run_job(load_job(path))
+        assert [(a.target.rsplit(":", 1)[1], a.status) for a in again.artifacts] == [
+            ("1.0", "skipped"), ("idx", "copied")], again.format_text()
+        assert _resolved(registry2.host, target.split("/", 1)[1], sig_tag) is not None
+
+        front.clear()
+        last = run_job(load_job(path))
+        assert [a.status for a in last.artifacts] == ["skipped", "skipped"], last.format_text()
+        asked = [r.path.rsplit("/", 1)[1] for r in front.requests_matching("HEAD", r"/manifests/sha256-")]
+        assert asked == [sig_tag], asked  # the one the source holds: its digest, compared with the target's

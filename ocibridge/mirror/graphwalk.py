@@ -5,7 +5,7 @@ whether a target that holds the artifact lacks referrers the source holds."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 
 from ocibridge.core.graphbound import GraphBound
@@ -66,7 +66,7 @@ def walk_graph(store: Store, root: Descriptor, referrers: bool, fetch: Fetch,
 
 
 def referrers_missing(src: Store, dst: Store, root: Descriptor, fetch: Fetch,
-                      listed: dict[str, HeldReferrers] | None = None) -> int:
+                      listed: dict[str, HeldReferrers] | None = None, tags: Collection[str] | None = None) -> int:
     """How many referrers of an artifact already tagged on ``dst`` the source holds and ``dst``
     lacks. Looked at: ``root``, the manifests its indexes name, and the referrers of these
     ``dst`` holds, theirs in turn (an SBOM's signature), within core/graphbound.py's bounds; of
@@ -77,7 +77,8 @@ def referrers_missing(src: Store, dst: Store, root: Descriptor, fetch: Fetch,
     first), or to a target that lost one, is planned again and completed.
 
     Cost, per manifest looked at: one listing and one HEAD per companion suffix at the source
-    (the listing kept in ``listed`` for the walk that carries them), one existence check per
+    (the listing kept in ``listed`` for the walk that carries them; with ``tags``, the source's
+    tags the entry listed, a HEAD per companion tag among them only), one existence check per
     referrer and per companion tag the source holds at ``dst``; no blob is looked at. A referrer
     ``dst`` lacks is not looked into: the copy carries it with all that goes with it."""
     read: dict[str, bytes] = {}  # referrers' manifests as the listings read them
@@ -88,7 +89,7 @@ def referrers_missing(src: Store, dst: Store, root: Descriptor, fetch: Fetch,
     held_there: dict[str, list[Descriptor]] = {}  # by subject: its referrers dst holds, walked next
     missing = 0
     for desc in manifest_tree(src, root, manifest, beside=lambda desc: held_there.pop(desc.digest, [])):
-        missing += companions_lacking(src, dst, desc, fetch)
+        missing += companions_lacking(src, dst, desc, fetch, tags)
         held = referrers_read(src, desc)
         if listed is not None:
             listed[desc.digest] = held

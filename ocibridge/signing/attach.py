@@ -8,7 +8,7 @@ pushed as referrers: the registry store lists them through the referrers API or 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
 from ocibridge.errors import NotFound
@@ -98,25 +98,31 @@ def is_signature_referrer(desc: Descriptor) -> bool:
     return is_bundle_type(desc.artifactType)
 
 
-def companion_tags(store: Store, subject: Descriptor) -> list[tuple[Descriptor, str]]:
-    """cosign's tags beside ``subject`` (``.sig``, ``.att``, ``.sbom``) that ``store`` holds."""
+def companion_tags(store: Store, subject: Descriptor,
+                   listed: Collection[str] | None = None) -> list[tuple[Descriptor, str]]:
+    """cosign's tags beside ``subject`` (``.sig``, ``.att``, ``.sbom``) that ``store`` holds;
+    ``listed``: the store's tags as the caller listed them: one not there is not asked about."""
     found = []
     for suffix in COMPANION_SUFFIXES:
         tag = signature_tag(subject.digest, suffix)
+        if listed is not None and tag not in listed:
+            continue
         desc = _tagged(store, tag)
         if desc is not None:
             found.append((desc, tag))
     return found
 
 
-def companions_lacking(src: Store, dst: Store, subject: Descriptor, read: Read | None = None) -> int:
+def companions_lacking(src: Store, dst: Store, subject: Descriptor, read: Read | None = None,
+                       listed: Collection[str] | None = None) -> int:
     """How many of cosign's tags beside ``subject`` in ``src`` hold a signature ``dst`` lacks:
     the tag is not there, or names a manifest without one of the source's layers (the rule
     :func:`carry_companion_tags` merges by, so a target that holds more, its own signatures
     merged in, lacks nothing). One HEAD at ``dst`` per tag the source holds; the two manifests
-    are read only where their digests differ (``read``: how the source's is read)."""
+    are read only where their digests differ (``read``: how the source's is read; ``listed``:
+    the source's tags, as :func:`companion_tags` takes them)."""
     lacking = 0
-    for desc, tag in companion_tags(src, subject):
+    for desc, tag in companion_tags(src, subject, listed):
         there = _tagged(dst, tag)
         if there is not None and there.digest == desc.digest:
             continue
