@@ -42,9 +42,16 @@ def table_from_store(store: ReadableStore, manifest: Manifest, *, chunk_size: in
 
 
 def referrer_manifest(subject: Descriptor, table: ChunkTable) -> bytes:
+    return table_referrer(subject, table.descriptor())[1]
+
+
+def table_referrer(subject: Descriptor, table: Descriptor) -> tuple[Descriptor, bytes]:
+    """The referrer manifest (descriptor, bytes) that keeps the table blob ``table`` beside
+    ``subject``: known from the two digests alone, so whether a store holds it is one HEAD."""
     manifest = Manifest(mediaType=OCI_MANIFEST, artifactType=ARTIFACT_TYPE, config=empty_descriptor(),
-                        layers=[table.descriptor()], subject=subject)
-    return manifest.to_json_bytes()
+                        layers=[table], subject=subject)
+    body = manifest.to_json_bytes()
+    return Descriptor.for_bytes(OCI_MANIFEST, body, artifactType=ARTIFACT_TYPE), body
 
 
 def attach_table(store: WritableStore, subject: Descriptor, table: ChunkTable) -> Descriptor:

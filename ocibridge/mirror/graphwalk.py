@@ -5,13 +5,12 @@ whether a target that holds the artifact lacks referrers the source holds."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 
 from ocibridge.core.graphbound import GraphBound
-from ocibridge.errors import NotFound
 from ocibridge.oci.models import Descriptor, Index, parse_manifest_bytes
-from ocibridge.signing.attach import companion_tags
+from ocibridge.signing.attach import companion_tags, companions_lacking
 from ocibridge.stores.base import HeldReferrers, Store, is_manifest, referrers_read
 
 Fetch = Callable[[Store, Descriptor], bytes]
@@ -67,35 +66,48 @@ def walk_graph(store: Store, root: Descriptor, referrers: bool, fetch: Fetch,
 
 
 def referrers_missing(src: Store, dst: Store, root: Descriptor, fetch: Fetch,
-                      listed: dict[str, HeldReferrers] | None = None) -> int:
+                      listed: dict[str, HeldReferrers] | None = None, tags: Collection[str] | None = None) -> int:
     """How many referrers of an artifact already tagged on ``dst`` the source holds and ``dst``
-    lacks: referrers (SBOMs, attestations, chunk tables, signatures) of ``root`` and of the
-    manifests an index root names, and cosign's tag-named companions of ``root``. An artifact
-    mirrored before it was signed, or by a run killed before its referrers were written (an
-    older run tagged first), is planned again and completed. Cost: one listing per manifest of
-    the artifact, kept in ``listed`` for the walk that carries them, and one existence check
-    per referrer at ``dst``; no blob is looked at."""
+    lacks. Looked at: ``root``, the manifests its indexes name, and the referrers of these
+    ``dst`` holds, theirs in turn (an SBOM's signature), within core/graphbound.py's bounds; of
+    each, its referrers (SBOMs, attestations, chunk tables, signatures) and cosign's tag-named
+    companions (``.sig``/``.att``/``.sbom``: one is lacking when ``dst`` lacks one of the
+    source's signatures in it, signing/attach.py). An artifact mirrored before it (or what goes
+    with it) was signed, by a run killed before its referrers were written (an older run tagged
+    first), or to a target that lost one, is planned again and completed.
+
+    Cost, per manifest looked at: one listing and one HEAD per companion suffix at the source
+    (the listing kept in ``listed`` for the walk that carries them; with ``tags``, the source's
+    tags the entry listed, a HEAD per companion tag among them only), one existence check per
+    referrer and per companion tag the source holds at ``dst``; no blob is looked at. A referrer
+    ``dst`` lacks is not looked into: the copy carries it with all that goes with it."""
+    read: dict[str, bytes] = {}  # referrers' manifests as the listings read them
+
+    def manifest(store: Store, desc: Descriptor) -> bytes:
+        return read.get(desc.digest) or fetch(store, desc)
+
+    held_there: dict[str, list[Descriptor]] = {}  # by subject: its referrers dst holds, walked next
     missing = 0
-    for sig, tag in companion_tags(src, root):
-        try:
-            if dst.resolve(tag).digest == sig.digest:
-                continue
-        except NotFound:
-            pass
-        missing += 1
-    for desc in manifest_tree(src, root, fetch):
+    for desc in manifest_tree(src, root, manifest, beside=lambda desc: held_there.pop(desc.digest, [])):
+        missing += companions_lacking(src, dst, desc, fetch, tags)
         held = referrers_read(src, desc)
         if listed is not None:
             listed[desc.digest] = held
-        missing += sum(1 for r in held if not dst.exists(r))
+        read.update(held.read)
+        there = [r for r in held if dst.exists(r)]
+        missing += len(held.listed) - len(there)
+        held_there[desc.digest] = there
     return missing
 
 
 def manifest_tree(store: Store, root: Descriptor, fetch: Fetch,
-                  within: Callable[[Descriptor], bool] = lambda desc: True) -> Iterator[Descriptor]:
+                  within: Callable[[Descriptor], bool] = lambda desc: True,
+                  beside: Callable[[Descriptor], Iterable[Descriptor]] = lambda desc: ()) -> Iterator[Descriptor]:
     """``root`` and the manifests the indexes below it name, each once and within
     core/graphbound.py's bounds (an index's entries are untrusted): each one ``within`` keeps is
-    yielded, then, an index, read (``fetch``) and its entries walked; one it leaves out is not."""
+    yielded, then, an index, read (``fetch``) and its entries walked; one it leaves out is not.
+    ``beside(desc)``, asked once the caller is done with ``desc``, names more to walk below it
+    (its referrers), under the same bounds."""
     bound = GraphBound(f"graph of {root.digest}")
     stack = [(root, 0)]
     while stack:
@@ -106,3 +118,4 @@ def manifest_tree(store: Store, root: Descriptor, fetch: Fetch,
         node = parse_manifest_bytes(fetch(store, desc), desc.mediaType)
         if isinstance(node, Index):
             stack.extend((d, depth + 1) for d in node.manifests)
+        stack.extend((d, depth + 1) for d in beside(desc))

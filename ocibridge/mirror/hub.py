@@ -4,7 +4,9 @@ Each selected revision (a branch, a tag, a commit id) is resolved to its commit 
 becomes two tags of the target: ``<name>-<first 12 hex of the commit>``, pinned, and ``<name>``,
 moving (a commit named by its id gets ``commit-<12 hex>`` only). A revision whose pinned tag
 the target holds with the commit recorded in ``org.opencontainers.image.revision`` is skipped
-without a download (its moving tag is pointed at it when it points elsewhere).
+without a download (its moving tag is pointed at it when it points elsewhere), unless the target
+lacks the referrer of the chunk table its manifest binds (an older run tagged it without): then it
+is copied again and completed (:func:`table_lacking`).
 
 The copy downloads the commit with ``huggingface_hub.snapshot_download`` into the Hub cache
 (its download engine: resumed ``.incomplete`` files, Xet where the endpoint offers it; the
@@ -30,6 +32,7 @@ from ocibridge.mirror.planned import ArtifactPlan, EntryPlan
 from ocibridge.mirror.shard import Shard, artifact_key
 from ocibridge.mirror.summary import ArtifactResult
 from ocibridge.oci.models import Descriptor, Manifest, parse_manifest_bytes
+from ocibridge.stores.base import Store, referrers_read
 
 _COMMIT = re.compile(r"[0-9a-f]{40}\Z")
 _TAG_BAD = re.compile(r"[^A-Za-z0-9_.-]")
@@ -175,14 +178,17 @@ class _HubPlanner:
         result.target = f"{self.dst.name}:{pinned}"
         also = [moving] if moving else []
         there = self._mirrored(pinned, commit)
-        if there is not None:
-            result.digest = there.digest
-            if moving is None or self._points_at(moving, there):
+        if there is not None and not table_lacking(self.dst.store, *there):
+            result.digest = there[0].digest
+            if moving is None or self._points_at(moving, there[0]):
                 result.status, result.reason = "skipped", f"already mirrored ({pinned})"
                 return result
             result.note = f"already mirrored; tag {moving} moves to it"
-            return ArtifactPlan(result, self.dst.store, there.digest, moving, referrers=False)
-        if also:
+            return ArtifactPlan(result, self.dst.store, there[0].digest, moving, referrers=False)
+        if there is not None:  # tagged by an older run without the table's referrer: built again, attached
+            result.note = ("completed: already mirrored, but without 1 referrer(s) (the chunk table its "
+                           "manifest binds) the source holds, which this run adds")
+        elif also:
             result.note = f"and the moving tag {moving}"
         if info is not None and self.dry_run:  # what the download brings (files the target holds are not sent)
             sizes = [s.size or 0 for s in info.siblings or () if s.rfilename != ".gitattributes"
@@ -194,7 +200,7 @@ class _HubPlanner:
                             prepare=CommitDownload(self.src, commit, self.plan.settings.concurrency.blobs),
                             also_tags=also)
 
-    def _mirrored(self, tag: str, commit: str) -> Descriptor | None:
+    def _mirrored(self, tag: str, commit: str) -> tuple[Descriptor, Manifest] | None:
         """The manifest the target's ``tag`` names, if it records this repository and commit."""
         store = self.dst.store
         try:
@@ -202,9 +208,11 @@ class _HubPlanner:
         except NotFound:
             return None
         node = parse_manifest_bytes(store.fetch_bytes(desc), desc.mediaType)
-        said = (node.annotations or {}) if isinstance(node, Manifest) else {}
+        if not isinstance(node, Manifest):
+            return None
+        said = node.annotations or {}
         if said.get(REVISION_ANNOTATION) == commit and said.get(SOURCE_ANNOTATION) == self.src.page:
-            return desc
+            return desc, node
         return None
 
     def _points_at(self, tag: str, desc: Descriptor) -> bool:
@@ -214,3 +222,28 @@ class _HubPlanner:
             return False
 
 
+def table_lacking(store: Store, desc: Descriptor, manifest: Manifest) -> bool:
+    """Whether ``store`` lacks the referrer that keeps the chunk table the revision's manifest
+    (at ``desc``) binds: the table is the source's (the build of the commit binds it, and the
+    manifest's digest covers the binding), so this is known without a download. One HEAD of the
+    referrer the copy attaches (chunks/attach.py); where it is not there, the chunk-table
+    referrers ``store`` lists are read for one that keeps the same table (attached otherwise)."""
+    from ocibridge.chunks.attach import table_referrer
+    from ocibridge.chunks.chain import bound_table_descriptor
+    from ocibridge.chunks.table import ARTIFACT_TYPE, ChunkTableError
+
+    try:
+        table = bound_table_descriptor(manifest)
+    except ChunkTableError:  # a binding no build writes: nothing the copy would attach
+        return False
+    if table is None:
+        return False
+    subject = Descriptor(mediaType=desc.mediaType, digest=desc.digest, size=desc.size)
+    if store.exists(table_referrer(subject, table)[0]):
+        return False
+    held = referrers_read(store, subject, ARTIFACT_TYPE)
+    for ref in held:
+        node = parse_manifest_bytes(held.manifest(ref), ref.mediaType)
+        if isinstance(node, Manifest) and any(layer.digest == table.digest for layer in node.layers):
+            return False
+    return True

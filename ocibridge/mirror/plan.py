@@ -94,6 +94,7 @@ def _references(plan: EntryPlan) -> list[tuple[str, str | None]]:
         plan.summary.tags_listed = 1
         return [(src.reference, tag)]
     listed = src.store.tags()
+    plan.source_tags = frozenset(listed)
     if not listed:  # most often a misspelt source: fail rather than report an empty success
         raise OcibridgeError(f"{src.name} has no tags to mirror (is the source name right?)")
     chosen = select_tags(listed, plan.entry.tags)
@@ -194,7 +195,8 @@ class _Planner:
         result.digest = desc.digest
         listed: dict[str, HeldReferrers] = {}  # what the referrers check listed: walked as it read it
         if self._already_there(desc, tag):
-            missing = referrers_missing(store, self.dst.store, desc, self._fetch, listed) \
+            tags = self.plan.source_tags if store is self.src.store else None  # listed from this store
+            missing = referrers_missing(store, self.dst.store, desc, self._fetch, listed, tags) \
                 if self.settings.referrers else 0
             if not missing:
                 result.status, result.reason = "skipped", "already mirrored"

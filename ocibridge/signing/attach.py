@@ -8,7 +8,7 @@ pushed as referrers: the registry store lists them through the referrers API or 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
 from ocibridge.errors import NotFound
@@ -26,6 +26,9 @@ from ocibridge.stores.base import Store, WritableStore, referrers_read
 from ocibridge.transfer.copy import CopyStats
 from ocibridge.transfer.writer import Blob, retag, write_artifact
 
+Read = Callable[[Store, Descriptor], bytes]
+"""Reads a manifest of a store by its descriptor (a caller's cache of what it read)."""
+
 
 def _tagged(store: Store, tag: str) -> Descriptor | None:
     try:
@@ -34,10 +37,10 @@ def _tagged(store: Store, tag: str) -> Descriptor | None:
         return None
 
 
-def _layers_at(store: Store, desc: Descriptor | None) -> list[Descriptor]:
+def _layers_at(store: Store, desc: Descriptor | None, read: Read | None = None) -> list[Descriptor]:
     if desc is None:
         return []
-    node = parse_manifest_bytes(store.fetch_bytes(desc), desc.mediaType)
+    node = parse_manifest_bytes(read(store, desc) if read is not None else store.fetch_bytes(desc), desc.mediaType)
     return list(node.layers) if isinstance(node, Manifest) else []
 
 
@@ -95,15 +98,38 @@ def is_signature_referrer(desc: Descriptor) -> bool:
     return is_bundle_type(desc.artifactType)
 
 
-def companion_tags(store: Store, subject: Descriptor) -> list[tuple[Descriptor, str]]:
-    """cosign's tags beside ``subject`` (``.sig``, ``.att``, ``.sbom``) that ``store`` holds."""
+def companion_tags(store: Store, subject: Descriptor,
+                   listed: Collection[str] | None = None) -> list[tuple[Descriptor, str]]:
+    """cosign's tags beside ``subject`` (``.sig``, ``.att``, ``.sbom``) that ``store`` holds;
+    ``listed``: the store's tags as the caller listed them: one not there is not asked about."""
     found = []
     for suffix in COMPANION_SUFFIXES:
         tag = signature_tag(subject.digest, suffix)
+        if listed is not None and tag not in listed:
+            continue
         desc = _tagged(store, tag)
         if desc is not None:
             found.append((desc, tag))
     return found
+
+
+def companions_lacking(src: Store, dst: Store, subject: Descriptor, read: Read | None = None,
+                       listed: Collection[str] | None = None) -> int:
+    """How many of cosign's tags beside ``subject`` in ``src`` hold a signature ``dst`` lacks:
+    the tag is not there, or names a manifest without one of the source's layers (the rule
+    :func:`carry_companion_tags` merges by, so a target that holds more, its own signatures
+    merged in, lacks nothing). One HEAD at ``dst`` per tag the source holds; the two manifests
+    are read only where their digests differ (``read``: how the source's is read; ``listed``:
+    the source's tags, as :func:`companion_tags` takes them)."""
+    lacking = 0
+    for desc, tag in companion_tags(src, subject, listed):
+        there = _tagged(dst, tag)
+        if there is not None and there.digest == desc.digest:
+            continue
+        held = _layers_at(dst, there)
+        if there is None or len(merged_layers(held, _layers_at(src, desc, read))) > len(held):
+            lacking += 1
+    return lacking
 
 
 def carry_companion_tags(src: Store, dst: WritableStore, subject: Descriptor,
@@ -120,12 +146,17 @@ def carry_companion_tags(src: Store, dst: WritableStore, subject: Descriptor,
         if there is not None and there.digest == desc.digest:
             carried.append(desc.digest)
             continue
-        copy_manifest(desc)
         if there is None:
+            copy_manifest(desc)
             retag(dst, desc, [tag])
             carried.append(desc.digest)
             continue
-        layers = merged_layers(_layers_at(dst, there), _layers_at(src, desc))
+        held = _layers_at(dst, there)
+        layers = merged_layers(held, _layers_at(src, desc))
+        if len(layers) == len(held):  # every signature of the source's is there: nothing to write
+            carried.append(there.digest)
+            continue
+        copy_manifest(desc)  # its layers (the signatures' payloads), which the merged manifest names
         config_desc, config, merged, data = signature_manifest(layers)
         sent = write_artifact(dst, merged, data, [Blob.of_bytes(config_desc, config)], [tag])
         if stats is not None:
