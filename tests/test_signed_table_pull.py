@@ -179,3 +179,41 @@ def test_the_rule_itself_for_what_no_registry_case_above_reaches():
     assert _table_may_check(CheckedUse(other), other, with_signatures=False)
     assert not _table_may_check(CheckedUse(other), other, with_signatures=True)
     assert covered_by(["oms", "classic"]) >= {Trusted.CHUNK_TABLE, Trusted.FILES}
+
+
+def _rereads(monkeypatch) -> list[str]:
+    """The names of the files model.sig's check reads from now on (a whole-file SHA-256)."""
+    from ocibridge.signing import omsdir
+
+    read: list[str] = []
+    whole = omsdir.digest_file
+    monkeypatch.setattr(omsdir, "digest_file", lambda path: (read.append(Path(path).name), whole(path))[1])
+    return read
+
+
+def test_with_signatures_under_a_signature_of_the_manifest_reads_no_file_again(
+        signed, registry, tmp_path, monkeypatch):
+    """model.sig's check takes the layer digest for the file the table checked (the classic
+    signature verified binds both): the file is not read again, and model.sig verifies."""
+    repo, data, layer, publics, _ = signed
+    out = tmp_path / "out"
+    read = _rereads(monkeypatch)
+    made = _whole_blob_hashers(monkeypatch)
+    assert main(["pull", f"{registry.host}/{repo}:v1", str(out), "-q", "--with-signatures",
+                 "--verify-key", str(publics["oms"]), "--verify-key", str(publics["classic"])]) == 0
+    assert layer not in made and "weights.bin" not in read, read
+    assert (out / "weights.bin").read_bytes() == data
+    assert main(["verify-dir", str(out), "--key", str(publics["oms"])]) == 0
+
+
+def test_with_signatures_and_no_check_hashes_the_blob_once_as_it_lands(signed, registry, tmp_path, monkeypatch):
+    """No check: the table binds nothing anyone vouched for, so the layer is checked by its
+    SHA-256 as it lands (the digest model.sig lists), and that check is the one made."""
+    _, data, layer, _, (oms_repo, oms_only) = signed
+    out = tmp_path / "out"
+    read = _rereads(monkeypatch)
+    made = _whole_blob_hashers(monkeypatch)
+    assert main(["pull", f"{registry.host}/{oms_repo}:v1", str(out), "-q", "--with-signatures"]) == 0
+    assert layer in made and "weights.bin" not in read, (made, read)
+    assert (out / "weights.bin").read_bytes() == data
+    assert main(["verify-dir", str(out), "--key", str(oms_only)]) == 0

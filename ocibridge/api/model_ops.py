@@ -419,13 +419,19 @@ def pull(
     else:
         store, desc = source.store, resolve_model(source.store, source.reference)
     by_table = _table_may_check(checked, desc.digest, with_signatures)
+    entry_digests = False
+    if oms is not None:
+        from ocibridge.signing.omstravel import landed_digests_wanted
+
+        entry_digests = landed_digests_wanted(oms)
     request = door.ExportRequest(registry, transfer.concurrency, progress, select, OnExisting(on_existing),
-                                 dest_ref, manifest=in_hand, table_checks=by_table)
+                                 dest_ref, manifest=in_hand, table_checks=by_table, entry_digests=entry_digests)
     pulled = fmt.export(store, desc, dest, request)
     if oms is not None:
         from ocibridge.signing.omstravel import write_beside
 
-        written = write_beside(oms, Path(dest), list(pulled.files))
+        # each file the pull checked as it landed is not read again (signing/omstravel.py)
+        written = write_beside(oms, Path(dest), list(pulled.files), pulled.landed)
         pulled = dataclasses.replace(pulled, signature=str(written))
     if attestations is not None:
         from ocibridge.signing import attestation_files

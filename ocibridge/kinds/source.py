@@ -53,6 +53,9 @@ class ExportRequest:
     # a layer may be checked by the chunk table the manifest binds instead of its digest (a pull
     # into a directory that no signature check vouched for by the files' digests alone)
     table_checks: bool = False
+    # the SHA-256 of every file unpacked from a tar layer, taken as it is written (--with-signatures:
+    # model.sig's check then reads no file the pull proved; a raw layer's is its digest, always known)
+    entry_digests: bool = False
 
 
 class SourceFormat(Protocol):

@@ -54,6 +54,10 @@ class ExtractResult:
     skipped: list[str] = field(default_factory=list)  # not selected (pull --include/--exclude)
     #: path -> digest of the early-draft layer whose file it is (what kind the file is)
     origins: dict[str, str] = field(default_factory=dict)
+    #: path -> the digest its bytes were checked against as they landed, for files in place now
+    #: (a raw layer's; a tar entry's SHA-256, when asked for, taken as it was unpacked); a file kept
+    #: (-k) or laid over by a changeset has none: model.sig's check reads those, and only those
+    digests: dict[str, str] = field(default_factory=dict)
 
 
 def resolve_model(store: Store, reference: str) -> Descriptor:
@@ -107,9 +111,13 @@ def _model_manifest(store: Store, desc: Descriptor, reference: str) -> ManifestR
 
 
 def _extract_tar(stream: Reader, staging: Path, written: list[str], paths: ArtifactPaths,
-                 select: Callable[[str], bool] | None = None, skipped: list[str] | None = None) -> int:
+                 select: Callable[[str], bool] | None = None, skipped: list[str] | None = None,
+                 digests: dict[str, str] | None = None) -> int:
     """Unpack one tar layer into ``staging``, each entry judged by ``paths`` first (the same
-    judgement as a mount's and a lazy read's) and refused before anything is written."""
+    judgement as a mount's and a lazy read's) and refused before anything is written;
+    ``digests``: each regular file's SHA-256, hashed as it is written."""
+    import hashlib
+
     from ocibridge.layers.tarwalk import tar_members
 
     total = 0
@@ -135,8 +143,11 @@ def _extract_tar(stream: Reader, staging: Path, written: list[str], paths: Artif
                 src = tar.extractfile(member)
                 assert src is not None
                 mode = 0o755 if member.mode & 0o111 else 0o644
+                hasher = hashlib.sha256() if digests is not None else None
                 with named_as_in_the_artifact(rel):
-                    total += write_stream(src, target, mode, member.size)
+                    total += write_stream(src, target, mode, member.size, hasher)
+                if digests is not None and hasher is not None:
+                    digests[rel] = "sha256:" + hasher.hexdigest()
             written.append(rel)
     while stream.read(CHUNK):  # trailing padding, to EOF where the layer is verified
         pass
@@ -164,7 +175,7 @@ def extract_model(
     store: Store, desc: Descriptor, manifest: Manifest | None, dest: str | os.PathLike[str], *,
     concurrency: int = 4, progress: ProgressFn | None = None, select: Callable[[str], bool] | None = None,
     on_existing: OnExisting = OnExisting.OVERWRITE, data: bytes | None = None,
-    resumable: bool = False, delta: DeltaBuilder | None = None,
+    resumable: bool = False, delta: DeltaBuilder | None = None, hash_entries: bool = False,
 ) -> ExtractResult:
     """:func:`extract` of the model manifest at ``desc``, already resolved; ``manifest``, its
     parsed form when the caller has it in hand (then it is judged as it is, not parsed again),
@@ -172,9 +183,11 @@ def extract_model(
 
     ``resumable``: the layers come through the pull cache (:func:`.pullcache.cached_pull`:
     kept there until the pull succeeds, and not fetched where ``dest`` holds the file already),
-    ``delta`` building a blob from chunks held here where a chunk table allows it."""
+    ``delta`` building a blob from chunks held here where a chunk table allows it.
+    ``hash_entries``: tar entries' SHA-256 taken as they are unpacked (``ExtractResult.digests``)."""
     in_hand = {desc.digest: manifest} if manifest is not None else {}
-    target = DirectoryTarget(dest, select=select, on_existing=on_existing, in_hand=in_hand)
+    target = DirectoryTarget(dest, select=select, on_existing=on_existing, in_hand=in_hand,
+                             hash_entries=hash_entries)
     reads = cached_pull(store, target.out, progress, delta) if resumable else contextlib.nullcontext(store)
     with reads as source, target.writing():
         copy(source, desc, target, concurrency=concurrency, progress=progress,
@@ -193,8 +206,10 @@ class DirectoryTarget:
     """
 
     def __init__(self, dest: str | os.PathLike[str], *, select: Callable[[str], bool] | None = None,
-                 on_existing: OnExisting = OnExisting.OVERWRITE, in_hand: dict[str, Manifest] | None = None):
+                 on_existing: OnExisting = OnExisting.OVERWRITE, in_hand: dict[str, Manifest] | None = None,
+                 hash_entries: bool = False):
         self.out = Path(dest)
+        self._hash_entries = hash_entries  # tar entries' SHA-256 as they are unpacked (--with-signatures)
         self._in_hand = dict(in_hand or {})  # manifests the caller parsed already, by digest
         self.select = select
         self.on_existing = on_existing
@@ -285,6 +300,8 @@ class DirectoryTarget:
                     shutil.copyfile(staging / first, prepare_parent(staging, rel))
                     os.chmod(staging / rel, mode & ~process_umask())
                 written += desc.size
+            with self._lock:  # checked against it as it landed (_write_raw, or the verified file it links)
+                self.result.digests.update((rel, desc.digest) for rel, _ in paths)
         elif desc.digest in self._changesets:
             from ocibridge.layers.reader import layer_stream, readable_layer
             from ocibridge.model.changesets import CHANGESETS, Changes, unpack_changeset
@@ -302,12 +319,14 @@ class DirectoryTarget:
 
             files: list[str] = []
             skipped: list[str] = []
+            digests: dict[str, str] | None = {} if self._hash_entries else None
             with self._tar_lock, readable_layer(desc):
                 written = _extract_tar(layer_stream(reader, desc), staging, files, self._judged(), self.select,
-                                       skipped)
+                                       skipped, digests)
             with self._lock:
                 self.result.files.extend(files)
                 self.result.skipped.extend(skipped)
+                self.result.digests.update(digests or {})
         with self._lock:
             self.result.bytes_written += written
 
@@ -334,6 +353,8 @@ class DirectoryTarget:
             _check_staged_links(staging, self.out, self.result.files)
             plan = plan_commit(staging, self.out, self.result.files, self.on_existing)
             self.result.kept = plan.kept
+            for rel in plan.kept:  # the file in place is not the one checked
+                self.result.digests.pop(rel, None)
             _commit(staging, self.out, plan.write)
 
 

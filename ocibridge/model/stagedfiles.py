@@ -16,10 +16,13 @@ from ocibridge.core.fsutil import (
 )
 from ocibridge.core.streams import Reader
 from ocibridge.errors import OcibridgeError, UnsafePath
-from ocibridge.oci.digest import CHUNK
+from ocibridge.oci.digest import CHUNK, Hasher
 
 
-def write_stream(src: Reader, dest: Path, mode: int, remaining: int | None = None) -> int:
+def write_stream(src: Reader, dest: Path, mode: int, remaining: int | None = None,
+                 hasher: Hasher | None = None) -> int:
+    """Write ``src`` (up to ``remaining`` bytes) to the new file ``dest``; ``hasher`` sees every
+    byte written (a tar entry's SHA-256 for model.sig's check, taken as it lands: no second read)."""
     total = 0
     with open(dest, "xb") as out:
         while True:
@@ -30,6 +33,8 @@ def write_stream(src: Reader, dest: Path, mode: int, remaining: int | None = Non
             if not data:
                 break
             write_sliced(out, data)
+            if hasher is not None:
+                hasher.update(data)
             total += len(data)
     os.chmod(dest, mode & ~process_umask())
     return total

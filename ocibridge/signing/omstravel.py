@@ -5,11 +5,21 @@
 has left the registry. The signature is chosen before any file is written: with a key policy,
 one that verifies and signs exactly the manifest's files; without one, one whose statement
 lists exactly the manifest's files (its key is the reader's to check, e.g. ``verify-dir``).
+
+The files are checked against the statement before ``model.sig`` is written. Under whole-file
+SHA-256 (the ``files`` method, what push and ``model_signing`` use by default) a file the pull
+checked as it landed is not read again: a raw layer's file was checked against the layer's
+digest, which is its SHA-256 (by that digest, or by the chunk table a manifest binds where a
+verified signature of that manifest vouched for the table: ``api/model_ops._table_may_check``),
+and a tar entry was hashed as it was unpacked (:func:`landed_digests_wanted`); that digest is
+compared with the statement's as a hash of the file would be. Every other file (kept as it was
+with ``-k``, laid over by a changeset, any other OMS hash or shards) is hashed as before.
 """
 
 from __future__ import annotations
 
 import base64
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,7 +32,9 @@ from ocibridge.signing.bundle import parse_bundle
 from ocibridge.signing.oms import (
     GIT_PATHS,
     OMS_PREDICATE_TYPE,
+    SHA256_FILES,
     SIGNATURE_FILE,
+    Hashing,
     OmsStatement,
     compare_files,
     is_ignored,
@@ -72,10 +84,19 @@ def _statement(data: bytes, policy: VerifyPolicy | None) -> OmsStatement:
     return parse_oms(payload)
 
 
-def write_beside(signature: OmsSignature, directory: Path, fetched: list[str]) -> Path:
+def landed_digests_wanted(signature: OmsSignature) -> bool:
+    """Whether the pull should hash each tar entry as it unpacks it: the statement lists whole
+    files by SHA-256, so that hash stands in for a read of the file once it is in place."""
+    return signature.statement.hashing == SHA256_FILES
+
+
+def write_beside(signature: OmsSignature, directory: Path, fetched: list[str],
+                 landed: Mapping[str, str] | None = None) -> Path:
     """Check the ``fetched`` files in ``directory`` against the statement (a partial pull
     checks what it fetched against the full signature; git's files and the paths the statement
-    ignores are left out, as every OMS verifier leaves them out), then write ``model.sig``."""
+    ignores are left out, as every OMS verifier leaves them out), then write ``model.sig``.
+    ``landed``: path -> the digest the pull checked a file's bytes against as they landed
+    (``PullResult.landed``): used for that file instead of reading it again."""
     statement = signature.statement
     signed_paths = statement.paths
     fetched = [rel for rel in fetched if not is_ignored(rel, (*GIT_PATHS, *statement.ignored))]
@@ -86,10 +107,22 @@ def write_beside(signature: OmsSignature, directory: Path, fetched: list[str]) -
         raise SignatureError(f"{directory}: {', '.join(unsigned[:3])} not signed by the OMS signature")
     fetched_resources = {name: digest for name, digest in statement.files.items()
                          if split_resource(name, statement.hashing)[0] in present}
-    compare_files(fetched_resources, hash_files(directory, present, statement.hashing), str(directory))
+    compare_files(fetched_resources, _resources(directory, present, statement.hashing, landed or {}),
+                  str(directory))
     target = directory / SIGNATURE_FILE
     atomic_write_bytes(target, signature.bundle)
     return target
+
+
+def _resources(directory: Path, names: list[str], hashing: Hashing, landed: Mapping[str, str]) -> dict[str, str]:
+    """The resources of the files ``names``: under whole-file SHA-256, a file's SHA-256 the pull
+    proved as it landed is its resource as it is; every other file is read and hashed."""
+    if hashing != SHA256_FILES:
+        return hash_files(directory, names, hashing)
+    proven = {rel: landed[rel].removeprefix("sha256:") for rel in names
+              if landed.get(rel, "").startswith("sha256:")}
+    unproven = [rel for rel in names if rel not in proven]
+    return {**proven, **(hash_files(directory, unproven, hashing) if unproven else {})}
 
 
 def directory_signature(directory: Path, signature: Path) -> OmsSignature:

@@ -4,7 +4,9 @@ other results (a dozen frozen dataclasses, ~5 ms to create: a tenth of a small p
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 
@@ -26,6 +28,10 @@ class PullResult:
     attestations: tuple[str, ...] | None = None  # --with-attestations: the files written (relative to output)
     attestations_left_out: int = 0  # unsigned evidence not written (keys given: nothing vouches for it)
     delta: tuple[dict[str, Any], ...] = ()  # layers built partly from chunks held here (cache/deltas.py)
+    #: a directory: path -> the digest its bytes were checked against as they landed (every raw
+    #: layer's file; tar entries' with ``--with-signatures``; none for a file kept as it was), so
+    #: model.sig's check reads no file again that the pull proved (signing/omstravel.py)
+    landed: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}), repr=False, compare=False)
 
     def as_dict(self) -> dict[str, Any]:
         if self.copy is not None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from pathlib import Path
+from types import MappingProxyType
 from typing import TYPE_CHECKING, ClassVar
 
 from ocibridge.core.fsutil import link_stays_inside
@@ -107,7 +108,8 @@ class DirectoryFormat:
         result = extract_model(store, read.desc, read.manifest, dest, concurrency=request.concurrency,
                                progress=request.progress, select=request.select,
                                on_existing=request.on_existing or OnExisting.REFUSE, data=read.data,
-                               resumable=True, delta=delta)
+                               resumable=True, delta=delta, hash_entries=request.entry_digests)
         reused = tuple(done.as_dict() for done in delta.results)
         return PullResult(desc.digest, dest, self.name, tuple(result.files), result.bytes_written,
-                          kept=tuple(result.kept), skipped=tuple(sorted(result.skipped)), delta=reused)
+                          kept=tuple(result.kept), skipped=tuple(sorted(result.skipped)), delta=reused,
+                          landed=MappingProxyType(result.digests))
