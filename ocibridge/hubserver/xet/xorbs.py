@@ -175,7 +175,7 @@ def first_piece_end(size: int, layout: Layout, k: int, start: int) -> int:
 def _segments(size: int, layout: Layout, first: int, end: int, skip: int, left: int) -> list[Segment]:
     """File chunks ``[first, end)`` as they are sent (each behind its header), less the first
     ``skip`` bytes and past ``left`` bytes: ``(header, file offset, count)`` each. The whole
-    chunks are made at once (a xorb request's share one header), the ends of the range a
+    chunks are made at once (sharing one header), the ends of the range a
     chunk at a time."""
     chunk = layout.chunk
     out = _cut(size, layout, first, first + 1, skip, left) if skip else []
