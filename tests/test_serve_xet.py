@@ -344,7 +344,7 @@ def test_a_client_that_leaves_mid_xorb_frees_its_turn(model, monkeypatch):
                 assert r.status_code == 200
                 next(r.iter_bytes())
         whole = httpx.get(url, timeout=10)
-        assert whole.status_code == 200 and len(whole.content) == xet.xorb_size(SIZE, 0)
+        assert whole.status_code == 200 and len(whole.content) == xet.xorb_size(SIZE, xet.ISSUED, 0)
 
 
 def test_a_xorb_that_waits_too_long_for_the_registry_is_a_503_to_ask_again(tmp_path, registry, unique_repo,
@@ -449,7 +449,7 @@ def test_one_token_holds_at_most_its_share_of_the_send_permits(model, monkeypatc
             start = time.monotonic()
             answer = httpx.get(honest[1], timeout=10)
             took = time.monotonic() - start
-            assert answer.status_code == 200 and len(answer.content) == xet.xorb_size(SIZE, 1)
+            assert answer.status_code == 200 and len(answer.content) == xet.xorb_size(SIZE, xet.ISSUED, 1)
             assert took < 5
             # a URL signed for one client is not another's
             forged = honest[1].replace(honest[1].split("client=")[1].split("&")[0],

@@ -54,5 +54,5 @@ def test_xorb_requests_resolve_their_commit_once_and_ask_who_reads_each_time(reg
         assert len(asked) >= len(xorb_gets)  # but asked who reads at each
         # a xorb past the file's last: refused, after who reads was asked, resolving nothing
         asked.clear()
-        gone = httpx.get(served.url + xorb_gets[0].rsplit("/", 1)[0] + f"/{xorbs.xorb_count(len(data))}")
+        gone = httpx.get(served.url + xorb_gets[0].rsplit("/", 1)[0] + f"/{xorbs.ISSUED.xorb_count(len(data))}")
         assert gone.status_code in (401, 404) and len(pinned) == first and asked == ["acme/p"]

@@ -62,7 +62,7 @@ def test_xorb_chunks_and_headers_go_through_a_pipe_not_a_buffer(weights, monkeyp
     exact, and no byte of the file was read into the process (no preadv)."""
     path, data = weights
     size = len(data)
-    segments = xorbs._segments(size, 0, xorbs.chunk_count(size), 3, size + 400 - 3 - 100)
+    segments = xorbs._segments(size, xorbs.ISSUED, 0, xorbs.ISSUED.chunk_count(size), 3, size + 400 - 3 - 100)
 
     def no_read(*args: object) -> int:
         raise AssertionError("the file's bytes were read into a buffer")
@@ -77,7 +77,8 @@ def test_a_file_system_that_refuses_splice_gets_the_bytes_gathered(weights, monk
     bytes, gathered by preadv and sent."""
     path, data = weights
     size = len(data)
-    segments = xorbs._segments(size, 0, xorbs.chunk_count(size), 0, size + 8 * xorbs.chunk_count(size))
+    chunks = xorbs.ISSUED.chunk_count(size)
+    segments = xorbs._segments(size, xorbs.ISSUED, 0, chunks, 0, size + 8 * chunks)
     tried: list[int] = []
 
     def refused(*args: object, **kwargs: object) -> int:
@@ -93,7 +94,7 @@ def test_a_gib_is_sixteen_xorb_requests_of_at_most_64_mib_of_data():
     """Each xorb is a request of hf_xet (and a connection while it is under way): 64 MiB of the
     file each, the Hub's largest, so a GiB is 16 requests."""
     gib = 1 << 30
-    answer = xorbs.reconstruction("0" * 64, gib, 0, gib, lambda k: f"/x/{k}", version=1)
+    answer = xorbs.reconstruction("0" * 64, gib, xorbs.ISSUED, 0, gib, lambda k: f"/x/{k}", version=1)
     assert len(answer["terms"]) == 16
     assert all(term["unpacked_length"] == 64 * MiB for term in answer["terms"])
-    assert xorbs.xorb_size(gib, 0) == 64 * MiB + 8 * xorbs.XORB_CHUNKS
+    assert xorbs.xorb_size(gib, xorbs.ISSUED, 0) == 64 * MiB + 8 * xorbs.XORB_CHUNKS

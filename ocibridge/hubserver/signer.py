@@ -118,10 +118,12 @@ class Signer:
         return self.granted(token, scope) is not None
 
     def signed(self, path: str, expires: int, client: str = "") -> str:
-        """``path`` with the query that lets ``client`` fetch it without a header until ``expires``."""
+        """``path`` with the query that lets ``client`` fetch it without a header until ``expires``
+        (a query ``path`` has is signed with it: what :meth:`url_allowed` is then asked about)."""
         if self.key is None:
             return path
-        return f"{path}?expires={expires}&client={client}&signature={self._sign(f'url {path} {expires} {client}')}"
+        sep = "&" if "?" in path else "?"
+        return f"{path}{sep}expires={expires}&client={client}&signature={self._sign(f'url {path} {expires} {client}')}"
 
     def url_allowed(self, path: str, expires: str | None, signature: str | None, client: str | None = "") -> bool:
         if self.key is None:

@@ -19,7 +19,7 @@ from ocibridge.hubserver.reading.blobs import Blobs, Checked, CheckedFile, Table
 from ocibridge.hubserver.repo.catalog import Resolved
 from ocibridge.hubserver.repo.files import HubFile, ModelFiles, Resolver
 from ocibridge.hubserver.routing import route_path
-from ocibridge.hubserver.xet import xorbs
+from ocibridge.hubserver.xet import layouts, xorbs
 from ocibridge.hubserver.xet.pinned import Pinned, PinnedCommits
 from ocibridge.oci.models import Descriptor
 from ocibridge.stores.ranged import RangedBlobSource
@@ -151,19 +151,25 @@ class XetRoutes:
         expires = self.grants.expiry()
         path = f"/xet/{resolved.commit}/{resolved.repo_id}/xorbs/{f.sha256}/{f.size}"
         base = self.base(request)
+        layout = xorbs.ISSUED
 
         def url_of(k: int) -> str:
-            return base + self.grants.signed(f"{path}/{k}", expires, client)
+            return base + layouts.signed_url(self.grants, f"{path}/{k}", layout, expires, client)
 
-        return JSONResponse(xorbs.reconstruction(f.sha256, f.size, start, end, url_of, params["version"]))
+        return JSONResponse(xorbs.reconstruction(f.sha256, f.size, layout, start, end, url_of, params["version"]))
 
     async def xorb(self, request: Request) -> Response:
-        """``/xet/{commit}/{repo}/xorbs/{sha256}/{size}/{k}``: the ``k``-th xorb of a file (its
-        ``Range``), from verified bytes only; the URL's signature is required (hf_xet sends no
-        header here). The commit is resolved once a while (:mod:`.pinned`); who may read the
-        repository is asked at every request, with the model cache's copy of the file, in one
-        worker-thread call."""
-        client = require_signed(self.grants, request, route_path(request.scope),
+        """``/xet/{commit}/{repo}/xorbs/{sha256}/{size}/{k}?layout=...``: the ``k``-th xorb of a
+        file (its ``Range``) in the layout the URL names (:mod:`.layouts`), from verified bytes
+        only; the URL's signature, over the layout too, is required (hf_xet sends no header
+        here). The commit is resolved once a while (:mod:`.pinned`); who may read the repository
+        is asked at every request, with the model cache's copy of the file, in one worker-thread
+        call."""
+        try:
+            layout = layouts.parse(request.query_params.get(layouts.PARAM))
+        except layouts.BadLayout as e:
+            return error(400, None, f"the xorb URL's layout: {e}")
+        client = require_signed(self.grants, request, layouts.signed_path(route_path(request.scope), layout),
                                 "the xorb URL is not signed, or its signature expired")
         params = request.path_params
         repo_id, commit = requested_repo(request), params["commit"]
@@ -175,9 +181,9 @@ class XetRoutes:
             pinned = self.pinned.put(repo_id, commit, resolved, files)
         # the repository the URL was granted through, now; and the file's verified copy, if held
         f, cached = await self.run(self._held, client, repo_id, pinned, sha256, size)
-        if f is None or not 0 <= k < xorbs.xorb_count(size):
+        if f is None or not 0 <= k < layout.xorb_count(size):
             return error(404, "EntryNotFound", f"{repo_id}@{commit}: no such xorb")
-        total = xorbs.xorb_size(size, k)
+        total = xorbs.xorb_size(size, layout, k)
         wanted = byte_range(request.headers.get("range"), total)
         if wanted == "unsatisfiable":
             return error(416, None, f"range not satisfiable for {total} bytes", {"Content-Range": f"bytes */{total}"})
@@ -195,7 +201,7 @@ class XetRoutes:
             # a wait that outlasts FIRST_BYTE_WAIT is a 503 (hf_xet retries it), not a silence
             # hf_xet gives up on after 300 s
             try:
-                await asyncio.wait_for(source.until(xorbs.first_piece_end(size, k, start)), FIRST_BYTE_WAIT)
+                await asyncio.wait_for(source.until(xorbs.first_piece_end(size, layout, k, start)), FIRST_BYTE_WAIT)
             except asyncio.TimeoutError:
                 return error(503, None, f"{repo_id}@{commit}: still fetching that part of the file; ask again",
                              {"Retry-After": "5"})
@@ -207,7 +213,7 @@ class XetRoutes:
             headers["Content-Range"] = f"bytes {start}-{end - 1}/{total}"
         if self._pieces is None:
             self._pieces = Shares(xorbs.SENDING_AT_ONCE, xorbs.SHARE)
-        body = xorbs.xorb_body(source, size, k, start, end, self._pieces, client, turn_of(request.scope),
+        body = xorbs.xorb_body(source, size, layout, k, start, end, self._pieces, client, turn_of(request.scope),
                                request.scope)
         return ClosingStream(body, status_code=status, headers=headers)
 

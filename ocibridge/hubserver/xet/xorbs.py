@@ -14,7 +14,9 @@ What serve says, as the Xet CAS API has it (facts from xet-core's client and its
 - ``GET {cas}/v2/reconstructions/{file}`` (and ``v1``), with an optional ``Range``: the terms
   that make up the bytes asked for, and for each "xorb" the URL and byte range that carry them.
 - A xorb is the file's bytes in chunks of :data:`CHUNK`, each behind an 8-byte header (version 0,
-  stored length, scheme 0 = stored as is, length); :data:`XORB_CHUNKS` chunks a xorb.
+  stored length, scheme 0 = stored as is, length); :data:`XORB_CHUNKS` chunks a xorb. Those are
+  the layout serve issues (:data:`ISSUED`); a xorb URL names its own, and is answered in it
+  (:mod:`.layouts`: replicas of other releases answer each other's URLs).
 
 The names are serve's own, not the Hub's Xet hashes: those are Merkle hashes over content-defined
 chunks, and finding those chunks means a rolling hash over every byte before the first answer.
@@ -37,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 import anyio.to_thread
 
 from ocibridge.errors import DigestMismatch
+from ocibridge.hubserver.xet.layouts import Layout
 from ocibridge.hubserver.zerocopy import ClientGone, ClientStalled, Segment, drop, send_direct, size_of
 
 if TYPE_CHECKING:
@@ -52,6 +55,8 @@ CHUNK = 64 * 1024
 #: 64 MiB (splice sends; docs/benchmarks.md "serve's warm Xet sends"). hf_xet itself spends
 #: about 0.4 s more a GiB on 64 MiB xorbs than on 16 MiB ones (as it does against the Hub).
 XORB_CHUNKS = 1024
+#: the layout of the xorbs serve's reconstructions name (a xorb URL is answered in the one it names)
+ISSUED = Layout(chunk=CHUNK, chunks=XORB_CHUNKS)
 #: a chunk's header: version, stored length (3 bytes, little-endian), scheme, length (3 bytes)
 HEADER = 8
 #: chunks read from the file per piece handed to the server (1 MiB)
@@ -78,47 +83,39 @@ def file_id(sha256: str, size: int) -> str:
     return hashlib.sha256(f"ocibridge-xet-file-v1 {sha256} {size} {CHUNK}".encode()).hexdigest()
 
 
-def xorb_id(sha256: str, size: int, k: int) -> str:
-    """The name of the ``k``-th xorb of a file: equal names hold equal bytes."""
-    return hashlib.sha256(f"ocibridge-xet-xorb-v1 {sha256} {size} {CHUNK} {XORB_CHUNKS} {k}".encode()).hexdigest()
+def xorb_id(sha256: str, size: int, layout: Layout, k: int) -> str:
+    """The name of the ``k``-th xorb of a file in ``layout``: equal names hold equal bytes."""
+    text = f"ocibridge-xet-xorb-v1 {sha256} {size} {layout.chunk} {layout.chunks} {k}"
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
-def chunk_count(size: int) -> int:
-    return -(-size // CHUNK)
-
-
-def xorb_count(size: int) -> int:
-    return -(-chunk_count(size) // XORB_CHUNKS)
-
-
+@functools.lru_cache(maxsize=64)
 def _header(length: int) -> bytes:
     n = length.to_bytes(3, "little")
     return b"\x00" + n + b"\x00" + n
 
 
-#: the header of a whole chunk
-_FULL = _header(CHUNK)
-
-
-def _stored(size: int, first: int, end: int) -> tuple[int, int]:
+def _stored(size: int, layout: Layout, first: int, end: int) -> tuple[int, int]:
     """File bytes and xorb bytes of file chunks ``[first, end)``."""
-    data = min(size, end * CHUNK) - first * CHUNK
+    data = min(size, end * layout.chunk) - first * layout.chunk
     return data, data + HEADER * (end - first)
 
 
-def reconstruction(sha256: str, size: int, start: int, end: int, url_of: Callable[[int], str],
+def reconstruction(sha256: str, size: int, layout: Layout, start: int, end: int, url_of: Callable[[int], str],
                    version: int = 2) -> dict[str, Any]:
     """The answer to ``GET /v{version}/reconstructions/{file}`` for file bytes ``[start, end)``:
-    every xorb those bytes are in, the chunks of it they span and where those are."""
-    first, last = start // CHUNK, chunk_count(end)
+    every xorb of ``layout`` those bytes are in, the chunks of it they span and where those are
+    (``url_of(k)``, a URL that names ``layout``)."""
+    chunk, per = layout.chunk, layout.chunks
+    first, last = start // chunk, layout.chunk_count(end)
     terms: list[dict[str, Any]] = []
     where: dict[str, list[dict[str, Any]]] = {}
-    for k in range(first // XORB_CHUNKS, (last - 1) // XORB_CHUNKS + 1):
-        base = k * XORB_CHUNKS
-        lo, hi = max(first, base), min(last, base + XORB_CHUNKS)
-        data, stored = _stored(size, lo, hi)
-        at = (lo - base) * (CHUNK + HEADER)
-        name = xorb_id(sha256, size, k)
+    for k in range(first // per, (last - 1) // per + 1):
+        base = k * per
+        lo, hi = max(first, base), min(last, base + per)
+        data, stored = _stored(size, layout, lo, hi)
+        at = (lo - base) * (chunk + HEADER)
+        name = xorb_id(sha256, size, layout, k)
         chunks = {"start": lo - base, "end": hi - base}
         stored_range = {"start": at, "end": at + stored - 1}
         terms.append({"hash": name, "unpacked_length": data, "range": chunks})
@@ -127,28 +124,28 @@ def reconstruction(sha256: str, size: int, start: int, end: int, url_of: Callabl
         else:
             where.setdefault(name, []).append({"url": url_of(k), "ranges": [{"chunks": chunks,
                                                                              "bytes": stored_range}]})
-    answer: dict[str, Any] = {"offset_into_first_range": start - first * CHUNK, "terms": terms}
+    answer: dict[str, Any] = {"offset_into_first_range": start - first * chunk, "terms": terms}
     answer["fetch_info" if version == 1 else "xorbs"] = where
     return answer
 
 
-def xorb_size(size: int, k: int) -> int:
-    """Bytes of the ``k``-th xorb as sent."""
-    base = k * XORB_CHUNKS
-    return _stored(size, base, min(chunk_count(size), base + XORB_CHUNKS))[1]
+def xorb_size(size: int, layout: Layout, k: int) -> int:
+    """Bytes of the ``k``-th xorb of ``layout`` as sent."""
+    base = k * layout.chunks
+    return _stored(size, layout, base, min(layout.chunk_count(size), base + layout.chunks))[1]
 
 
-def _frame(size: int, first: int, end: int) -> tuple[bytearray, list[memoryview]]:
+def _frame(size: int, layout: Layout, first: int, end: int) -> tuple[bytearray, list[memoryview]]:
     """A buffer for file chunks ``[first, end)`` with their headers written, and the places
     their bytes go. Made on the event loop's thread, so every piece comes from one allocator
     arena (made on many worker threads, freed pieces stayed in each thread's arena: serve's RSS
     grew with the number of requests)."""
-    buf = bytearray(_stored(size, first, end)[1])
+    buf = bytearray(_stored(size, layout, first, end)[1])
     view = memoryview(buf)
     targets = []
     at = 0
     for c in range(first, end):
-        length = min(CHUNK, size - c * CHUNK)
+        length = min(layout.chunk, size - c * layout.chunk)
         buf[at:at + HEADER] = _header(length)
         targets.append(view[at + HEADER:at + HEADER + length])
         at += HEADER + length
@@ -163,39 +160,41 @@ def _fill(fd: int, targets: list[memoryview], offset: int) -> None:
         raise DigestMismatch(f"a verified file ended {want - got} bytes early")
 
 
-def _piece(size: int, k: int, c: int) -> tuple[int, int]:
+def _piece(size: int, layout: Layout, k: int, c: int) -> tuple[int, int]:
     """Of the piece of the ``k``-th xorb starting at file chunk ``c``: the chunk it ends before,
     and the file offset it needs verified up to."""
-    upto = min(chunk_count(size), k * XORB_CHUNKS + XORB_CHUNKS, c + PIECE_CHUNKS)
-    return upto, min(size, upto * CHUNK)
+    upto = min(layout.chunk_count(size), (k + 1) * layout.chunks, c + PIECE_CHUNKS)
+    return upto, min(size, upto * layout.chunk)
 
 
-def first_piece_end(size: int, k: int, start: int) -> int:
+def first_piece_end(size: int, layout: Layout, k: int, start: int) -> int:
     """The file offset the first piece of a xorb range sent from ``start`` ends at."""
-    return _piece(size, k, k * XORB_CHUNKS + start // (CHUNK + HEADER))[1]
+    return _piece(size, layout, k, k * layout.chunks + start // (layout.chunk + HEADER))[1]
 
 
-def _segments(size: int, first: int, end: int, skip: int, left: int) -> list[Segment]:
+def _segments(size: int, layout: Layout, first: int, end: int, skip: int, left: int) -> list[Segment]:
     """File chunks ``[first, end)`` as they are sent (each behind its header), less the first
     ``skip`` bytes and past ``left`` bytes: ``(header, file offset, count)`` each. The whole
-    chunks are made at once (a xorb request's 256 share one header), the ends of the range a
+    chunks are made at once (sharing one header), the ends of the range a
     chunk at a time."""
-    out = _cut(size, first, first + 1, skip, left) if skip else []
+    chunk = layout.chunk
+    out = _cut(size, layout, first, first + 1, skip, left) if skip else []
     c = first + 1 if skip else first
     left -= size_of(out)
-    whole = max(0, min(min(end, size // CHUNK) - c, left // (CHUNK + HEADER)))
-    out += [(_FULL, k * CHUNK, CHUNK) for k in range(c, c + whole)]
-    return out + _cut(size, c + whole, end, 0, left - whole * (CHUNK + HEADER))
+    whole = max(0, min(min(end, size // chunk) - c, left // (chunk + HEADER)))
+    full = _header(chunk)
+    out += [(full, k * chunk, chunk) for k in range(c, c + whole)]
+    return out + _cut(size, layout, c + whole, end, 0, left - whole * (chunk + HEADER))
 
 
-def _cut(size: int, first: int, end: int, skip: int, left: int) -> list[Segment]:
+def _cut(size: int, layout: Layout, first: int, end: int, skip: int, left: int) -> list[Segment]:
     """:func:`_segments` a chunk at a time (the partial chunks at the ends of a range)."""
     out: list[Segment] = []
     for c in range(first, end):
         if left <= 0:
             break
-        length = min(CHUNK, size - c * CHUNK)
-        head, offset, count = _header(length), c * CHUNK, length
+        length = min(layout.chunk, size - c * layout.chunk)
+        head, offset, count = _header(length), c * layout.chunk, length
         cut = min(skip, HEADER)
         head, skip = head[cut:], skip - cut
         cut = min(skip, count)
@@ -208,15 +207,15 @@ def _cut(size: int, first: int, end: int, skip: int, left: int) -> list[Segment]
     return out
 
 
-def _verified_upto(source: Checked, size: int, k: int, c: int, top: int) -> int:
+def _verified_upto(source: Checked, size: int, layout: Layout, k: int, c: int, top: int) -> int:
     """The chunk a send from chunk ``c`` of the ``k``-th xorb may run to now: the xorb's end when
     it is all verified, else the end of the last whole piece verified (at least ``c``'s piece,
     which the caller waited for)."""
-    if source.ready(min(size, top * CHUNK)):
+    if source.ready(min(size, top * layout.chunk)):
         return top
-    upto = _piece(size, k, c)[0]
+    upto = _piece(size, layout, k, c)[0]
     while upto < top:
-        after, need = _piece(size, k, upto)
+        after, need = _piece(size, layout, k, upto)
         if not source.ready(need):
             break
         upto = after
@@ -231,9 +230,9 @@ async def _opened(source: Checked) -> int:
     return held if held is not None else await anyio.to_thread.run_sync(source.open)
 
 
-async def xorb_body(source: Checked, size: int, k: int, start: int, end: int,
+async def xorb_body(source: Checked, size: int, layout: Layout, k: int, start: int, end: int,
                     gate: Shares, client: str, turn: Turn, scope: Any = None) -> AsyncGenerator[memoryview, None]:
-    """Bytes ``[start, end)`` of the ``k``-th xorb of a file, each piece read once its file
+    """Bytes ``[start, end)`` of the ``k``-th xorb of a file in ``layout``, each piece read once its file
     bytes are verified (at once from a verified file; as a registry fetch checks them: verified
     bytes of its file stay as they are, ``follow.Fill.until``). Verified bytes go straight to
     the socket from a worker thread where the server takes it (``scope``'s, :mod:`..zerocopy`:
@@ -243,27 +242,28 @@ async def xorb_body(source: Checked, size: int, k: int, start: int, end: int,
     them); it gives the permit back while it waits for the fetch (and the guard takes it back
     while its client does not read: :mod:`.guard`), and opens the file only with one (a queue
     of requests holds no descriptors)."""
-    base = k * XORB_CHUNKS
-    top = min(chunk_count(size), base + XORB_CHUNKS)
-    c = base + start // (CHUNK + HEADER)
-    skip = start % (CHUNK + HEADER)
+    chunk = layout.chunk
+    base = k * layout.chunks
+    top = min(layout.chunk_count(size), base + layout.chunks)
+    c = base + start // (chunk + HEADER)
+    skip = start % (chunk + HEADER)
     left = end - start
-    last = min(top, base + -(-end // (CHUNK + HEADER)))  # the chunk the range ends in, and after
+    last = min(top, base + -(-end // (chunk + HEADER)))  # the chunk the range ends in, and after
     fd: int | None = None
     try:
         while left > 0 and c < top:
-            upto, need = _piece(size, k, c)
+            upto, need = _piece(size, layout, k, c)
             if turn.held and not source.ready(need):
                 turn.give_back()  # waiting for the registry: others may send meanwhile
             if scope is not None and left < end - start and not source.ready(need):
                 # a send under way, the fetch behind it: wait for a few pieces at once
-                await source.until(min(size, min(last, c + SEND_AHEAD * PIECE_CHUNKS) * CHUNK))
+                await source.until(min(size, min(last, c + SEND_AHEAD * PIECE_CHUNKS) * chunk))
             await source.until(need)
             if scope is not None:
                 if fd is None:
                     fd = await _opened(source)
-                sending = _verified_upto(source, size, k, c, top)
-                segments = _segments(size, c, sending, skip, left)
+                sending = _verified_upto(source, size, layout, k, c, top)
+                segments = _segments(size, layout, c, sending, skip, left)
                 try:
                     sent = await send_direct(scope, fd, segments)
                 except (ClientGone, ClientStalled) as e:
@@ -279,8 +279,8 @@ async def xorb_body(source: Checked, size: int, k: int, start: int, end: int,
             await turn.take(gate, client)
             if fd is None:
                 fd = await _opened(source)
-            piece, targets = _frame(size, c, upto)
-            await anyio.to_thread.run_sync(_fill, fd, targets, c * CHUNK)
+            piece, targets = _frame(size, layout, c, upto)
+            await anyio.to_thread.run_sync(_fill, fd, targets, c * chunk)
             out = memoryview(piece)[skip:skip + left]  # a new buffer each piece: the server may keep it
             skip = 0
             left -= len(out)
