@@ -37,6 +37,8 @@ def three_pushes(registry, tmp_path_factory):
     ocibridge.push(str(src), f"{registry.host}/{repos['other table']}:v1",
                    options=ocibridge.PushOptions(chunk_threshold=MiB, chunk_size=256 * 1024))
     assert main(["push", str(src), f"{registry.host}/{repos['no table']}:v1", "-q", "--no-chunks"]) == 0
+    (src / "weights.bin").write_bytes(data[:2 * MiB] + os.urandom(321))  # v2: its last chunk changed
+    assert main(["push", str(src), f"{registry.host}/{repos['table']}:v2", "-q", "--chunk-threshold", "1M"]) == 0
     return data, repos
 
 
@@ -124,3 +126,17 @@ def test_prune_counts_a_linked_layer_file_as_freeing_nothing(three_pushes, fault
     done = prune(ModelCache(), max_size=disk_use(root) - chunk.stat().st_size)
     assert done.snapshots == [] and not chunk.exists()
     assert (snapshot / "weights.bin").read_bytes() == data
+
+
+def test_a_later_version_reuses_the_chunks_of_the_layer_file_path_linked(three_pushes, fault_proxy, capsys):
+    """The layer file ``path`` linked is indexed as a blob would be: v2, its last chunk changed,
+    fetches that chunk alone (a delta), not the whole layer."""
+    data, repos = three_pushes
+    _read_whole(f"{fault_proxy.host}/{repos['table']}:v1", len(data))
+    _path(f"{fault_proxy.host}/{repos['table']}:v1", capsys)
+    before = len(fault_proxy.requests)
+    snapshot = _path(f"{fault_proxy.host}/{repos['table']}:v2", capsys)
+    moved = sum(r.response_bytes for r in fault_proxy.requests[before:] if r.method == "GET" and "/blobs/" in r.path)
+    v2 = (snapshot / "weights.bin").read_bytes()
+    assert v2[:2 * MiB] == data[:2 * MiB] and len(v2) == len(data)
+    assert moved < 64 * 1024  # its 321-byte chunk (and the v2 table, config.json): not 2 MiB

@@ -188,6 +188,8 @@ class CacheSource(OneManifest):
         if path is None or not self._hashed(desc, path, discard=False):
             return False
         self._table_kept[desc.digest] = path
+        if self._delta is not None:
+            self._delta.remember_kept(desc)  # a later version's delta reads its chunks there
         return True
 
     def _index_it(self, desc: Descriptor) -> None:
