@@ -10,6 +10,7 @@ import hashlib
 import json
 import os
 import time
+from pathlib import Path
 
 import httpx
 import pytest
@@ -151,3 +152,44 @@ def test_bytes_a_forged_table_checked_reach_no_reader_of_another_table_or_of_the
         assert _get(served.url, "big") == data
         assert _get(served.url, "plain") == data
         assert hashlib.sha256(ModelCache().blobs.blob_path(digest).read_bytes()).hexdigest() == digest[7:]
+
+
+def _path(ref: str, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    capsys.readouterr()
+    code = main(["path", ref])
+    return code, capsys.readouterr().out.strip()
+
+
+def test_path_after_serve_links_the_kept_copy_with_no_fetch(pushed, fault_proxy, capsys):
+    """``ocibridge path`` of a manifest binding the table serve checked the layer by answers the
+    kept copy (a hard link: once on disk), hashed against the layer digest, with no fetch of it."""
+    prefix, data, digest, _ = pushed
+    proxied = prefix.replace(prefix.split("/", 1)[0], fault_proxy.host)
+    with serving([proxied]) as served:
+        assert _get(served.url, "big") == data
+        (kept,) = [p for p in served.blobs.layer_files.layers.iterdir() if not p.name.startswith(".")]
+    gets = len(fault_proxy.requests_matching("GET", f"/blobs/{digest}"))
+    code, out = _path(f"{proxied}/acme/big:latest", capsys)
+    assert code == 0
+    answered = Path(out) / WEIGHTS
+    assert len(fault_proxy.requests_matching("GET", f"/blobs/{digest}")) == gets == 1
+    assert answered.read_bytes() == data and answered.stat().st_ino == kept.stat().st_ino
+    assert not ModelCache().blobs.blob_path(digest).exists()
+
+
+def test_path_of_a_forged_table_never_answers_the_bytes_it_checked(pushed, fault_proxy, capsys):
+    """acme/forged's registry sends other bytes under the layer digest, bytes its table vouches
+    for, and serve kept them under that table's key: ``path`` of acme/forged hashes that file
+    against the layer digest, which it fails, and the fetch it makes instead fails too (refused,
+    no snapshot); ``path`` of acme/big (another key) gets the real bytes."""
+    prefix, data, digest, other = pushed
+    repository = prefix.split("/", 1)[1]
+    proxied = prefix.replace(prefix.split("/", 1)[0], fault_proxy.host)
+    fault_proxy.add("GET", f"/{repository}/acme/forged/blobs/{digest}",
+                    status(200, body=other, headers={"Content-Type": "application/octet-stream"}), times=None)
+    with serving([proxied]) as served:
+        assert _get(served.url, "forged") == other
+    code, out = _path(f"{proxied}/acme/forged:latest", capsys)
+    assert code != 0 and out == ""
+    code, out = _path(f"{proxied}/acme/big:latest", capsys)
+    assert code == 0 and (Path(out) / WEIGHTS).read_bytes() == data

@@ -54,7 +54,9 @@ def path(
     from the same blobs (hard links). ``progress``: the events of each blob fetched or found
     (transfer/progress.py). A layer whose chunk table shares chunks with blobs the cache holds
     (an earlier version) is a delta: those chunks are read locally, each re-hashed, and only
-    the others fetched; ``on_delta`` hears what each such layer reused (docs/lazy.md).
+    the others fetched; ``on_delta`` hears what each such layer reused (docs/lazy.md). A layer a
+    lazy read, a mount or serve kept whole under the content key of the chunk table the manifest
+    binds is hashed and linked from there: no fetch, no second copy (docs/using.md).
 
     Without ``transfer``, ``verify`` and ``hf`` (and no policy file asking for a check), a snapshot
     the cache holds is answered from its records alone: one ``HEAD`` for a tag, nothing for a

@@ -104,6 +104,23 @@ class CacheChunks:
         except OSError:
             return None
 
+    def whole_layer(self, chunks: LayerChunks, chunk_size: int) -> Path | None:
+        """The layer file of ``chunks`` (named by their content key) if it holds the whole layer
+        (a lazy read may have kept only its first chunks), marked used; else None. Only a reader
+        whose manifest binds this very table may ask: the key vouches for nothing else."""
+        return self.whole_layer_of(chunks.content_key(chunk_size), chunks.size)
+
+    def whole_layer_of(self, key: str, size: int) -> Path | None:
+        """:meth:`whole_layer` by a content key already made (serve's, once per table entry)."""
+        path = self.layer_path(key)
+        try:
+            if path.stat().st_size != size:
+                return None
+            os.utime(path)
+        except OSError:
+            return None
+        return path
+
     def stage_layer(self, key: str) -> StagedLayerFile | None:
         try:
             self.layers.mkdir(parents=True, exist_ok=True)
@@ -136,14 +153,15 @@ class CacheChunks:
                  if is_sha256_hex(p.name)]
         return sorted(found, key=_mtime)
 
-    def remove(self, path: Path) -> int:
-        """Remove one chunk or layer file; its size, 0 if it was gone."""
+    def remove(self, path: Path) -> int | None:
+        """Remove one chunk or layer file; the bytes that gave back (0 while a snapshot links it
+        still: a layer file ``path`` answered, freed when that snapshot goes), None if it was gone."""
         try:
-            size = path.stat().st_size
+            st = path.stat()
             os.unlink(path)
-            return size
         except OSError:
-            return 0
+            return None
+        return st.st_size if st.st_nlink == 1 else 0
 
     def remove_orphans(self) -> int:
         """Temporary files of writers that died before their rename (kill -9): how many."""

@@ -136,6 +136,14 @@ class LocalDelta:
         if table is not None and entry is not None and self._index is not None:
             self._index.remember(entry, table.chunk_size)
 
+    def remember_kept(self, desc: Descriptor) -> None:
+        """``desc``'s table-keyed layer file is linked into a snapshot (hashed whole): its
+        chunks are indexed there, as a blob's would be."""
+        table = self.table
+        entry = None if table is None else table.for_layer(desc)
+        if table is not None and entry is not None and self._index is not None:
+            self._index.remember_layer(entry, table.chunk_size)
+
     def _existing_file(self, desc: Descriptor) -> Path | None:
         """The regular file a pull into a directory is about to replace with ``desc`` (the old
         version of the same file: :class:`FileChunks` reads no other kind), or None."""

@@ -79,7 +79,7 @@ def prune(cache: ModelCache, *, older_than: float | None = None, max_size: int |
                 _drop(snap, done, snapshots)
             for chunk in chunks.files():
                 if _mtime(chunk) < cutoff:
-                    done.chunks += int(chunks.remove(chunk) > 0)
+                    done.chunks += int(chunks.remove(chunk) is not None)
         done.blobs += _collect(cache, snapshots)
         done.tables += index.remove_orphans()
         if max_size is not None:  # pull leftovers and chunks of lazy reads go first: they only save a fetch
@@ -93,7 +93,7 @@ def prune(cache: ModelCache, *, older_than: float | None = None, max_size: int |
             for chunk in chunks.files():
                 if size <= max_size:
                     break
-                size -= chunks.remove(chunk)
+                size -= chunks.remove(chunk) or 0  # (a layer file a snapshot links frees nothing)
                 done.chunks += 1
             while snapshots and disk_use(cache.root) + pulls_size > max_size:
                 _drop(snapshots[0], done, snapshots)

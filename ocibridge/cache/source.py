@@ -9,6 +9,12 @@ The cache may be shared, so a blob found there is not trusted by its name: befor
 or read it is opened without following a link, must be a regular file, and is hashed (what this
 build downloaded was hashed as it came); the file linked is that very inode (a file swapped in
 after the hash is not linked), and a blob whose bytes are not its name's is fetched again.
+
+A layer the cache lacks by digest may be there whole under the content key of the chunk table
+the manifest binds (``chunks/layers/<key>``: a lazy read, ``mount`` or ``serve`` fetched it,
+checked by that table): it is hashed against the layer digest like a blob and linked from there,
+never fetched again nor linked or copied under the layer digest (a name other manifests trust).
+A manifest that binds another table, or none, never looks there: the key is its table's.
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ import shutil
 import stat
 from collections.abc import Callable
 from pathlib import Path
-from typing import BinaryIO, cast
+from typing import TYPE_CHECKING, BinaryIO, cast
 
 from ocibridge.cache.deltas import LocalDelta
 from ocibridge.cache.locks import flocked
@@ -32,6 +38,9 @@ from ocibridge.stores.layout import LayoutStore
 from ocibridge.stores.ranged import RangedBlobSource
 from ocibridge.transfer.progress_events import ProgressFn
 from ocibridge.transfer.writer import reading, write_blob
+
+if TYPE_CHECKING:
+    from ocibridge.chunks.table import ChunkTable
 
 #: Blobs and snapshot files are never written after they are made.
 READ_ONLY = 0o444
@@ -106,6 +115,7 @@ class CacheSource(OneManifest):
         self._progress = progress
         self.fetched: list[str] = []  # digests this build downloaded
         self._verified: dict[str, tuple[int, int]] = {}  # digest -> the inode hashed by this build
+        self._table_kept: dict[str, Path] = {}  # digest -> its table-keyed layer file, hashed
 
     def describe(self) -> str:
         return self._remote.describe() if self._remote is not None else f"model cache {self._blobs.root}"
@@ -118,11 +128,15 @@ class CacheSource(OneManifest):
 
     def fetch_bytes(self, desc: Descriptor) -> bytes:
         self.ensure(desc)
+        if desc.digest in self._table_kept:
+            with LinkedBlob(self._table_kept[desc.digest], self._verified[desc.digest]) as kept:
+                return kept.read()
         return self._blobs.fetch_bytes(desc)
 
     def open_blob(self, desc: Descriptor) -> BinaryIO:
         self.ensure(desc)
-        return cast(BinaryIO, LinkedBlob(self._blobs.blob_path(desc.digest), self._verified.get(desc.digest)))
+        path = self._table_kept.get(desc.digest) or self._blobs.blob_path(desc.digest)
+        return cast(BinaryIO, LinkedBlob(path, self._verified.get(desc.digest)))
 
     def ensure(self, desc: Descriptor) -> None:
         """The blob is in the cache, verified, when this returns (fetched now if need be)."""
@@ -130,6 +144,8 @@ class CacheSource(OneManifest):
             return
         if self._blobs.exists(desc) and self._hashed(desc):
             self._index_it(desc)  # (fetched before its table was known)
+            return
+        if self._kept_by_table(desc):
             return
         if self._remote is None:
             raise OfflineMiss(f"offline: blob {desc.digest} is not in the model cache")
@@ -157,24 +173,44 @@ class CacheSource(OneManifest):
             return None
         return lambda n: progress("bytes", desc, n)
 
+    def _kept_by_table(self, desc: Descriptor) -> bool:
+        """Whether ``desc`` is whole in the layer file named by the content key of its entry in
+        the table this manifest binds (the key covers every chunk digest: what this table names),
+        and those bytes are ``desc``'s (hashed, as a cached blob is). A file that is not is left
+        to its readers (each checks the chunks it reads): this build fetches the layer instead."""
+        table: ChunkTable | None = None if self._delta is None else self._delta.table
+        entry = None if table is None else table.for_layer(desc)
+        if table is None or entry is None:
+            return False
+        from ocibridge.cache.chunks import CacheChunks
+
+        path = CacheChunks(self._blobs.root).whole_layer(entry, table.chunk_size)
+        if path is None or not self._hashed(desc, path, discard=False):
+            return False
+        self._table_kept[desc.digest] = path
+        if self._delta is not None:
+            self._delta.remember_kept(desc)  # a later version's delta reads its chunks there
+        return True
+
     def _index_it(self, desc: Descriptor) -> None:
         if self._delta is not None:
             self._delta.remember(desc)
 
-    def _hashed(self, desc: Descriptor) -> bool:
-        """Whether the blob file is a regular file holding exactly ``desc`` (hashed, ~0.85 s/GiB);
-        one that is not (a link, another file under the name) is removed, to be fetched again."""
-        path = self._blobs.blob_path(desc.digest)
+    def _hashed(self, desc: Descriptor, path: Path | None = None, discard: bool = True) -> bool:
+        """Whether the blob file (or ``path``) is a regular file holding exactly ``desc`` (hashed,
+        ~0.85 s/GiB); one that is not (a link, another file under the name) is removed unless
+        ``discard`` is False, to be fetched again."""
+        path = path or self._blobs.blob_path(desc.digest)
         try:
             fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
         except FileNotFoundError:
             return False
         except OSError:  # a link planted at the blob's name
-            return self._discard(path)
+            return discard and self._discard(path)
         try:
             st = os.fstat(fd)
             if not stat.S_ISREG(st.st_mode) or st.st_size != desc.size:
-                return self._discard(path)
+                return discard and self._discard(path)
             h = new_hasher(desc.digest)
             while chunk := os.read(fd, 1 << 20):
                 h.update(chunk)
@@ -183,7 +219,7 @@ class CacheSource(OneManifest):
         finally:
             os.close(fd)
         if f"{split_digest(desc.digest)[0]}:{h.hexdigest()}" != desc.digest:
-            return self._discard(path)
+            return discard and self._discard(path)
         self._verified[desc.digest] = (st.st_dev, st.st_ino)
         return True
 

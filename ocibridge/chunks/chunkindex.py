@@ -4,6 +4,8 @@ the other chunk tables.
 
     $OCIBRIDGE_CACHE/models/chunks/tables/<blob hex>          SHA-256 chunk digests of a cached blob
     $OCIBRIDGE_CACHE/models/chunks/tables/blake3/<blob hex>   BLAKE3 ones (a table that names blake3)
+    $OCIBRIDGE_CACHE/models/chunks/tables/layers/<hash>/<key> those of a layer file ``path`` linked
+                                                              (``chunks/layers/<key>``: cache/source.py)
 
 When a blob whose chunk table is known lands in the cache, its entry is kept here
 (:meth:`ChunkIndex.remember`): a header line, then one digest per chunk (65 bytes per MiB), in
@@ -47,10 +49,21 @@ class ChunkIndex:
         self.root = root
         self.dir = root / "chunks" / "tables"  # SHA-256 tables' entries, where they were before BLAKE3
         self.blobs = root / "blobs" / "sha256"
+        self.layers = root / "chunks" / "layers"  # whole layers kept under a table's content key
 
     def dir_of(self, algorithm: str) -> Path:
         """The directory of the entries of tables that name ``algorithm``."""
         return self.dir if algorithm == hashes.SHA256 else self.dir / hashes.check_name(algorithm)
+
+    def _homes(self, algorithm: str) -> list[tuple[Path, Path]]:
+        """(entries, where their bytes are) of ``algorithm``: cached blobs, then layer files."""
+        return [(self.dir_of(algorithm), self.blobs),
+                (self.dir / "layers" / hashes.check_name(algorithm), self.layers)]
+
+    def remember_layer(self, entry: LayerChunks, chunk_size: int) -> None:
+        """Keep the chunk digests of the layer file named by ``entry``'s content key, which a
+        snapshot now links (hashed whole by ``path``): a later version's delta reads them there."""
+        _write(self._homes(entry.algorithm)[1][0] / entry.content_key(chunk_size), entry, chunk_size)
 
     def remember(self, entry: LayerChunks, chunk_size: int) -> None:
         """Keep the chunk digests of a blob now in the cache (verified by its digest); a
@@ -58,14 +71,7 @@ class ChunkIndex:
         algorithm, hexpart = split_digest(entry.digest)
         if algorithm != "sha256":
             return
-        path = self.dir_of(entry.algorithm) / hexpart
-        with contextlib.suppress(OSError):
-            if path.is_file():
-                os.utime(path)  # used again: scanned early
-                return
-            path.parent.mkdir(parents=True, exist_ok=True)
-            body = f"ocibridge-chunks 1 {chunk_size} {entry.size}\n" + "".join(c + "\n" for c in entry.chunks)
-            atomic_write_bytes(path, body.encode(), 0o444)
+        _write(self.dir_of(entry.algorithm) / hexpart, entry, chunk_size)
 
     def for_layer(self, entry: LayerChunks) -> IndexedChunks:
         """Where the chunks of ``entry`` may be read locally: the layer's own blob too, when
@@ -73,19 +79,19 @@ class ChunkIndex:
         reads every chunk here: docs/lazy.md). A blob the cache is writing now is not there
         yet (it lands whole, renamed), so nothing is read from what is being written."""
         wanted = set(entry.chunks)
-        places: dict[str, list[tuple[str, int]]] = {}
-        folder = self.dir_of(entry.algorithm)
-        for blob_hex in self._newest_first(folder):
-            table = self._read(folder, blob_hex)
-            if table is None:
-                continue
-            chunk_size, chunks = table
-            for i, chunk in enumerate(chunks):
-                if chunk in wanted:
-                    found = places.setdefault(chunk, [])
-                    if len(found) < MAX_PLACES:
-                        found.append((blob_hex, i * chunk_size))
-        return IndexedChunks(self.blobs, places)
+        places: dict[str, list[tuple[Path, int]]] = {}
+        for folder, home in self._homes(entry.algorithm):
+            for blob_hex in self._newest_first(folder):
+                table = self._read(folder, blob_hex, home)
+                if table is None:
+                    continue
+                chunk_size, chunks = table
+                for i, chunk in enumerate(chunks):
+                    if chunk in wanted:
+                        found = places.setdefault(chunk, [])
+                        if len(found) < MAX_PLACES:
+                            found.append((home / blob_hex, i * chunk_size))
+        return IndexedChunks(places)
 
     def _newest_first(self, folder: Path) -> list[str]:
         try:
@@ -95,12 +101,12 @@ class ChunkIndex:
         entries.sort(key=_mtime, reverse=True)
         return [e.name for e in entries[:MAX_TABLES]]
 
-    def _read(self, folder: Path, blob_hex: str) -> tuple[int, list[str]] | None:
-        """A table file, or None (removed when its blob is gone or it is malformed)."""
+    def _read(self, folder: Path, blob_hex: str, home: Path) -> tuple[int, list[str]] | None:
+        """A table file, or None (removed when its blob, in ``home``, is gone or it is malformed)."""
         path = folder / blob_hex
         try:  # the cache is shared: a FIFO (open would wait) or a link to /dev/zero (no end) in
             # place of a table is refused and removed, never read; a regular file only up to the cap
-            blob_size = (self.blobs / blob_hex).stat().st_size
+            blob_size = (home / blob_hex).stat().st_size
             data = read_small(path, MAX_TABLE_FILE, "chunk table", follow=False)
         except FileNotFoundError:
             self._forget(path)
@@ -123,12 +129,12 @@ class ChunkIndex:
         removes one only as it meets it among the newest, so without this the files of pruned
         blobs would stay and count against ``--max-size``. Returns how many went."""
         entries = []
-        for folder in {self.dir_of(name) for name in hashes.KNOWN}:
+        for folder, home in {place for name in hashes.KNOWN for place in self._homes(name)}:
             with contextlib.suppress(OSError):
-                entries += [e for e in os.scandir(folder) if is_sha256_hex(e.name)]
+                entries += [(e, home) for e in os.scandir(folder) if is_sha256_hex(e.name)]
         removed = 0
-        for entry in entries:
-            if not (self.blobs / entry.name).is_file():
+        for entry, home in entries:
+            if not (home / entry.name).is_file():
                 self._forget(Path(entry.path))
                 removed += 1
         return removed
@@ -143,17 +149,16 @@ class IndexedChunks:
     """The places found for one layer's chunks (a :class:`ocibridge.chunks.delta.LocalChunks`),
     read from the blobs by offset; close when done."""
 
-    def __init__(self, blobs: Path, places: dict[str, list[tuple[str, int]]]):
-        self._blobs = blobs
+    def __init__(self, places: dict[str, list[tuple[Path, int]]]):
         self._places = places
-        self._fds: dict[str, int | None] = {}
+        self._fds: dict[Path, int | None] = {}
 
     def has(self, hexdigest: str) -> bool:
         return bool(self._places.get(hexdigest))
 
     def read(self, hexdigest: str, size: int) -> bytes | None:
-        for blob_hex, offset in self._places.get(hexdigest, []):
-            fd = self._fd(blob_hex)
+        for blob, offset in self._places.get(hexdigest, []):
+            fd = self._fd(blob)
             if fd is not None:
                 with contextlib.suppress(OSError):
                     return os.pread(fd, size, offset)
@@ -165,19 +170,19 @@ class IndexedChunks:
         if found:
             found.pop(0)
 
-    def _fd(self, blob_hex: str) -> int | None:
-        if blob_hex not in self._fds:
+    def _fd(self, blob: Path) -> int | None:
+        if blob not in self._fds:
             try:  # never a FIFO's wait: opened without blocking, kept only if a regular file
-                fd = os.open(self._blobs / blob_hex, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+                fd = os.open(blob, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
             except OSError:
-                self._fds[blob_hex] = None
+                self._fds[blob] = None
             else:
                 if stat.S_ISREG(os.fstat(fd).st_mode):
-                    self._fds[blob_hex] = fd
+                    self._fds[blob] = fd
                 else:
                     os.close(fd)
-                    self._fds[blob_hex] = None
-        return self._fds[blob_hex]
+                    self._fds[blob] = None
+        return self._fds[blob]
 
     def close(self) -> None:
         for fd in self._fds.values():
@@ -185,6 +190,18 @@ class IndexedChunks:
                 with contextlib.suppress(OSError):
                     os.close(fd)
         self._fds.clear()
+
+
+def _write(path: Path, entry: LayerChunks, chunk_size: int) -> None:
+    """An entry's file (its mtime refreshed if there: used again, scanned early); a cache that
+    cannot write loses only a later delta."""
+    with contextlib.suppress(OSError):
+        if path.is_file():
+            os.utime(path)
+            return
+        path.parent.mkdir(parents=True, exist_ok=True)
+        body = f"ocibridge-chunks 1 {chunk_size} {entry.size}\n" + "".join(c + "\n" for c in entry.chunks)
+        atomic_write_bytes(path, body.encode(), 0o444)
 
 
 def _mtime(entry: os.DirEntry[str]) -> float:

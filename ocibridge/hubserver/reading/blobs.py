@@ -133,16 +133,9 @@ class Blobs:
         return None if key is None else self._layer_file(key, layer.size)
 
     def _layer_file(self, key: str, size: int) -> Path | None:
-        """The layer file named ``key`` if it holds the whole layer (a lazy read may have kept
-        only its first chunks); marked used, as prune goes by last use."""
-        path = self.layer_files.layer_path(key)
-        try:
-            if path.stat().st_size != size:
-                return None
-            os.utime(path)
-        except OSError:
-            return None
-        return path
+        """The layer file named ``key`` if it holds the whole layer, marked used (as ``path``
+        finds it: :meth:`CacheChunks.whole_layer`)."""
+        return self.layer_files.whole_layer_of(key, size)
 
     def filling(self, layer: Descriptor, chunks: TableOf | None = None) -> bool:
         """Whether a fetch of ``layer`` that a reader with ``chunks`` may follow is in progress."""
