@@ -287,12 +287,13 @@ class MirrorJob(_Strict):
 
     @model_validator(mode="after")
     def _key_with_provenance(self) -> MirrorJob:
-        for entry in self.sync:
-            if entry.from_hub:  # the entry's chunk keys beside the defaults' (no_chunks there, a threshold here)
+        for i, entry in enumerate(self.sync):
+            if entry.from_hub:  # the entry's threshold or hash beside no_chunks = true in the defaults
                 try:
                     self.chunks(entry)
                 except UsageError as e:
-                    raise ValueError(f"{entry.source}: {e}") from None
+                    raise ValueError(f"sync.{i} ({entry.source}): {e} (true in defaults: write no_chunks = false "
+                                     "in the entry)") from None
             key = entry.attest_key if entry.attest_key is not None else self.defaults.attest_key
             wanted = entry.provenance if entry.provenance is not None else self.defaults.provenance
             if key and not wanted:
@@ -376,7 +377,10 @@ class MirrorJob(_Strict):
 
     def chunks(self, entry: SyncEntry) -> ChunkChoice:
         """The chunk table an ``hf://`` entry's revisions bind, as push's flags would say it: each
-        key the entry's own, else the defaults', else push's default."""
+        key the entry's own, else the defaults', else push's default; an entry's ``no_chunks =
+        true`` leaves the defaults' threshold and hash aside (they are not the entry's)."""
+        if entry.no_chunks:
+            return _chunks_of(True, entry.chunk_threshold, entry.chunk_hash)
         d = self.defaults
         return _chunks_of(*(getattr(entry, key) if getattr(entry, key) is not None else getattr(d, key)
                             for key in CHUNK_KEYS))
