@@ -71,7 +71,7 @@ def hub_entry(**keys: object) -> dict[str, object]:
     ({"sync": [hub_entry(chunk_threshold="8Q")]},
      "job.toml: sync.0.chunk_threshold: '8Q' is not a byte count (use e.g. 500K, 20M, 1G)"),
     ({"sync": [hub_entry(chunk_threshold=0)]}, "job.toml: sync.0.chunk_threshold: 0 is under one byte"),
-    ({"sync": [hub_entry(chunk_hash="md5")]}, "job.toml: sync.0.chunk_hash: "),
+    ({"sync": [hub_entry(chunk_hash="md5")]}, "job.toml: sync.0.chunk_hash: Input should be 'blake3' or 'sha256'"),
     ({"sync": [{"source": "registry.example/a", "target": "registry.example/b", "chunk_threshold": "1M"}]},
      "job.toml: sync.0: chunk_threshold: only for hf:// sources"),
 ], ids=["no-and-threshold", "defaults-no-entry-hash", "not-a-size", "zero", "unknown-hash", "registry-source"])

@@ -9,7 +9,7 @@ import argparse
 from typing import Any
 
 from ocibridge.api import choices
-from ocibridge.chunks.choice import ChunkChoice, choose
+from ocibridge.api.chunk_options import ChunkChoice, choose
 
 
 def add_chunk_flags(p: argparse.ArgumentParser, command: str) -> None:

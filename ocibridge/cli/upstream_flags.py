@@ -9,7 +9,7 @@ import argparse
 from typing import Any
 
 from ocibridge.api import choices
-from ocibridge.chunks.choice import UPSTREAM_FLAGS, choose
+from ocibridge.api.chunk_options import UPSTREAM_FLAGS, choose
 
 
 def add_upstream_policy_flags(g: Any) -> None:
