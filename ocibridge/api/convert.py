@@ -10,11 +10,14 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ocibridge.api.options import AttestOptions, TransferOptions
+from ocibridge.chunks.choice import PUSH_FLAGS
 from ocibridge.errors import UsageError
-from ocibridge.places.locate import Locator, Role, locate
+from ocibridge.places.locate import Locator, Role, locate, text_of
+from ocibridge.places.locators import KindPlace
 from ocibridge.places.targets import closes_its_stores
 
 if TYPE_CHECKING:
+    from ocibridge.chunks.choice import ChunkChoice
     from ocibridge.kinds.conversion import ConvertResult
     from ocibridge.kinds.family import WriteOptions
     from ocibridge.stores.registry.options import RegistryOptions
@@ -35,6 +38,7 @@ def convert(
     options: WriteOptions | None = None,
     registry_options: RegistryOptions | None = None,
     concurrency: int | None = None,
+    chunks: ChunkChoice | None = None,
 ) -> ConvertResult:
     """Convert the artifact at ``src`` (a model reference, or ``hf:ORG/NAME[@REVISION]``) into
     family ``to`` (:func:`ocibridge.api.choices.families`) and store it at ``dst``.
@@ -42,8 +46,10 @@ def convert(
     ``media_types``: the ModelPack naming to write (``cnai``, ``cncf``); ``overrides``:
     descriptor/config fields to set (``{"version": "2.0"}``); ``transfer``: how registries are
     reached; ``attest``: evidence to attach to the manifest written (the provenance names the
-    source manifest, by digest). ``options``/``registry_options``/``concurrency`` are the
-    lower-level values, for callers of :func:`ocibridge.kinds.conversion.convert`."""
+    source manifest, by digest); ``chunks``: push's chunk settings for the artifact an
+    ``hf:ORG/NAME`` source is built into (None: its defaults), refused for a store's artifact,
+    whose chunk table is carried as it is. ``options``/``registry_options``/``concurrency`` are
+    the lower-level values, for callers of :func:`ocibridge.kinds.conversion.convert`."""
     from ocibridge.api.archive_out import archive_output
     from ocibridge.kinds.conversion import convert as convert_located
     from ocibridge.kinds.family import WriteOptions
@@ -53,6 +59,9 @@ def convert(
         raise UsageError(f"{dst}: an archive file; convert writes a model of another family to a store "
                          "(oci:PATH:TAG, host/repo:tag or NAME:TAG); push or copy a model into an archive")
     src_ref, dst_ref = locate(src, Role.MODEL), locate(dst, Role.DESTINATION)
+    if chunks is not None and not (isinstance(src_ref, KindPlace) and not src_ref.is_store):
+        raise UsageError(f"{text_of(src_ref)}: convert carries a stored artifact's chunk table as it is: "
+                         f"{PUSH_FLAGS.listed} are for an hf:ORG/NAME source, which convert builds")
     evidence = None
     if attest is not None and attest.wanted:  # the key and the BOM's library, before a byte is sent
         from ocibridge.api import evidence as evidence_api
@@ -65,7 +74,7 @@ def convert(
         concurrency = concurrency or transfer.concurrency
     more: dict[str, Any] = {} if concurrency is None else {"concurrency": concurrency}
     result = convert_located(src_ref, dst_ref, to, options=options, registry_options=registry_options,
-                             progress=progress, **more)
+                             progress=progress, chunks=chunks, **more)
     if evidence is None:
         return result
     digest = result.reference.rsplit("@", 1)[1]  # what was read: the source manifest, by digest

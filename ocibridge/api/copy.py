@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from ocibridge.api.missing import explaining_missing
 from ocibridge.api.opening import locate_destination, open_at, open_checked
 from ocibridge.api.options import TransferOptions as TransferOptions  # public here too (its home before)
+from ocibridge.chunks.choice import PUSH_FLAGS
 from ocibridge.errors import UsageError
 from ocibridge.oci.models import Descriptor
 from ocibridge.places.locate import Locator, Role, locate, text_of
@@ -24,6 +25,7 @@ from ocibridge.transfer.push_result import PushResult
 if TYPE_CHECKING:
     from ocibridge.api.options import AttestOptions
     from ocibridge.api.policy import Verification
+    from ocibridge.chunks.choice import ChunkChoice
     from ocibridge.stores.base import Store
     from ocibridge.transfer.progress import ProgressFn
 
@@ -44,12 +46,15 @@ def copy_reference(
     progress: ProgressFn | None = None,
     verify: Verification | None = None,
     attest: AttestOptions | None = None,
+    chunks: ChunkChoice | None = None,
 ) -> PushResult:
     """Copy an artifact (with its whole graph) between any two stores; with ``verify``, only
     a signed one (checked before anything is written); the containers policy file that applies
     is obeyed in every case. ``attest``: the evidence to attach to the copy (the provenance
-    names the source manifest, by digest), reported in ``extra["evidence"]``. Each reference
-    is located once, here."""
+    names the source manifest, by digest), reported in ``extra["evidence"]``. ``chunks``:
+    push's chunk settings for the artifact an ``hf:ORG/NAME`` source is built into (None: its
+    defaults); refused for a store's artifact, copied byte for byte. Each reference is located
+    once, here."""
     transfer = transfer or TransferOptions()
     from ocibridge.api.archive_out import archive_output
 
@@ -57,6 +62,9 @@ def copy_reference(
     src_ref = locate(src, Role.MODEL)
     dst_ref = archive[0] if archive is not None else locate_destination(dst)
     src_text = text_of(src_ref)
+    if chunks is not None and not (isinstance(src_ref, KindPlace) and not src_ref.is_store):
+        raise UsageError(f"{src_text}: copy keeps a stored artifact's bytes and digest, its chunk table with them: "
+                         f"{PUSH_FLAGS.listed} are for an hf:ORG/NAME source, which copy builds")
     if archive is not None and (referrers or (attest is not None and attest.wanted)):
         raise UsageError(f"{dst}: an archive holds no signatures or evidence; copy to a store to keep them")
     evidence = None
@@ -68,7 +76,7 @@ def copy_reference(
             and not src_ref.is_store:
         raise UsageError(f"{src_text}: --verify-key checks a store's signatures; the Hugging Face cache has none")
     # hf:ORG/NAME opens as the artifact a push of it builds (its kind's opener)
-    source = open_checked(src_ref, verify, transfer, kind_places=True)
+    source = open_checked(src_ref, verify, transfer, kind_places=True, chunks=chunks)
     source_store, source_reference = source.store, source.reference
     if archive is not None:
         from ocibridge.api.archive_out import write_archive

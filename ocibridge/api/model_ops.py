@@ -25,10 +25,9 @@ from ocibridge.api.missing import explaining_missing
 from ocibridge.api.opening import open_at, open_read, open_vouched, refuse_bookkeeping, registry_options
 from ocibridge.api.options import AttestOptions, PullOptions, PushOptions, SignOptions, pull_options, push_options
 from ocibridge.api.options import TransferOptions as TransferOptions  # public here too (docs/api.md)
-from ocibridge.chunks import hashes
 from ocibridge.core.overwrite import OnExisting
 from ocibridge.core.pathfilter import PathFilter
-from ocibridge.errors import ChunkTableError, UsageError
+from ocibridge.errors import UsageError
 from ocibridge.kinds import door
 from ocibridge.model.extract import held_manifest, resolve_model
 from ocibridge.oci.reference import LayoutReference, PathReference
@@ -230,8 +229,7 @@ def _push_archive(source_ref: Locator, archive: tuple[PathReference, SourceForma
 
 def _push(source_ref: Locator, dest_ref: Locator | None, options: PushOptions, transfer: TransferOptions,
           progress: ProgressFn | None) -> PushResult:
-    from ocibridge.chunks.chunking import ChunkPolicy
-    from ocibridge.chunks.table import DEFAULT_CHUNK_SIZE, PUSH_THRESHOLD
+    from ocibridge.chunks.choice import ChunkChoice
     from ocibridge.model.builder import BuildOptions, PlannedArtifact, plan_layers
     from ocibridge.model.deliver import deliver
     from ocibridge.transfer.progress_events import PushProgress
@@ -267,13 +265,9 @@ def _push(source_ref: Locator, dest_ref: Locator | None, options: PushOptions, t
             use_build_file=options.use_build_file,
         )
     build_options = options.build or BuildOptions()
-    chunk_size = DEFAULT_CHUNK_SIZE if options.chunk_size is None else options.chunk_size
-    chunk_threshold = PUSH_THRESHOLD if options.chunk_threshold is None else options.chunk_threshold
-    try:  # a table of files read here; a model read from a store would be downloaded once more for it
-        policy = ChunkPolicy(chunk_size, chunk_threshold, algorithm=options.chunk_hash or hashes.DEFAULT) \
-            if options.chunks and origin is None else None
-    except (ValueError, ChunkTableError) as e:
-        raise UsageError(str(e)) from None
+    # a table of files read here; a model read from a store would be downloaded once more for it
+    policy = ChunkChoice(options.chunks, options.chunk_threshold, options.chunk_hash, options.chunk_size).policy() \
+        if origin is None else None
     if options.overrides or to not in (None, "modelpack"):
         from ocibridge.kinds.push import apply_to_package
 

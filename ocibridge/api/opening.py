@@ -21,6 +21,7 @@ from ocibridge.places.locate import Locator, Role, locate, text_of
 from ocibridge.places.targets import SourceTarget, StoreTarget, default_store_path, open_source, open_store_target
 
 if TYPE_CHECKING:
+    from ocibridge.chunks.choice import ChunkChoice
     from ocibridge.signing.containers_policy import UsePolicy
     from ocibridge.signing.use import CheckedUse
     from ocibridge.signing.verify import VerifyPolicy
@@ -74,10 +75,12 @@ def open_at(located: Locator, transfer: TransferOptions | None = None, *, for_wr
     return open_store_target(located, for_write=for_write, options=registry_options(transfer))
 
 
-def open_read(located: Locator, transfer: TransferOptions | None = None) -> SourceTarget:
+def open_read(located: Locator, transfer: TransferOptions | None = None,
+              chunks: ChunkChoice | None = None) -> SourceTarget:
     """What a located model reference reads from, opened with ``transfer``'s registry options:
-    a store, or the artifact a kind's place builds (``hf:ORG/NAME``: what a push of it stores)."""
-    return open_source(located, options=registry_options(transfer))
+    a store, or the artifact a kind's place builds (``hf:ORG/NAME``: what a push of it stores,
+    with the chunk settings ``chunks``; None: push's defaults)."""
+    return open_source(located, options=registry_options(transfer), chunks=chunks)
 
 
 def open_located(ref: str | Locator, transfer: TransferOptions | None = None, *, role: Role = Role.MODEL,
@@ -88,23 +91,26 @@ def open_located(ref: str | Locator, transfer: TransferOptions | None = None, *,
 
 
 def open_checked(located: Locator, verify: VerifyPolicy | UsePolicy | None, transfer: TransferOptions | None = None,
-                 *, files_only: bool = False, kind_places: bool = False) -> SourceTarget:
+                 *, files_only: bool = False, kind_places: bool = False,
+                 chunks: ChunkChoice | None = None) -> SourceTarget:
     """Refuse early, open, check then use: the source of ``located`` whose ``reference`` is the
     digest the policy file and ``verify``'s keys accepted (raises otherwise). ``kind_places``:
-    ``hf:ORG/NAME`` opens as the artifact a push of it builds; ``files_only``: as
-    :func:`verified_digest`."""
-    return open_vouched(located, verify, transfer, files_only=files_only, kind_places=kind_places)[0]
+    ``hf:ORG/NAME`` opens as the artifact a push of it builds (with ``chunks``, push's chunk
+    settings; None: its defaults); ``files_only``: as :func:`verified_digest`."""
+    return open_vouched(located, verify, transfer, files_only=files_only, kind_places=kind_places,
+                        chunks=chunks)[0]
 
 
 def open_vouched(located: Locator, verify: VerifyPolicy | UsePolicy | None, transfer: TransferOptions | None = None,
-                 *, files_only: bool = False, kind_places: bool = False) -> tuple[SourceTarget, CheckedUse]:
+                 *, files_only: bool = False, kind_places: bool = False,
+                 chunks: ChunkChoice | None = None) -> tuple[SourceTarget, CheckedUse]:
     """:func:`open_checked`, and what its check vouches for (a pull into a directory relies on
     the chunk table only where a signature covering it was verified)."""
     from ocibridge.signing.use import refuse_before_opening
 
     shown = text_of(located)
     refuse_before_opening(located, verify, shown)
-    source = open_read(located, transfer) if kind_places else open_at(located, transfer)
+    source = open_read(located, transfer, chunks) if kind_places else open_at(located, transfer)
     checked = _check(source, verify, shown, located, files_only=files_only)
     source.reference = checked.digest
     return source, checked

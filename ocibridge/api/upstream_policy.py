@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ocibridge.chunks.choice import UPSTREAM_FLAGS, ChunkChoice, choose
 from ocibridge.errors import UsageError
 
 
@@ -23,6 +24,11 @@ class UpstreamPolicyOptions:
     upstream_refuse_files: tuple[str, ...] = ()  # file globs that keep a commit out
     upstream_allow_gated: tuple[str, ...] = ()  # repo id globs fetched though gated upstream: gated here
     upstream_allow_private: tuple[str, ...] = ()  # repo id globs fetched though private upstream: private here
+    # the chunk table a fetched commit's artifact binds, as push's --no-chunks, --chunk-threshold (bytes) and
+    # --chunk-hash say it (none set: push's default, so a commit fetched here is the artifact push makes)
+    upstream_no_chunks: bool = False
+    upstream_chunk_threshold: int | None = None
+    upstream_chunk_hash: str | None = None
 
     def upstream_wanted(self, upstream: str | None, *, others_given: bool, tokens: bool, token_flag: str) -> bool:
         """Whether a proxy of ``upstream`` is asked for. The policy (or ``others_given``: the caller's own
@@ -31,7 +37,8 @@ class UpstreamPolicyOptions:
         if upstream is None:
             if others_given or self.upstream_allow or self.upstream_deny or self.upstream_allow_pickle \
                     or self.upstream_licenses or self.upstream_refuse_files or self.upstream_allow_gated \
-                    or self.upstream_allow_private:
+                    or self.upstream_allow_private or self.upstream_no_chunks \
+                    or self.upstream_chunk_threshold is not None or self.upstream_chunk_hash is not None:
                 raise UsageError("the --upstream-* flags go with --upstream URL")
             return False
         if (self.upstream_allow_gated or self.upstream_allow_private) and not tokens:
@@ -46,7 +53,12 @@ class UpstreamPolicyOptions:
                 "allow_pickle": self.upstream_allow_pickle, "licenses": tuple(self.upstream_licenses),
                 "refuse_files": tuple(self.upstream_refuse_files),
                 "allow_gated": tuple(self.upstream_allow_gated),
-                "allow_private": tuple(self.upstream_allow_private)}
+                "allow_private": tuple(self.upstream_allow_private), "chunks": self.upstream_chunks().policy()}
+
+    def upstream_chunks(self) -> ChunkChoice:
+        """The chunk settings, checked as push checks its flags (in serve's spelling)."""
+        return choose(self.upstream_no_chunks, self.upstream_chunk_threshold, self.upstream_chunk_hash,
+                      UPSTREAM_FLAGS)
 
     def upstream_policy_flags(self) -> tuple[str, ...]:
         """The policy as serve's flags (a k8s serve's pod arguments), each repeated flag once a value."""
@@ -58,4 +70,9 @@ class UpstreamPolicyOptions:
                              ("--upstream-allow-private", self.upstream_allow_private)):
             for value in values:
                 flags += [flag, value]
-        return tuple(flags + (["--upstream-allow-pickle"] if self.upstream_allow_pickle else []))
+        if self.upstream_chunk_threshold is not None:
+            flags += ["--upstream-chunk-threshold", str(self.upstream_chunk_threshold)]
+        if self.upstream_chunk_hash is not None:
+            flags += ["--upstream-chunk-hash", self.upstream_chunk_hash]
+        return tuple(flags + (["--upstream-allow-pickle"] if self.upstream_allow_pickle else [])
+                     + (["--upstream-no-chunks"] if self.upstream_no_chunks else []))

@@ -8,6 +8,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from ocibridge.api import choices
+from ocibridge.cli.chunk_flags import add_chunk_flags, chunk_choice_given
 from ocibridge.cli.common import CommandAdder, add_transfer_flags, counts, transfer_options
 from ocibridge.cli.evidence_flags import add_evidence_flags, attest_options, evidence_lines
 from ocibridge.cli.progress_flags import add_progress_flags, progress_display
@@ -61,12 +62,13 @@ def family_choices() -> list[str]:
 
 
 def cmd_convert(args: argparse.Namespace) -> int:
+    chunks = chunk_choice_given(args)
     attest = attest_options(args, "convert")
     bar = progress_display(args, "convert")
     try:
         result = api_convert.convert(args.src, args.dst, args.to, media_types=args.media_types,
                                      overrides=overrides_of(args), transfer=transfer_options(args), progress=bar,
-                                     attest=attest)
+                                     attest=attest, chunks=chunks)
     finally:
         if bar:
             bar.close()
@@ -83,6 +85,7 @@ def register(command: CommandAdder) -> None:
                    help="ModelPack naming to write with --to modelpack (default cnai)")
     add_override_flags(p)
     add_evidence_flags(p, "convert")
+    add_chunk_flags(p, "convert")
     add_progress_flags(p)
     add_transfer_flags(p)
 

@@ -11,13 +11,13 @@ from typing import TYPE_CHECKING
 
 import ocibridge
 from ocibridge.api import choices
+from ocibridge.cli.chunk_flags import add_chunk_flags, chunk_choice, chunk_choice_given
 from ocibridge.cli.common import CommandAdder, add_file_glob_flags, add_transfer_flags, counts, emit, transfer_options
 from ocibridge.cli.common import annotation_values as _annotations
 from ocibridge.cli.convert import add_override_flags, family_choices, overrides_of
 from ocibridge.cli.evidence_flags import add_evidence_flags, attest_options, evidence_lines
 from ocibridge.cli.progress_flags import add_progress_flags, progress_display
 from ocibridge.cli.signing import add_verify_flags, policy_from_args
-from ocibridge.cli.transfer_flags import parse_bytes
 from ocibridge.core.lazy import LazyModule
 from ocibridge.core.terminal import human_size
 from ocibridge.errors import UsageError
@@ -74,7 +74,7 @@ def _build_options(args: argparse.Namespace) -> BuildOptions:
 
 def _push_options(args: argparse.Namespace) -> api_options.PushOptions:
     build = _build_options(args)
-    chunk_threshold = _chunk_threshold(args)
+    chunking = chunk_choice(args)
     try:
         kinds = api_options.kind_overrides(args.kind)
     except ValueError as e:
@@ -89,9 +89,9 @@ def _push_options(args: argparse.Namespace) -> api_options.PushOptions:
         build=build,
         build_file=args.file,
         use_build_file=not args.no_build_file,
-        chunks=not args.no_chunks,
-        chunk_threshold=chunk_threshold,
-        chunk_hash=_chunk_hash(args),
+        chunks=chunking.chunks,
+        chunk_threshold=chunking.threshold,
+        chunk_hash=chunking.algorithm,
     )
 
 
@@ -157,26 +157,6 @@ def cmd_pull(args: argparse.Namespace) -> int:
     return 0
 
 
-def _chunk_hash(args: argparse.Namespace) -> str | None:
-    """``--chunk-hash`` (None: the default, BLAKE3); with ``--no-chunks`` it is a mistake."""
-    if args.chunk_hash is not None and args.no_chunks:
-        raise UsageError("--chunk-hash says how a chunk table is hashed: leave it out with --no-chunks")
-    return None if args.chunk_hash is None else str(args.chunk_hash)
-
-
-def _chunk_threshold(args: argparse.Namespace) -> int | None:
-    """``--chunk-threshold`` in bytes (None: push's default); given with ``--no-chunks`` it is
-    a contradiction, not a setting to drop silently."""
-    if args.chunk_threshold is None:
-        return None
-    if args.no_chunks:
-        raise UsageError("--chunk-threshold says which files get a chunk table: leave it out with --no-chunks")
-    try:
-        return parse_bytes(args.chunk_threshold)
-    except ValueError as e:
-        raise UsageError(f"--chunk-threshold: {e}") from None
-
-
 def _add_pull_file_flags(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("into a directory")
     add_file_glob_flags(g, "unmatched layers are not fetched", exclude_dest="pull_exclude")
@@ -193,11 +173,12 @@ def _add_pull_file_flags(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_copy(args: argparse.Namespace) -> int:
+    chunks = chunk_choice_given(args)
     attest = attest_options(args, "copy")
     bar = progress_display(args, "copy")
     try:
         result = api_copy.copy_reference(args.src, args.dst, referrers=args.referrers, transfer=transfer_options(args),
-                                         progress=bar, verify=policy_from_args(args), attest=attest)
+                                         progress=bar, verify=policy_from_args(args), attest=attest, chunks=chunks)
     finally:
         if bar:
             bar.close()
@@ -283,6 +264,7 @@ def register(command: CommandAdder) -> None:
     p.add_argument("-r", "--referrers", "--recursive", action="store_true",
                    help="copy signatures and other referrers too (oras: --recursive)")
     add_evidence_flags(p, "copy")
+    add_chunk_flags(p, "copy")
     add_progress_flags(p)
     add_verify_flags(p)
     add_transfer_flags(p)

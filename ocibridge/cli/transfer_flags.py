@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from ocibridge.core.terminal import parse_bytes as parse_bytes  # its home: the inverse of human_size
 from ocibridge.errors import UsageError
 
 
@@ -60,21 +61,3 @@ def ranged_options(args: argparse.Namespace) -> dict[str, Any]:
             raise UsageError("--parts must be at least 1")
         out["parts_in_flight"] = parts
     return out
-
-
-def parse_bytes(text: str) -> int:
-    """``500K``, ``20M``, ``1G`` (powers of 1024, as curl reads them) or plain bytes: a rate
-    (per second) or a size."""
-    value = text.strip().upper().removesuffix("B").removesuffix("/S")
-    scale = 1
-    for suffix, factor in (("K", 1024), ("M", 1024**2), ("G", 1024**3)):
-        if value.endswith(suffix):
-            value, scale = value[:-1], factor
-            break
-    try:
-        rate = int(float(value) * scale)
-    except ValueError:
-        raise ValueError(f"{text!r} is not a byte count (use e.g. 500K, 20M, 1G)") from None
-    if rate < 1:
-        raise ValueError(f"{text!r} is under one byte")
-    return rate

@@ -8,6 +8,9 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from ocibridge.api import choices
+from ocibridge.api.chunk_options import UPSTREAM_FLAGS, choose
+
 
 def add_upstream_policy_flags(g: Any) -> None:
     """The flags that decide which repositories and commits the upstream proxy may fetch."""
@@ -31,11 +34,21 @@ def add_upstream_policy_flags(g: Any) -> None:
                    help="repositories whose id matches are fetched though private at the upstream (with the upstream "
                         "token) and kept private here: readers without a private grant learn nothing of them "
                         "(repeatable; needs serve's own tokens; default: private ones refused, as not found)")
+    g.add_argument("--upstream-no-chunks", action="store_true",
+                   help="a fetched commit's artifact binds no chunk table (push --no-chunks)")
+    g.add_argument("--upstream-chunk-threshold", metavar="SIZE", default=None,
+                   help="its files from this size get a chunk table (push --chunk-threshold; default 64M; e.g. 16M)")
+    g.add_argument("--upstream-chunk-hash", choices=choices.chunk_hashes(), default=None,
+                   help="the hash of that table's digests (push --chunk-hash; default blake3)")
 
 
 def upstream_policy(args: argparse.Namespace) -> dict[str, Any]:
-    """Those flags as the keyword arguments of ``ServeOptions`` and ``K8sServeOptions``."""
-    return {"upstream_allow": tuple(args.upstream_allow or ()), "upstream_deny": tuple(args.upstream_deny or ()),
+    """Those flags as the keyword arguments of ``ServeOptions`` and ``K8sServeOptions`` (the chunk
+    flags checked as push's are, chunks/choice.py)."""
+    chunks = choose(args.upstream_no_chunks, args.upstream_chunk_threshold, args.upstream_chunk_hash, UPSTREAM_FLAGS)
+    return {"upstream_no_chunks": not chunks.chunks, "upstream_chunk_threshold": chunks.threshold,
+            "upstream_chunk_hash": chunks.algorithm,
+            "upstream_allow": tuple(args.upstream_allow or ()), "upstream_deny": tuple(args.upstream_deny or ()),
             "upstream_allow_pickle": args.upstream_allow_pickle,
             "upstream_licenses": tuple(args.upstream_license or ()),
             "upstream_refuse_files": tuple(args.upstream_refuse_files or ()),

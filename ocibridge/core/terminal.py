@@ -7,6 +7,9 @@ through :func:`printable`: control characters other than newline and tab become 
 A name or a message meant as one line goes through :func:`one_line`, which escapes newlines too:
 a layer title or a server's error text holding a newline could otherwise print a line of its own
 ("ocibridge: error: ...\\npulled ... into DIR").
+
+Sizes for people both ways: :func:`human_size` writes one, :func:`parse_bytes` reads what a
+person wrote (``64M``: a flag's value, a job file's).
 """
 
 from __future__ import annotations
@@ -40,3 +43,21 @@ def human_size(n: int) -> str:
             return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
         value /= 1024
     return f"{n} B"
+
+
+def parse_bytes(text: str) -> int:
+    """``500K``, ``20M``, ``1G`` (powers of 1024, as curl reads them) or plain bytes: a rate
+    (per second) or a size."""
+    value = text.strip().upper().removesuffix("B").removesuffix("/S")
+    scale = 1
+    for suffix, factor in (("K", 1024), ("M", 1024**2), ("G", 1024**3)):
+        if value.endswith(suffix):
+            value, scale = value[:-1], factor
+            break
+    try:
+        rate = int(float(value) * scale)
+    except ValueError:
+        raise ValueError(f"{text!r} is not a byte count (use e.g. 500K, 20M, 1G)") from None
+    if rate < 1:
+        raise ValueError(f"{text!r} is under one byte")
+    return rate

@@ -30,6 +30,7 @@ from ocibridge.transfer.copy import DEFAULT_CONCURRENCY, CopyHooks, CopyStats, c
 from ocibridge.transfer.progress import ProgressFn
 
 if TYPE_CHECKING:
+    from ocibridge.chunks.choice import ChunkChoice
     from ocibridge.stores.registry.options import RegistryOptions
 
 
@@ -182,11 +183,14 @@ def convert(
     registry_options: RegistryOptions | None = None,
     concurrency: int = DEFAULT_CONCURRENCY,
     progress: ProgressFn | None = None,
+    chunks: ChunkChoice | None = None,
 ) -> ConvertResult:
     """Convert the artifact at ``src`` into family ``to`` and store it at ``dst``. ``src`` may
-    be ``hf:ORG/NAME[@REVISION]``: the artifact a push of that Hugging Face cache model builds."""
+    be ``hf:ORG/NAME[@REVISION]``: the artifact a push of that Hugging Face cache model builds
+    (``chunks``: with push's chunk settings; None, its defaults)."""
     src_ref, dst_ref = src, dst  # located at the edge (cli/convert.py)
-    source = open_source(src_ref, options=registry_options)  # hf: the artifact a push of it builds
+    # hf: the artifact a push of it builds
+    source = open_source(src_ref, options=registry_options, chunks=chunks)
     source_store, source_reference, shown = source.store, source.reference, text_of(src_ref)
     family = by_name(to)
     if isinstance(family, Exports):  # Ollama, ModelCar: exported from the ModelPack form

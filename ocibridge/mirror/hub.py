@@ -22,6 +22,7 @@ import re
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from ocibridge.chunks.choice import ChunkChoice
 from ocibridge.errors import NotFound, OcibridgeError, error_text
 from ocibridge.kinds.hf.commitdownload import CommitDownload, HubSource, hub, said
 from ocibridge.kinds.hf.door import REVISION_ANNOTATION, SOURCE_ANNOTATION
@@ -122,7 +123,7 @@ def plan_hub(job: MirrorJob, plan: EntryPlan, ref: HubReference, *, dry_run: boo
         mine = [n for n in chosen if shard.owns(artifact_key(src.name, n, target.name, None))]
         plan.summary.other_shards = len(chosen) - len(mine)
         chosen = mine
-    planner = _HubPlanner(plan, src, api, listed or {}, dry_run)
+    planner = _HubPlanner(plan, src, api, listed or {}, dry_run, job.chunks(entry))
     with ThreadPoolExecutor(max_workers=plan.settings.concurrency.artifacts,
                             thread_name_prefix="mirror-plan") as pool:
         outcomes = list(pool.map(planner.plan_one, chosen))
@@ -142,9 +143,11 @@ def plan_hub(job: MirrorJob, plan: EntryPlan, ref: HubReference, *, dry_run: boo
 
 
 class _HubPlanner:
-    def __init__(self, plan: EntryPlan, src: HubSource, api: Any, listed: dict[str, str], dry_run: bool):
+    def __init__(self, plan: EntryPlan, src: HubSource, api: Any, listed: dict[str, str], dry_run: bool,
+                 chunks: ChunkChoice):
         assert plan.target is not None
         self.plan, self.src, self.api, self.listed, self.dry_run = plan, src, api, listed, dry_run
+        self.chunks = chunks  # the entry's chunk keys: the table each revision's artifact binds
         self.dst = plan.target
 
     def plan_one(self, name: str) -> ArtifactPlan | ArtifactResult:
@@ -197,7 +200,8 @@ class _HubPlanner:
             result.note = (result.note + "; " if result.note else "") + \
                 f"{len(sizes)} file(s) to download from {self.src.endpoint}, then only what the target lacks is sent"
         return ArtifactPlan(result, self.dst.store, commit, pinned, referrers=False,
-                            prepare=CommitDownload(self.src, commit, self.plan.settings.concurrency.blobs),
+                            prepare=CommitDownload(self.src, commit, self.plan.settings.concurrency.blobs,
+                                                   chunks=self.chunks),
                             also_tags=also)
 
     def _mirrored(self, tag: str, commit: str) -> tuple[Descriptor, Manifest] | None:

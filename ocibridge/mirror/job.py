@@ -21,10 +21,22 @@ from ocibridge.mirror.joberrors import one_line
 from ocibridge.mirror.jobfile import read_job_document
 
 if TYPE_CHECKING:
+    from ocibridge.chunks.choice import ChunkChoice
     from ocibridge.stores.registry.options import RegistryOptions
 
 FamilyName = Literal["cnai", "cncf", "modelkit", "docker-model", "any"]
 ConvertTo = Literal["cnai", "cncf", "modelpack", "modelkit", "docker-model", "modelcar", "ollama"]
+
+
+#: a Hub entry's chunk table keys, push's --no-chunks, --chunk-threshold and --chunk-hash
+CHUNK_KEYS = ("no_chunks", "chunk_threshold", "chunk_hash")
+
+
+def _chunks_of(no_chunks: bool | None, threshold: int | str | None, algorithm: str | None) -> ChunkChoice:
+    """The keys checked as push checks its flags (chunks/choice.py), in the job's spelling."""
+    from ocibridge.chunks.choice import JOB_KEYS, choose
+
+    return choose(bool(no_chunks), threshold, algorithm, JOB_KEYS)
 
 
 class _Strict(BaseModel):
@@ -157,11 +169,38 @@ class Settings(_Strict):
     token_file: str | None = Field(
         default=None, description="hf:// sources: file holding the Hub token (relative to the job)."
     )
+    no_chunks: bool | None = Field(
+        default=None, description="hf:// sources: bind no chunk table (push --no-chunks). Default false."
+    )
+    chunk_threshold: int | str | None = Field(
+        default=None, description="hf:// sources: files from this size get a chunk table (push --chunk-threshold): "
+        "bytes, or '16M', '1G'. Default 64M."
+    )
+    chunk_hash: Literal["blake3", "sha256"] | None = Field(
+        default=None, description="hf:// sources: the hash of the chunk table's digests (push --chunk-hash). "
+        "Default blake3."
+    )
+
+    @field_validator("chunk_threshold")
+    @classmethod
+    def _a_size(cls, value: int | str | None) -> int | str | None:
+        from ocibridge.core.terminal import parse_bytes
+
+        if isinstance(value, str):
+            parse_bytes(value)  # its ValueError reads as push's --chunk-threshold line, at this key
+        elif isinstance(value, int) and value < 1:
+            raise ValueError(f"{value} is under one byte")
+        return value
 
     @model_validator(mode="after")
     def _one_token(self) -> Settings:
         if self.token_env and self.token_file:
             raise ValueError("give only one of token_env, token_file")
+        if self.no_chunks:  # a threshold or a hash beside it, in one table
+            try:
+                _chunks_of(self.no_chunks, self.chunk_threshold, self.chunk_hash)
+            except UsageError as e:
+                raise ValueError(str(e)) from None
         if self.endpoint is not None and not self.endpoint.startswith(("https://", "http://")):
             raise ValueError(f"endpoint {self.endpoint!r}: an http:// or https:// URL")
         return self
@@ -212,7 +251,8 @@ class SyncEntry(Settings):
                     raise ValueError(f"{name}: not for hf:// sources{hint}")
         else:
             for name, given in (("revisions", self.revisions is not None), ("include", self.include),
-                                ("exclude", self.exclude)):
+                                ("exclude", self.exclude)) + tuple((key, getattr(self, key) is not None)
+                                                                   for key in CHUNK_KEYS):
                 if given:
                     raise ValueError(f"{name}: only for hf:// sources")
         return self
@@ -247,7 +287,13 @@ class MirrorJob(_Strict):
 
     @model_validator(mode="after")
     def _key_with_provenance(self) -> MirrorJob:
-        for entry in self.sync:
+        for i, entry in enumerate(self.sync):
+            if entry.from_hub:  # the entry's threshold or hash beside no_chunks = true in the defaults
+                try:
+                    self.chunks(entry)
+                except UsageError as e:
+                    raise ValueError(f"sync.{i} ({entry.source}): {e} (true in defaults: write no_chunks = false "
+                                     "in the entry)") from None
             key = entry.attest_key if entry.attest_key is not None else self.defaults.attest_key
             wanted = entry.provenance if entry.provenance is not None else self.defaults.provenance
             if key and not wanted:
@@ -295,6 +341,10 @@ class MirrorJob(_Strict):
         so reports of two different jobs are never merged as one. Passwords written in the job are
         left out: a report must not let anyone test guesses of them."""
         data = self.model_dump(mode="json")
+        for table in (data["defaults"], *data["sync"]):  # keys added later: a job without them keeps its digest
+            for key in CHUNK_KEYS:
+                if table.get(key) is None:
+                    table.pop(key, None)
         for auth in data["registries"].values():
             auth.pop("password", None)
         canonical = json.dumps(data, sort_keys=True, separators=(",", ":"))
@@ -324,6 +374,16 @@ class MirrorJob(_Strict):
             provenance=pick("provenance", False),
             attest_key=str(self._path(key)) if (key := pick("attest_key", None)) else None,
         )
+
+    def chunks(self, entry: SyncEntry) -> ChunkChoice:
+        """The chunk table an ``hf://`` entry's revisions bind, as push's flags would say it: each
+        key the entry's own, else the defaults', else push's default; an entry's ``no_chunks =
+        true`` leaves the defaults' threshold and hash aside (they are not the entry's)."""
+        if entry.no_chunks:
+            return _chunks_of(True, entry.chunk_threshold, entry.chunk_hash)
+        d = self.defaults
+        return _chunks_of(*(getattr(entry, key) if getattr(entry, key) is not None else getattr(d, key)
+                            for key in CHUNK_KEYS))
 
     def registry_options(self, host: str) -> RegistryOptions:
         """How to reach ``host`` (``open_repository``'s options); secrets read now."""

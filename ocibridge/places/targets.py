@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ocibridge.core.environment import STORE as STORE_ENV
-from ocibridge.errors import InvalidReference
+from ocibridge.errors import InvalidReference, UsageError
 from ocibridge.oci.reference import DEFAULT_TAG, LayoutReference, PathReference, RegistryReference
 from ocibridge.places import kinds
 from ocibridge.places.locators import KindPlace
@@ -29,6 +29,7 @@ __all__ = ["SourceTarget", "StoreTarget", "closes_its_stores", "closing_opened_s
            "local_destination", "local_store_reference", "open_source", "open_store_target", "rewrite_if_local"]
 
 if TYPE_CHECKING:
+    from ocibridge.chunks.choice import ChunkChoice
     from ocibridge.places.locators import Locator
     from ocibridge.stores.layout import LayoutStore
     from ocibridge.stores.registry.options import RegistryOptions
@@ -77,12 +78,18 @@ def open_store_target(ref: Locator, *, for_write: bool = False,
     raise InvalidReference(f"{ref.text} is no store: push, copy and convert read it as a source")
 
 
-def open_source(ref: Locator, *, options: RegistryOptions | None = None) -> SourceTarget:
+def open_source(ref: Locator, *, options: RegistryOptions | None = None,
+                chunks: ChunkChoice | None = None) -> SourceTarget:
     """Open what a located model reference reads from: a store (:func:`open_store_target`), or
-    the read-only artifact a kind's own place builds (``hf:ORG/NAME``: what a push of it stores)."""
+    the read-only artifact a kind's own place builds (``hf:ORG/NAME``: what a push of it stores,
+    with ``chunks``, push's chunk settings; None: its defaults). A store's artifact is read as
+    it is: ``chunks`` there is a mistake (the command that takes them says so first)."""
     if isinstance(ref, KindPlace) and not ref.is_store:  # hf:ORG/NAME: its kind's opener builds it
-        built: SourceTarget = _opener(ref)(ref, for_write=False, options=options)
+        built: SourceTarget = _opener(ref)(ref, for_write=False, options=options, chunks=chunks)
         return _opened(built)
+    if chunks is not None:
+        raise UsageError(f"{ref.text}: a store's artifact is read as it is, its chunk table with it: "
+                         "chunk settings are for a source built from files (hf:ORG/NAME)")
     return open_store_target(ref, options=options)
 
 

@@ -36,9 +36,10 @@ class UpstreamSettings:
     refuse_files: tuple[str, ...] = ()  # file globs (a path or a name) that keep a commit out
     allow_gated: tuple[str, ...] = ()  # repo id globs fetched though gated upstream, kept gated here
     allow_private: tuple[str, ...] = ()  # repo id globs fetched though private upstream, kept private here
-    # which fetched files the artifact binds a chunk table of: push's defaults (a raw file from 64 MiB,
-    # 1 MiB BLAKE3 chunks), so a commit fetched here is the artifact push makes of the same files
-    chunks: ChunkPolicy = ChunkPolicy()
+    # which fetched files the artifact binds a chunk table of (None: none): push's defaults unless
+    # --upstream-no-chunks/--upstream-chunk-threshold/--upstream-chunk-hash say otherwise (a raw file from
+    # 64 MiB, 1 MiB BLAKE3 chunks), so a commit fetched here is the artifact push makes of the same files
+    chunks: ChunkPolicy | None = ChunkPolicy()
 
     def denied_by(self, repo_id: str) -> str | None:
         """The rule that keeps ``repo_id`` out (``--upstream-deny GLOB``, or no ``--upstream-allow``

@@ -18,6 +18,7 @@ from ocibridge.errors import OcibridgeError
 from ocibridge.stores.base import Store
 
 if TYPE_CHECKING:
+    from ocibridge.chunks.choice import ChunkChoice
     from ocibridge.model.package import ModelPackage
 
 EXTRA = "hf:// sources need huggingface_hub: pip install 'ocibridge[hub]'"
@@ -84,8 +85,9 @@ class _Download:
     never follows a redirect to another host: huggingface_hub drops it (``hf_hub_download``)."""
 
     def __init__(self, src: HubSource, commit: str, workers: int, cache: Path | None = None, *,
-                 gitattributes: bool = False):
+                 gitattributes: bool = False, chunks: ChunkChoice | None = None):
         self.src, self.commit, self.workers = src, commit, workers
+        self.chunks = chunks  # the chunk table the artifact binds, as push's flags say it (None: push's default)
         self.cache = cache or _cache()  # the Hub cache downloaded into (serve --upstream: its own)
         #: ``.gitattributes`` downloaded and kept (serve --upstream: the Hub lists it; push hf: does not)
         self.gitattributes = gitattributes
@@ -105,7 +107,7 @@ class _Download:
         from ocibridge.model.builder import ARTIFACT_TAG
 
         # push's artifact in full: its chunk table bound too (the mirror attaches its referrer)
-        return hub_artifact(self.package(listed)), ARTIFACT_TAG
+        return hub_artifact(self.package(listed), self.chunks), ARTIFACT_TAG
 
     def package(self, listed: list[Any]) -> ModelPackage:
         """The downloaded snapshot's ``listed`` files, read as ``push hf:ORG/NAME@COMMIT`` reads them."""
