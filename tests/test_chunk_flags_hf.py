@@ -73,6 +73,13 @@ MISTAKES = [
     (["copy", "oci:{tmp}/layout:v1", "oci:{tmp}/out:v1", "--no-chunks"], "copy keeps a stored artifact's bytes"),
     (["convert", STORE, "oci:{tmp}/out:v1", "--to", "modelkit", "--chunk-hash", "sha256"],
      "convert carries a stored artifact's chunk table as it is"),
+    (["push", STORE, "oci:{tmp}/out:v1", "--chunk-threshold", SMALL],
+     "registry.example/acme/model:v1: push takes a stored artifact's layers as they are, with their digests and "
+     "any chunk table: --no-chunks, --chunk-threshold and --chunk-hash are for a model push builds from files "
+     "(a directory, a file, hf:ORG/NAME)"),
+    (["push", "oci:{tmp}/layout:v1", "oci:{tmp}/out:v1", "--no-chunks"], "push takes a stored artifact's layers"),
+    (["push", "oci:{tmp}/layout:v1", "{tmp}/out/model.carton", "--chunk-hash", "sha256"],
+     "push takes a stored artifact's layers"),
     (["copy", "hf:acme/source", "oci:{tmp}/out:v1", "--no-chunks", "--chunk-threshold", SMALL],
      "--chunk-threshold says which files get a chunk table: leave it out with --no-chunks"),
     (["convert", "hf:acme/source", "oci:{tmp}/out:v1", "--to", "modelkit", "--no-chunks", "--chunk-hash", "sha256"],

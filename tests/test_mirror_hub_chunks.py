@@ -5,6 +5,7 @@ built into, checked as push checks its flags; an entry without them mirrors push
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from serving import point_hub_at, serving
@@ -93,3 +94,54 @@ def test_chunk_keys_come_from_the_entry_then_the_defaults():
     assert plain.chunks(plain.sync[0]) == ChunkChoice()  # push's default: the digest a job had before
     # a job without the keys keeps the digest its shard reports carry (the keys are left out of it)
     assert plain.digest() == "sha256:19966e6ab44799f56ad72e804f1f2ed88e0b8910c422b398ae524d97eab449be"
+
+
+def _provenance_flags(capsys: pytest.CaptureFixture[str], ref: str, out: Path) -> dict[str, object]:
+    """The ``flags`` of the mirror's provenance attached to ``ref``, pulled beside its files."""
+    capsys.readouterr()
+    assert main(["pull", ref, str(out), "--with-attestations", "--json", "-q"]) == 0
+    (name,) = [w for w in json.loads(capsys.readouterr().out)["attestations"] if "slsaprovenance" in w]
+    definition = json.loads((out / name).read_text())["predicate"]["buildDefinition"]
+    assert definition["buildType"] == "https://ocibridge.dev/slsa/mirror/v1"
+    flags: dict[str, object] = definition["externalParameters"]["flags"]
+    return flags
+
+
+def test_the_provenance_records_the_chunk_keys_an_entry_sets(tmp_path, capsys, hub_repo, hub_cache,  # noqa: F811
+                                                             monkeypatch):
+    """They change the artifact built, so the statement names them (the job's spelling, the
+    threshold in bytes); an entry without them records what it recorded before the keys."""
+    hub_repo.push("tiny-a", "latest")
+    targets = {name: f"oci:{tmp_path / name}" for name in ("tabled", "untabled", "plain")}
+    with serving([hub_repo.prefix]) as served:
+        point_hub_at(monkeypatch, served.url, hub_cache)
+        job = write_job(tmp_path / "job.toml", f"""
+[defaults]
+endpoint = "{served.url}"
+provenance = true
+
+[[sync]]
+source = "hf://acme/tiny"
+target = "{targets['tabled']}"
+revisions = {{ allow = ["main"] }}
+chunk_threshold = "256K"
+chunk_hash = "sha256"
+
+[[sync]]
+source = "hf://acme/tiny"
+target = "{targets['untabled']}"
+revisions = {{ allow = ["main"] }}
+no_chunks = true
+
+[[sync]]
+source = "hf://acme/tiny"
+target = "{targets['plain']}"
+revisions = {{ allow = ["main"] }}
+""")
+        summary = run_job(load_job(job))
+    assert summary.exit_code == 0, summary.format_text()
+    flags = {name: _provenance_flags(capsys, f"{target}:main", tmp_path / f"out-{name}")
+             for name, target in targets.items()}
+    assert flags == {"tabled": {"referrers": True, "chunk_threshold": 256 * 1024, "chunk_hash": "sha256"},
+                     "untabled": {"referrers": True, "no_chunks": True},
+                     "plain": {"referrers": True}}

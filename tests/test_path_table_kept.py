@@ -16,6 +16,7 @@ from support.fixtures import new_repo
 
 import ocibridge
 from ocibridge.api.lazy_ops import open_model
+from ocibridge.cache.chunks import CacheChunks
 from ocibridge.cache.models import ModelCache, model_cache_root
 from ocibridge.cache.prune import disk_use, prune
 from ocibridge.cli import main
@@ -117,15 +118,52 @@ def test_prune_counts_a_linked_layer_file_as_freeing_nothing(three_pushes, fault
     byte, so prune goes on to the chunk files, and the snapshot that fits stays."""
     data, repos = three_pushes
     ref = f"{fault_proxy.host}/{repos['table']}:v1"
-    _read_whole(ref, len(data))
+    _, _, layer_file = _read_whole(ref, len(data))
     snapshot = _path(ref, capsys)
     with open_model(f"{fault_proxy.host}/{repos['other table']}:v1", warn=None) as model:
         assert model.read("weights.bin", 300_000, 400_000) == data[300_000:400_000]  # one 256 KiB chunk kept
     root = model_cache_root()
     (chunk,) = (root / "chunks" / "blake3").iterdir()
     done = prune(ModelCache(), max_size=disk_use(root) - chunk.stat().st_size)
-    assert done.snapshots == [] and not chunk.exists()
+    assert done.snapshots == [] and not chunk.exists() and done.chunks == 1
     assert (snapshot / "weights.bin").read_bytes() == data
+    _assert_served_from(layer_file, data)
+
+
+def _assert_served_from(layer_file: Path, data: bytes) -> None:
+    """The layer file is still where serve and lazy reads look for it, by its content key."""
+    assert layer_file.read_bytes() == data
+    assert CacheChunks(model_cache_root()).whole_layer_of(layer_file.name, len(data)) == layer_file
+
+
+def test_prune_by_age_keeps_a_layer_file_a_snapshot_links(three_pushes, fault_proxy, capsys):
+    """A layer file not read for a day but linked by a snapshot in use: removing its name would
+    free nothing and hide it from serve and lazy reads, so it stays while the snapshot does."""
+    data, repos = three_pushes
+    ref = f"{fault_proxy.host}/{repos['table']}:v1"
+    _, _, layer_file = _read_whole(ref, len(data))
+    snapshot = _path(ref, capsys)
+    day_ago = layer_file.stat().st_mtime - 86_400
+    os.utime(layer_file, (day_ago, day_ago))
+    done = prune(ModelCache(), older_than=3600)
+    assert done.snapshots == [] and done.chunks == 0
+    assert (snapshot / "weights.bin").read_bytes() == data
+    _assert_served_from(layer_file, data)
+
+
+def test_prune_by_size_takes_the_layer_file_once_its_snapshot_is_gone(three_pushes, fault_proxy, capsys):
+    """A size the snapshot does not fit: it goes, and the layer file it linked (an ordinary file
+    now, counted in the size) goes in the same pass, so the cache ends within the size."""
+    data, repos = three_pushes
+    ref = f"{fault_proxy.host}/{repos['table']}:v1"
+    _, _, layer_file = _read_whole(ref, len(data))
+    snapshot = _path(ref, capsys)
+    root = model_cache_root()
+    limit = disk_use(root) - MiB
+    done = prune(ModelCache(), max_size=limit)
+    assert done.snapshots == [snapshot.name] and not snapshot.exists()
+    assert not layer_file.exists() and done.chunks == 1
+    assert done.size <= limit
 
 
 def test_a_later_version_reuses_the_chunks_of_the_layer_file_path_linked(three_pushes, fault_proxy, capsys):

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ocibridge.api.options import AttestOptions, TransferOptions
-from ocibridge.chunks.choice import PUSH_FLAGS
+from ocibridge.chunks.choice import refuse_for_stored
 from ocibridge.errors import UsageError
 from ocibridge.places.locate import Locator, Role, locate, text_of
 from ocibridge.places.locators import KindPlace
@@ -60,8 +60,8 @@ def convert(
                          "(oci:PATH:TAG, host/repo:tag or NAME:TAG); push or copy a model into an archive")
     src_ref, dst_ref = locate(src, Role.MODEL), locate(dst, Role.DESTINATION)
     if chunks is not None and not (isinstance(src_ref, KindPlace) and not src_ref.is_store):
-        raise UsageError(f"{text_of(src_ref)}: convert carries a stored artifact's chunk table as it is: "
-                         f"{PUSH_FLAGS.listed} are for an hf:ORG/NAME source, which convert builds")
+        raise refuse_for_stored(text_of(src_ref), "convert carries a stored artifact's chunk table as it is",
+                                "an hf:ORG/NAME source, which convert builds")
     evidence = None
     if attest is not None and attest.wanted:  # the key and the BOM's library, before a byte is sent
         from ocibridge.api import evidence as evidence_api

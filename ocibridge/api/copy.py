@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from ocibridge.api.missing import explaining_missing
 from ocibridge.api.opening import locate_destination, open_at, open_checked
 from ocibridge.api.options import TransferOptions as TransferOptions  # public here too (its home before)
-from ocibridge.chunks.choice import PUSH_FLAGS
+from ocibridge.chunks.choice import refuse_for_stored
 from ocibridge.errors import UsageError
 from ocibridge.oci.models import Descriptor
 from ocibridge.places.locate import Locator, Role, locate, text_of
@@ -63,8 +63,8 @@ def copy_reference(
     dst_ref = archive[0] if archive is not None else locate_destination(dst)
     src_text = text_of(src_ref)
     if chunks is not None and not (isinstance(src_ref, KindPlace) and not src_ref.is_store):
-        raise UsageError(f"{src_text}: copy keeps a stored artifact's bytes and digest, its chunk table with them: "
-                         f"{PUSH_FLAGS.listed} are for an hf:ORG/NAME source, which copy builds")
+        raise refuse_for_stored(src_text, "copy keeps a stored artifact's bytes and digest, its chunk table with them",
+                                "an hf:ORG/NAME source, which copy builds")
     if archive is not None and (referrers or (attest is not None and attest.wanted)):
         raise UsageError(f"{dst}: an archive holds no signatures or evidence; copy to a store to keep them")
     evidence = None

@@ -169,11 +169,12 @@ def push(
     options = push_options(options, deprecated)
     transfer = transfer or TransferOptions()
     archive = archive_output(dest)  # out.carton: a file, not a model of the local store
+    source_ref = locate(source, Role.SOURCE)  # located once each, here
+    _refuse_chunks_for_store(source_ref, options)
     if archive is not None:
         if sign is not None or options.oms_signature is not None or (attest is not None and attest.wanted):
             raise UsageError(f"{dest}: an archive holds no signatures or evidence; push to a store to add them")
-        return _push_archive(locate(source, Role.SOURCE), archive, options, transfer)
-    source_ref = locate(source, Role.SOURCE)  # located once each, here
+        return _push_archive(source_ref, archive, options, transfer)
     dest_ref = locate(dest, Role.DESTINATION) if dest is not None else None
     _refuse_layout_in_source(source_ref, dest_ref)
     refuse_bookkeeping(dest_ref)
@@ -191,6 +192,19 @@ def push(
         return result
     return evidence_api.after_push(result, dest_ref, source_ref, dest_ref, transfer, evidence=evidence,
                                    signature=signature)
+
+
+def _refuse_chunks_for_store(source_ref: Locator, options: PushOptions) -> None:
+    """A store's artifact is pushed with the layers it has (copied as it is, or an Ollama
+    model's blobs converted with their digests): push builds no chunk table for it, so its
+    chunk settings would be dropped without a word. Refused before anything is opened."""
+    from ocibridge.chunks.choice import ChunkChoice, refuse_for_stored
+
+    asked = ChunkChoice(options.chunks, options.chunk_threshold, options.chunk_hash, options.chunk_size)
+    if asked != ChunkChoice() and door.is_store(source_ref):
+        raise refuse_for_stored(text_of(source_ref), "push takes a stored artifact's layers as they are, "
+                                "with their digests and any chunk table", "a model push builds from files "
+                                "(a directory, a file, hf:ORG/NAME)")
 
 
 def _refuse_layout_in_source(source_ref: Locator, dest_ref: Locator | None) -> None:

@@ -154,14 +154,19 @@ class CacheChunks:
         return sorted(found, key=_mtime)
 
     def remove(self, path: Path) -> int | None:
-        """Remove one chunk or layer file; the bytes that gave back (0 while a snapshot links it
-        still: a layer file ``path`` answered, freed when that snapshot goes), None if it was gone."""
+        """Remove one chunk or layer file; the bytes that gave back. None if nothing was removed:
+        it was gone, or a snapshot links it still (a layer file ``path`` answered: unlinking this
+        name would free no byte and hide the layer from serve and lazy reads; once that snapshot
+        goes it is an ordinary file again). Called under the cache lock held exclusive, so no
+        snapshot links it between the check and the unlink."""
         try:
             st = path.stat()
+            if st.st_nlink > 1:
+                return None
             os.unlink(path)
         except OSError:
             return None
-        return st.st_size if st.st_nlink == 1 else 0
+        return st.st_size
 
     def remove_orphans(self) -> int:
         """Temporary files of writers that died before their rename (kill -9): how many."""

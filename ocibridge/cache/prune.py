@@ -56,7 +56,9 @@ def prune(cache: ModelCache, *, older_than: float | None = None, max_size: int |
           pulls: Path | None = None) -> CachePrune:
     """Remove snapshots (and chunks of lazy reads) not used for ``older_than`` seconds, then
     chunks least recently read first and then the least recently used snapshots until the cache takes at
-    most ``max_size`` bytes; blobs no snapshot links go with them. Waits for builds in progress
+    most ``max_size`` bytes; blobs no snapshot links go with them. A layer file a snapshot links
+    (``ocibridge path``) stays while that snapshot does: removing it would free nothing and hide
+    it from serve and lazy reads. Waits for builds in progress
     and chunk writes (they hold the cache lock shared).
 
     ``pulls``: the pull cache's folder. Its leftovers (blobs, partial downloads, table-checked
@@ -89,16 +91,13 @@ def prune(cache: ModelCache, *, older_than: float | None = None, max_size: int |
                     break
                 size -= _drop_leftover(leftover, done, left, no_pull_runs)
             pulls_size = _use(pulls)
-            size = disk_use(cache.root) + pulls_size
-            for chunk in chunks.files():
-                if size <= max_size:
-                    break
-                size -= chunks.remove(chunk) or 0  # (a layer file a snapshot links frees nothing)
-                done.chunks += 1
+            _drop_chunks(chunks, done, disk_use(cache.root) + pulls_size, max_size)
             while snapshots and disk_use(cache.root) + pulls_size > max_size:
                 _drop(snapshots[0], done, snapshots)
                 done.blobs += _collect(cache, snapshots)
                 done.tables += index.remove_orphans()  # their bytes count against max_size too
+                # the layer files it linked are ordinary files now: they go before the next snapshot
+                _drop_chunks(chunks, done, disk_use(cache.root) + pulls_size, max_size)
         for stale in cache.snapshots.glob(".tmp-*"):  # builds killed before their rename
             remove_tree(stale)
         chunks.remove_orphans()  # chunk and layer files of lazy readers killed mid-write
@@ -130,6 +129,18 @@ def _drop_leftover(leftover: Leftover, done: CachePrune, left: list[Leftover], n
     done.pulls += 1
     done.pulls_freed += leftover.size
     return leftover.size
+
+
+def _drop_chunks(chunks: CacheChunks, done: CachePrune, size: int, max_size: int) -> None:
+    """Chunk and layer files, least recently used first, until ``size`` fits ``max_size``; a
+    layer file a snapshot links stays (it would free nothing)."""
+    for chunk in chunks.files():
+        if size <= max_size:
+            return
+        freed = chunks.remove(chunk)
+        if freed is not None:
+            size -= freed
+            done.chunks += 1
 
 
 def _mtime(path: Path) -> float:

@@ -61,6 +61,14 @@ class ChunkChoice:
             raise UsageError(str(e)) from None
 
 
+def refuse_for_stored(source: str, keeps: str, builds: str) -> UsageError:
+    """The one line for push's chunk flags given with a stored artifact as source, which a
+    command takes as it is (its bytes, digests and any chunk table): ``keeps`` says what the
+    command does with it, ``builds`` which sources the flags shape instead. Dropping them
+    silently would store an artifact other than the one asked for."""
+    return UsageError(f"{source}: {keeps}: {PUSH_FLAGS.listed} are for {builds}")
+
+
 def choose(no_chunks: bool, threshold: str | int | None, algorithm: str | None,
            names: ChunkNames = PUSH_FLAGS) -> ChunkChoice:
     """The three settings as given (a threshold as a person writes it, ``64M``, or in bytes),

@@ -123,7 +123,8 @@ def plan_hub(job: MirrorJob, plan: EntryPlan, ref: HubReference, *, dry_run: boo
         mine = [n for n in chosen if shard.owns(artifact_key(src.name, n, target.name, None))]
         plan.summary.other_shards = len(chosen) - len(mine)
         chosen = mine
-    planner = _HubPlanner(plan, src, api, listed or {}, dry_run, job.chunks(entry))
+    plan.chunks = job.chunks(entry)
+    planner = _HubPlanner(plan, src, api, listed or {}, dry_run, plan.chunks)
     with ThreadPoolExecutor(max_workers=plan.settings.concurrency.artifacts,
                             thread_name_prefix="mirror-plan") as pool:
         outcomes = list(pool.map(planner.plan_one, chosen))

@@ -18,6 +18,7 @@ from ocibridge.oci.models import Descriptor
 from ocibridge.stores.base import HeldReferrers, Store
 
 if TYPE_CHECKING:
+    from ocibridge.chunks.choice import ChunkChoice
     from ocibridge.signing.keys import PrivateKey
 
 
@@ -65,6 +66,9 @@ class EntryPlan:
     #: the source repository's tags, where the entry listed them (no reference named): cosign's
     #: companion tags are looked for among them, not asked about one by one (mirror/graphwalk.py)
     source_tags: frozenset[str] | None = None
+    #: a Hub entry's chunk keys as the job resolves them (the table each revision binds): its
+    #: provenance records those set; None for other sources, which copy an artifact as it is
+    chunks: ChunkChoice | None = None
     #: where artifacts converted by an exporter (ModelCar, Ollama) wait for their copy
     scratch: list[tempfile.TemporaryDirectory[str]] = field(default_factory=list)
 
