@@ -18,11 +18,16 @@ def add_chunk_flags(p: argparse.ArgumentParser, command: str) -> None:
                                   "docs/lazy.md)")
     g.add_argument("--no-chunks", action="store_true",
                    help="bind no chunk table: a lazy read of a file moves all of it (as push --no-chunks)")
-    g.add_argument("--chunk-threshold", metavar="SIZE", default=None,
+    add_table_shape_flags(g)
+
+
+def add_table_shape_flags(p: Any) -> None:
+    """``--chunk-threshold`` and ``--chunk-hash``, as push, copy and convert take them."""
+    p.add_argument("--chunk-threshold", metavar="SIZE", default=None,
                    help="files from this size get a chunk table (default 64M; e.g. 16M, 1G)")
-    g.add_argument("--chunk-hash", choices=choices.chunk_hashes(), default=None,
+    p.add_argument("--chunk-hash", choices=choices.chunk_hashes(), default=None,
                    help="the hash of the chunk table's digests (default blake3; sha256: the tables older "
-                        "ocibridge releases read lazily)")
+                        "ocibridge releases read lazily, docs/lazy.md)")
 
 
 def chunk_choice(args: argparse.Namespace) -> ChunkChoice:

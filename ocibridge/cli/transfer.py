@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import ocibridge
 from ocibridge.api import choices
-from ocibridge.cli.chunk_flags import add_chunk_flags, chunk_choice, chunk_choice_given
+from ocibridge.cli.chunk_flags import add_chunk_flags, add_table_shape_flags, chunk_choice, chunk_choice_given
 from ocibridge.cli.common import CommandAdder, add_file_glob_flags, add_transfer_flags, counts, emit, transfer_options
 from ocibridge.cli.common import annotation_values as _annotations
 from ocibridge.cli.convert import add_override_flags, family_choices, overrides_of
@@ -234,11 +234,7 @@ def register(command: CommandAdder) -> None:
                                "reads (the default; made in the read that hashes them; docs/lazy.md)")
     chunking.add_argument("--no-chunks", action="store_true",
                           help="bind no chunk table: a lazy read of a file moves all of it")
-    p.add_argument("--chunk-threshold", metavar="SIZE", default=None,
-                   help="files from this size get a chunk table (default 64M; e.g. 16M, 1G)")
-    p.add_argument("--chunk-hash", choices=choices.chunk_hashes(), default=None,
-                   help="the hash of the chunk table's digests (default blake3; sha256: the tables older "
-                        "ocibridge releases read lazily, docs/lazy.md)")
+    add_table_shape_flags(p)
     p.add_argument("--created", nargs="?", const="now", default=None, metavar="RFC3339",
                    help="set descriptor.createdAt (now, honouring SOURCE_DATE_EPOCH, or a time)")
     add_progress_flags(p)
