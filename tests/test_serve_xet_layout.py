@@ -129,7 +129,7 @@ def test_a_url_of_another_layout_past_the_files_xorbs_is_a_404(served):
     assert httpx.get(signed_for(served, 4, "256x65536")).status_code == 200
 
 
-@pytest.mark.parametrize("layout", ["16384x4096", "1024x262144", "2048x65536", "0x65536", "1024x0",
+@pytest.mark.parametrize("layout", ["16384x4096", "1024x262144", "2048x65536", "1024x2048", "0x65536", "1024x0",
                                     "1024", "x", "1024x65536x1", "-1x65536", "１０２４x65536"])
 def test_a_layout_past_hf_xets_bounds_or_malformed_is_a_400(served, layout):
     answer = httpx.get(signed_for(served, 0, layout))

@@ -26,7 +26,11 @@ if TYPE_CHECKING:
 
 #: the query parameter that names a xorb URL's layout
 PARAM = "layout"
-#: hf_xet's bounds: a chunk of at most 128 KiB, a xorb of at most 8192 chunks and 64 MiB of data
+#: hf_xet's bounds (xet-core's, which the uploads hf_xet makes keep too: .shards): a chunk of at
+#: most 128 KiB, a xorb of at most 8192 chunks and 64 MiB of data;
+#: and serve's own floor: a chunk of at least 4 KiB (each chunk is a header and a segment of the
+#: send, so a smaller one only multiplies serve's work a byte; Xet's own chunks are 8-128 KiB)
+MIN_CHUNK = 4 * 1024
 MAX_CHUNK = 128 * 1024
 MAX_CHUNKS = 8 * 1024
 MAX_XORB_DATA = 64 * 1024 * 1024
@@ -45,8 +49,8 @@ class Layout:
     chunks: int
 
     def __post_init__(self) -> None:
-        if not 0 < self.chunk <= MAX_CHUNK:
-            raise BadLayout(f"a chunk of {self.chunk} bytes: hf_xet takes 1 to {MAX_CHUNK}")
+        if not MIN_CHUNK <= self.chunk <= MAX_CHUNK:
+            raise BadLayout(f"a chunk of {self.chunk} bytes: serve answers {MIN_CHUNK} to {MAX_CHUNK}")
         if not 0 < self.chunks <= MAX_CHUNKS:
             raise BadLayout(f"a xorb of {self.chunks} chunks: hf_xet takes 1 to {MAX_CHUNKS}")
         if self.chunk * self.chunks > MAX_XORB_DATA:

@@ -26,15 +26,15 @@ import lz4.frame
 
 from ocibridge.hubserver.xet import merkle
 from ocibridge.hubserver.xet.chunklist import ChunkList
+from ocibridge.hubserver.xet.layouts import MAX_CHUNK as MAX_CHUNK  # the largest chunk a client makes
+from ocibridge.hubserver.xet.layouts import MAX_CHUNKS
 
 HEADER = 8
-#: the largest chunk a client makes (hf_xet refuses larger ones too)
-MAX_CHUNK = 128 * 1024
-#: the largest xorb: 64 MiB of chunks, their headers and a footer
-MAX_XORB = 96 * 1024 * 1024
 #: the most chunks a xorb holds (xet-core's MAX_XORB_CHUNKS: hf_xet never makes more), which
 #: bounds the headers read to find a chunk, and the chunk list kept of a xorb
-MAX_XORB_CHUNKS = 8 * 1024
+MAX_XORB_CHUNKS = MAX_CHUNKS
+#: the largest xorb: 64 MiB of chunks, their headers and a footer
+MAX_XORB = 96 * 1024 * 1024
 FOOTER_IDENT = b"XETBLOB"
 SHARD_TAG = bytes([72, 70, 82, 101, 112, 111, 77, 101, 116, 97, 68, 97, 116, 97, 0, 85, 105, 103, 69, 106,
                    123, 129, 87, 131, 165, 189, 217, 92, 205, 209, 74, 169])
