@@ -64,6 +64,7 @@ _TABLE: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("api.options", ("AttestOptions", "PullOptions", "PushOptions", "SignOptions", "TransferOptions")),
     ("api.evidence", ("AttestResult", "EvidenceDocument", "attest", "provenance", "sbom")),
     ("api.convert", ("convert",)),
+    ("api.chunk_options", ("ChunkChoice",)),
     ("kinds.conversion", ("ConvertResult",)),
     ("api.lazy_fs", ("filesystem",)),
     ("api.mount", ("MountRequest", "Mounted", "mount", "serve_mount", "unmount")),
@@ -107,6 +108,7 @@ __all__ = [
     "BundleEntry",
     "BundleResult",
     "CachePruneResult",
+    "ChunkChoice",
     "ChunksResult",
     "CompletionScript",
     "ConfigChange",
@@ -255,6 +257,7 @@ if TYPE_CHECKING:
     from ocibridge.api.browse import FetchedManifest, RepositoryList, diff, fetch_manifest, list_repositories
     from ocibridge.api.bundle import BundleEntry, BundleResult, list_bundle, load, save
     from ocibridge.api.cache_ops import CachePruneResult, cache_dir, path, prune_cache
+    from ocibridge.api.chunk_options import ChunkChoice
     from ocibridge.api.completion import CompletionScript, completion_script
     from ocibridge.api.convert import convert
     from ocibridge.api.delete_ops import delete
