@@ -117,7 +117,8 @@ def test_a_refusing_policy_raises_before_any_blob_is_read(models, fault_proxy, t
     ({"reference": "r/m:v1", "verify_keys": 3}, r'^ocibridge loader: "verify_keys" is a key file'),
     ({"reference": "r/m:v1", "device": 0}, r"^ocibridge loader: 'device' is a string, not 0$"),
     ({"reference": "r/m:v1", "max_bytes": "1G"}, r"^ocibridge loader: \"max_bytes\" is a positive number"),
-    ({"reference": "r/m:v1", "through_cache": "yes"}, r"^ocibridge loader: \"through_cache\" is true or false, not 'yes'$"),
+    ({"reference": "r/m:v1", "through_cache": "yes"},
+     r"^ocibridge loader: \"through_cache\" is true or false, not 'yes'$"),
 ])
 def test_bad_loader_settings_are_one_error_line(settings, said):
     with pytest.raises(OcibridgeError, match=said) as caught:
