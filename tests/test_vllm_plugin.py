@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -116,6 +117,8 @@ def test_a_refusing_policy_raises_before_any_blob_is_read(models, fault_proxy, t
     ({"reference": "r/m:v1", "verify_keys": 3}, r'^ocibridge loader: "verify_keys" is a key file'),
     ({"reference": "r/m:v1", "device": 0}, r"^ocibridge loader: 'device' is a string, not 0$"),
     ({"reference": "r/m:v1", "max_bytes": "1G"}, r"^ocibridge loader: \"max_bytes\" is a positive number"),
+    ({"reference": "r/m:v1", "through_cache": "yes"},
+     r"^ocibridge loader: \"through_cache\" is true or false, not 'yes'$"),
 ])
 def test_bad_loader_settings_are_one_error_line(settings, said):
     with pytest.raises(OcibridgeError, match=said) as caught:
@@ -126,6 +129,9 @@ def test_bad_loader_settings_are_one_error_line(settings, said):
 def test_loader_settings_carry_the_reference_device_and_bound():
     source = WeightSource.from_settings({"reference": "r/m:v1", "device": "cuda:0", "max_bytes": 1 << 20})
     assert (source.reference, source.device, source.max_bytes, source.verify) == ("r/m:v1", "cuda:0", 1 << 20, None)
+    assert (source.shared(1), source.shared(2)) == (False, True)  # (ranks of one node: through its cache)
+    for said in (False, True):
+        assert WeightSource.from_settings({"reference": "r/m:v1", "through_cache": said}).shared(4) is said
 
 
 def test_only_the_plugin_module_imports_vllm_and_nothing_imports_it():
@@ -150,3 +156,76 @@ def test_only_the_plugin_module_imports_vllm_and_nothing_imports_it():
 def imports_vllm(node: ast.Import | ast.ImportFrom) -> bool:
     names = [node.module or ""] if isinstance(node, ast.ImportFrom) else [a.name for a in node.names]
     return any(n.split(".")[0] == "vllm" for n in names)
+
+
+# -- the vLLM releases the plugin was tested with ---------------------------------------------------
+def test_the_vllm_extra_is_the_range_the_plugin_accepts():
+    """pyproject.toml's ``vllm`` extra and the plugin's own check say one range: every release
+    pip would install with ``ocibridge[vllm]`` registers, and no other does."""
+    import tomllib
+    from packaging.requirements import Requirement
+
+    from ocibridge.engines.vllm_loader import TESTED_VLLM, untested
+
+    extra = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["vllm"]
+    wanted = Requirement(next(r for r in extra if r.startswith("vllm")))
+    assert str(wanted.specifier) == str(Requirement(f"vllm{TESTED_VLLM}").specifier)
+    for version in ("0.11.0", "0.32.9", "0.33.0", "0.33.1", "0.33.2+cu129", "0.34.0", "0.330.1", "1.0.0"):
+        assert (untested(version) is None) == wanted.specifier.contains(version), version
+    assert untested("0.33.1") is None and untested("0.34.0") is not None
+
+
+def stand_in_vllm(monkeypatch: pytest.MonkeyPatch, version: str) -> list[tuple[str, type]]:
+    """A module named ``vllm`` whose ``__version__`` is ``version``, with the three names the
+    plugin takes from it; returns the load formats registered through it. (The version rule
+    only: the real vLLM runs the plugin in bench/vllm_check.py.)"""
+    import types
+
+    from ocibridge.engines import vllm_loader
+
+    registered: list[tuple[str, type]] = []
+    modules = {name: types.ModuleType(name) for name in (
+        "vllm", "vllm.model_executor", "vllm.model_executor.model_loader",
+        "vllm.model_executor.model_loader.base_loader", "vllm.model_executor.model_loader.default_loader")}
+    modules["vllm"].__version__ = version  # type: ignore[attr-defined]
+    modules["vllm.model_executor.model_loader"].register_model_loader = (  # type: ignore[attr-defined]
+        lambda name: lambda cls: registered.append((name, cls)) or cls)
+    modules["vllm.model_executor.model_loader.base_loader"].BaseModelLoader = type(  # type: ignore[attr-defined]
+        "BaseModelLoader", (), {"__init__": lambda self, load_config: None})
+    modules["vllm.model_executor.model_loader.default_loader"].DefaultModelLoader = type(  # type: ignore[attr-defined]
+        "DefaultModelLoader", (), {})
+    for name, module in modules.items():
+        monkeypatch.setitem(sys.modules, name, module)
+    monkeypatch.setattr(vllm_loader, "_registered", False)
+    return registered
+
+
+@pytest.mark.parametrize("version", ["0.34.0", "0.11.2", "1.0.0rc1"])
+def test_an_untested_vllm_gets_one_line_and_no_load_format(monkeypatch, capsys, version):
+    from ocibridge.engines.vllm_loader import register
+
+    registered = stand_in_vllm(monkeypatch, version)
+    register()
+    register()  # (vLLM calls every plugin in each process, maybe twice: said once)
+    err = capsys.readouterr().err
+    assert err == (f"ocibridge: vLLM {version} is not a release this plugin was tested with (vllm>=0.33,<0.34): "
+                   "--load-format ocibridge is not registered; install a vLLM in that range "
+                   "(pip install 'ocibridge[vllm]') or load the model another way (docs/api.md, \"vLLM\")\n")
+    assert registered == []
+
+
+def test_a_tested_vllm_gets_the_load_format_once(monkeypatch, capsys):
+    from ocibridge.engines.vllm_loader import LOAD_FORMAT, register
+
+    registered = stand_in_vllm(monkeypatch, "0.33.0")
+    register()
+    register()
+    assert [name for name, _ in registered] == [LOAD_FORMAT] and capsys.readouterr().err == ""
+    loader = registered[0][1](types_namespace(model_loader_extra_config={"reference": "r/m:v1"}))
+    assert loader.source.reference == "r/m:v1"
+
+
+def types_namespace(**fields: Any) -> Any:
+    import types
+
+    return types.SimpleNamespace(**fields)

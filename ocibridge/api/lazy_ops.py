@@ -114,9 +114,11 @@ def open_model(ref: str | Locator, *, transfer: TransferOptions | None = None, v
 
 def opened_model(ref: str | Locator, *, transfer: TransferOptions | None = None, verify: Verification | None = None,
                  warn: Warn | None = warn_stderr, cache: bool = True, keep_blobs: bool = False,
-                 read_timeout: float | None = None, pool_size: int | None = None) -> LazyModel:
+                 read_timeout: float | None = None, pool_size: int | None = None,
+                 through_cache: bool = False) -> LazyModel:
     """:func:`open_model` for the API's other readers (``load_tensors``): every check the same,
-    with a connection pool of at least ``pool_size``."""
+    with a connection pool of at least ``pool_size``. ``through_cache``: every blob is fetched
+    into the model cache once and read from there (the processes of a node share the fetch)."""
     from ocibridge.signing.policy_place import find_policy_file
 
     checked = verify is not None or find_policy_file() is not None  # (else nothing to check: no policy code loads)
@@ -128,7 +130,11 @@ def opened_model(ref: str | Locator, *, transfer: TransferOptions | None = None,
     try:
         chunk_store = None
         reader: LazySource = store
-        if cache:
+        if through_cache:
+            from ocibridge.cache.landedblobs import LandedBlobs
+
+            reader = LandedBlobs(store, checking=stall.heard)
+        elif cache:
             from ocibridge.cache.chunks import CacheChunks
             from ocibridge.cache.models import model_cache_root
 

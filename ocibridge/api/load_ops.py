@@ -29,7 +29,8 @@ MAX_INDEX = 64 * 1024 * 1024
 def iter_tensors(ref: str | Locator, *, files: str | tuple[str, ...] | list[str] | None = None,
                  framework: str = "numpy", device: str | None = None, concurrency: int | None = None,
                  max_bytes: int | None = WORKING_SET, transfer: TransferOptions | None = None,
-                 verify: Verification | None = None, warn: Warn | None = warn_stderr) -> TensorStream:
+                 verify: Verification | None = None, warn: Warn | None = warn_stderr,
+                 through_cache: bool = False) -> TensorStream:
     """``(name, tensor)`` for every tensor of model ``ref``'s safetensors files, each as soon as
     all its bytes have arrived and matched the chunk table (close it, or ``with``, to stop
     early). At most ``max_bytes`` of tensors are held that were not yet handed over (None: no
@@ -39,7 +40,8 @@ def iter_tensors(ref: str | Locator, *, files: str | tuple[str, ...] | list[str]
     chosen = (files,) if isinstance(files, str) else tuple(files) if files is not None else None
     engine = framework_named(framework, device)  # (a missing framework: said before any request)
     requests = concurrency or (transfer.parts_in_flight if transfer is not None else None) or CONCURRENCY
-    model = opened_model(ref, transfer=transfer, verify=verify, warn=warn, cache=False, pool_size=requests)
+    model = opened_model(ref, transfer=transfer, verify=verify, warn=warn, cache=False, pool_size=requests,
+                         through_cache=through_cache)
     try:
         loads = _files(model, chosen, warn)
         span = (transfer.part_size if transfer is not None else None) or SPAN
@@ -53,7 +55,7 @@ def iter_tensors(ref: str | Locator, *, files: str | tuple[str, ...] | list[str]
 def load_tensors(ref: str | Locator, *, files: str | tuple[str, ...] | list[str] | None = None,
                  framework: str = "numpy", device: str | None = None, concurrency: int | None = None,
                  transfer: TransferOptions | None = None, verify: Verification | None = None,
-                 warn: Warn | None = warn_stderr) -> dict[str, Any]:
+                 warn: Warn | None = warn_stderr, through_cache: bool = False) -> dict[str, Any]:
     """Every tensor of model ``ref``'s safetensors files, by name (in file order), as numpy
     arrays (``framework="torch"``: torch tensors, on ``device`` if given), read from the
     registry straight into their memory and never written to disk. ``files``: globs choosing
@@ -66,9 +68,13 @@ def load_tensors(ref: str | Locator, *, files: str | tuple[str, ...] | list[str]
     obeyed as by :func:`open_model`: a model they refuse is refused before any of its files
     is read. Memory: the tensors' bytes, plus what is in flight; on a ``device``, the tensors
     there and a ring of host memory per request in flight (16 MiB, pinned for CUDA), where each
-    chunk is checked before it is copied to the device (docs/lazy.md, "On a device")."""
+    chunk is checked before it is copied to the device (docs/lazy.md, "On a device").
+    ``through_cache``: each blob is fetched once into the model cache (``path``'s, locked: the
+    processes of one node loading one model, such as tensor-parallel ranks, fetch it once between
+    them) and its bytes read from there, checked as the registry's are."""
     with iter_tensors(ref, files=files, framework=framework, device=device, concurrency=concurrency,
-                      max_bytes=None, transfer=transfer, verify=verify, warn=warn) as stream:
+                      max_bytes=None, transfer=transfer, verify=verify, warn=warn,
+                      through_cache=through_cache) as stream:
         got = dict(stream)
         order = stream.order
     return {name: got[name] for name in order}

@@ -4,29 +4,73 @@ table before it is handed over, nothing written to disk (:mod:`.weights`); the m
 settings name the registry reference, the keys and the policy (``--model-loader-extra-config``).
 
 vLLM calls :func:`register` in every process it starts, through the ``vllm.general_plugins``
-entry point (pyproject.toml); ``pip install 'ocibridge[vllm]'`` installs both. This module is the
-only one that imports vLLM, and nothing in the package imports it."""
+entry point (pyproject.toml): inside an image that has vLLM, ``pip install ocibridge`` is enough;
+``pip install 'ocibridge[vllm]'`` installs a vLLM of the tested releases too. The loader uses
+vLLM's internals (``BaseModelLoader``, ``DefaultModelLoader.track_weights_loading``), whose
+signatures change between releases, so a release outside :data:`TESTED_VLLM` (pyproject.toml's
+``vllm`` extra says the same) is told so in one line and gets no ``ocibridge`` load format.
+With several processes loading the model (tensor or pipeline parallel ranks), the weights go
+through the node's model cache, fetched once (:func:`.weights.weights`' ``ranks``). This module
+is the only one that imports vLLM, and nothing in the package imports it."""
 
 from __future__ import annotations
 
+import re
+import sys
 from typing import Any
 
 #: the ``--load-format`` this plugin registers
 LOAD_FORMAT = "ocibridge"
+#: the vLLM releases the plugin was run against (bench/vllm_check.py), as pip writes them: the
+#: ``vllm`` extra of pyproject.toml is this range (tests/test_vllm_plugin.py holds both)
+TESTED_VLLM = ">=0.33,<0.34"
+#: the same range as (major, minor) bounds: from the first, up to and without the second
+_TESTED_FROM, _TESTED_BELOW = (0, 33), (0, 34)
 
 _registered = False
 
 
+def untested(version: str) -> str | None:
+    """Why vLLM ``version`` (its ``__version__``) gets no load format, in one line; None for a
+    tested release."""
+    found = re.match(r"(\d+)\.(\d+)", version)  # (0.33.1, 0.33.0rc1, 0.33.2+cu129: 0.33)
+    release = (int(found[1]), int(found[2])) if found else None
+    if release is not None and _TESTED_FROM <= release < _TESTED_BELOW:
+        return None
+    return (f"vLLM {version} is not a release this plugin was tested with (vllm{TESTED_VLLM}): "
+            f"--load-format {LOAD_FORMAT} is not registered; install a vLLM in that range "
+            f"(pip install 'ocibridge[vllm]') or load the model another way (docs/api.md, \"vLLM\")")
+
+
 def register() -> None:
     """Register the ``ocibridge`` load format with vLLM (its general plugins are called once per
-    process, and may be called again: registering twice is a no-op)."""
+    process, and may be called again: registering twice is a no-op), if vLLM's release is one
+    the plugin was tested with; otherwise say why not in one line on stderr, once."""
     global _registered
     if _registered:
+        return
+    import vllm
+
+    refusal = untested(str(getattr(vllm, "__version__", "(no version)")))
+    if refusal is not None:
+        print(f"ocibridge: {refusal}", file=sys.stderr)
+        _registered = True  # (said once a process)
         return
     from vllm.model_executor.model_loader import register_model_loader
 
     register_model_loader(LOAD_FORMAT)(_loader_class())
     _registered = True
+
+
+def _processes_loading() -> int:
+    """How many processes of this vLLM load the model, each reading every weight (its tensor
+    and pipeline parallel ranks: vLLM's world group); 1 where it has none."""
+    try:
+        from vllm.distributed.parallel_state import get_world_group
+
+        return int(get_world_group().world_size)
+    except (ImportError, AssertionError, AttributeError):  # (not initialised: one process)
+        return 1
 
 
 def _loader_class() -> type:
@@ -48,7 +92,7 @@ def _loader_class() -> type:
             directory vLLM was given: ``ocibridge path REF --exclude '*.safetensors'``)."""
 
         def load_weights(self, model: Any, model_config: Any) -> None:
-            loaded = load_into(model, self.source, strict=False)
+            loaded = load_into(model, self.source, strict=False, ranks=_processes_loading())
             if loaded is not None and model_config.quantization is None:
                 # vLLM's own rule for the parameters a checkpoint must set (what its layers
                 # make after loading exempted), as its default loader applies it

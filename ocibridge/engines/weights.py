@@ -1,7 +1,9 @@
 """A registry model's weights as an inference engine takes them: ``(name, torch.Tensor)`` pairs,
 each handed over only once every chunk of it matched the chunk table (``iter_tensors``), nothing
-written to disk. The shape of vLLM's ``model.load_weights(weights)``; this module needs only
-torch (no vLLM), so the part that reads and verifies is tested without the engine.
+written to disk; when several processes of a node load the model (tensor-parallel ranks, each
+reading every weight), through the node's model cache instead, so the registry sends it once.
+The shape of vLLM's ``model.load_weights(weights)``; this module needs only torch (no vLLM), so
+the part that reads and verifies is tested without the engine.
 
 Also the settings a loader is given (vLLM's ``--model-loader-extra-config``), read once, with
 one error line for anything it does not know."""
@@ -27,6 +29,9 @@ SETTINGS = {
     "policy": f"a containers policy file (as --policy; default: ${environment.POLICY}, the user's, the system's)",
     "device": "where the tensors are made ('cuda:0': copied there as each completes; default: host memory)",
     "max_bytes": "bytes of tensors held that were not yet handed over (default 256 MiB)",
+    "through_cache": "true: the weights are fetched once into the node's model cache and every process of the "
+                     "engine reads them there; false: each streams them from the registry (default: true when "
+                     "more than one process loads the model, as tensor-parallel ranks do)",
 }
 
 
@@ -39,6 +44,11 @@ class WeightSource:
     verify: Verification | None = None
     device: str | None = None
     max_bytes: int | None = WORKING_SET
+    through_cache: bool | None = None  # None: when more than one process loads the model
+
+    def shared(self, ranks: int) -> bool:
+        """Whether the weights go through the node's model cache, ``ranks`` processes loading them."""
+        return self.through_cache if self.through_cache is not None else ranks > 1
 
     @classmethod
     def from_settings(cls, settings: Mapping[str, Any] | None) -> WeightSource:
@@ -65,32 +75,41 @@ class WeightSource:
                 raise OcibridgeError(f"ocibridge loader: {name!r} is a string, not {value!r}")
         if max_bytes is not None and (isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 1):
             raise OcibridgeError(f"ocibridge loader: \"max_bytes\" is a positive number of bytes, not {max_bytes!r}")
+        through_cache = given.get("through_cache")
+        if through_cache is not None and not isinstance(through_cache, bool):
+            raise OcibridgeError(f"ocibridge loader: \"through_cache\" is true or false, not {through_cache!r}")
         verify = verification(keys=tuple(os.path.expanduser(k) for k in keys),
                               policy=os.path.expanduser(policy) if policy is not None else None)
-        return cls(reference, verify, device, max_bytes)
+        return cls(reference, verify, device, max_bytes, through_cache)
 
 
 def weights(source: WeightSource | str, *, transfer: TransferOptions | None = None,
-            warn: Warn | None = warn_stderr) -> Iterator[tuple[str, Any]]:
+            warn: Warn | None = warn_stderr, ranks: int = 1) -> Iterator[tuple[str, Any]]:
     """``(name, torch.Tensor)`` for every tensor of the model's safetensors files (those its
     shard index names, else every one), each yielded once all its bytes matched the chunk table;
     a wrong byte raises :class:`~ocibridge.lazyread.tensorload.TensorMismatch` before any tensor
     it touches is yielded, and a model ``verify=`` or the policy file refuses raises before a
-    byte of it is read. Closing the iterator (or an engine that stops early) ends the requests."""
+    byte of it is read. Closing the iterator (or an engine that stops early) ends the requests.
+    ``ranks``: how many processes of the node load the model, each calling this (an engine's
+    tensor-parallel ranks); more than one, and the source does not say otherwise, and the
+    blobs are fetched once into the node's model cache, by whichever process comes first, and
+    every process reads them there (``iter_tensors(through_cache=True)``)."""
     source = WeightSource(source) if isinstance(source, str) else source
     with iter_tensors(source.reference, framework="torch", device=source.device, max_bytes=source.max_bytes,
-                      transfer=transfer, verify=source.verify, warn=warn) as stream:
+                      transfer=transfer, verify=source.verify, warn=warn,
+                      through_cache=source.shared(ranks)) as stream:
         yield from stream
 
 
 def load_into(model: Any, source: WeightSource | str, *, strict: bool = True,
-              transfer: TransferOptions | None = None, warn: Warn | None = warn_stderr) -> set[str] | None:
+              transfer: TransferOptions | None = None, warn: Warn | None = warn_stderr,
+              ranks: int = 1) -> set[str] | None:
     """Feed :func:`weights` to ``model.load_weights`` (vLLM's model classes, or any module with
     that method) and return the names it says it loaded. When it says (vLLM's models return a
     set) and ``strict`` (vLLM: an unquantized model), every parameter of the model must be among
     them, as vLLM's own loader requires: a checkpoint that leaves one unset raises instead of
-    serving from uninitialised memory."""
-    loaded = model.load_weights(weights(source, transfer=transfer, warn=warn))
+    serving from uninitialised memory. ``ranks``: as :func:`weights`'."""
+    loaded = model.load_weights(weights(source, transfer=transfer, warn=warn, ranks=ranks))
     if loaded is None:
         return None
     missing = sorted({name for name, _ in model.named_parameters()} - set(loaded))

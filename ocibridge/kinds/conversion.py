@@ -21,6 +21,7 @@ from ocibridge.kinds.origin import restore
 from ocibridge.kinds.overrides import set_flagged_fields
 from ocibridge.kinds.repack import HoldsOnly, repack
 from ocibridge.kinds.view import TAG, ConvertedStore
+from ocibridge.model.paths import ArtifactPaths
 from ocibridge.oci.models import Descriptor
 from ocibridge.places.locators import Locator, text_of
 from ocibridge.places.targets import StoreTarget, open_source, open_store_target
@@ -107,8 +108,10 @@ def convert_reading(found: Identified, reading: Reading, to: str, options: Write
         if not reading.blobs.exists(part.blob):  # registry, known as mountable from its repository)
             raise NotFound(f"{reading.blobs.describe()}: blob {part.blob.digest} ({part.path}) is missing")
     source_family = found.family.key(found.manifest, WriteOptions())
-    return Conversion(ConvertedStore(reading.blobs, written), found, source_family, key, restored,
-                      [*reading.losses, *written.losses], changes)
+    converted = ConvertedStore(reading.blobs, written)
+    if target.name == "modelpack":  # what no pull could write is not written: pull's own judgement of its paths
+        ArtifactPaths(converted.manifest)
+    return Conversion(converted, found, source_family, key, restored, [*reading.losses, *written.losses], changes)
 
 
 @dataclass(frozen=True)

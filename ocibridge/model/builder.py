@@ -31,6 +31,7 @@ from ocibridge.model import digestcache
 from ocibridge.model.config import parse_config
 from ocibridge.model.package import ModelFile, ModelPackage, env_epoch
 from ocibridge.model.packing import compress, file_chunks, tar_chunks
+from ocibridge.model.paths import ArtifactPaths
 from ocibridge.oci.digest import is_digest, sha256_bytes, verified
 from ocibridge.oci.empty import EMPTY_DIGEST, EMPTY_JSON, empty_layer
 from ocibridge.oci.mediatypes import ANNOTATION_TITLE, OCI_MANIFEST, Family, Kind, Variant
@@ -439,4 +440,5 @@ def build(package: ModelPackage, options: BuildOptions | None = None,
         layers=descriptors,
         annotations=annotations or None,
     )
+    ArtifactPaths(manifest)  # what no pull could write is never built: pull's own judgement of the paths
     return ArtifactStore(manifest, config_bytes, layers, table if table is not None and table.layers else None)
