@@ -105,10 +105,17 @@ def test_the_hub_s_dataset_urls_parse_as_datasets(text, repo_type, repo_id, revi
     assert ref.remote == text.startswith("hf://")
 
 
-@pytest.mark.parametrize("text", ["hf:spaces/acme/app", "hf:datasets", "hf:datasets/a/b/c", "hf:datasets/../x"])
-def test_what_is_no_dataset_or_model_is_one_error(text):
-    with pytest.raises(UsageError):
+@pytest.mark.parametrize("text, words", [
+    ("hf:spaces/acme/app", "spaces/ repositories are not models or datasets ocibridge reads"),
+    ("hf:datasets", "names no dataset (hf:datasets/ORG/NAME[@REVISION])"),  # nor a model: the name is reserved
+    ("hf:datasets/a/b/c", "not a Hugging Face repo id (hf:ORG/NAME[@REVISION], hf:datasets/ORG/NAME[@REVISION])"),
+    ("hf:datasets/../x", "hf:datasets/ORG/NAME[@REVISION]"),
+])
+def test_what_is_no_dataset_or_model_is_one_error(text, words):
+    with pytest.raises(UsageError) as raised:
         parse_hub_reference(text)
+    said = str(raised.value)
+    assert words in said and "\n" not in said, said
 
 
 def test_a_cached_dataset_pushes_as_a_dataset_artifact(tmp_path, capsys, hub):
@@ -156,11 +163,25 @@ def test_a_dataset_push_is_reproducible(tmp_path, capsys, hub, monkeypatch):
 
 
 def test_a_model_and_a_dataset_of_one_name_stay_apart(tmp_path, capsys, hub):
-    write_dataset_cache(hub, "acme/reviews", make_dataset(tmp_path / "src"))
-    code = main(["push", "hf:acme/reviews", f"oci:{tmp_path / 'layout'}:m", "-q"])
+    """acme/reviews the dataset and acme/reviews the model are two folders of the cache and two artifacts."""
+    src = make_dataset(tmp_path / "src")
+    write_dataset_cache(hub, "acme/reviews", src)
+    layout = tmp_path / "layout"
+    code = main(["push", "hf:acme/reviews", f"oci:{layout}:m", "-q"])
     err = capsys.readouterr().err
     assert code == 1 and err.count("\n") == 1 and "hf:acme/reviews: not in the Hugging Face cache" in err
     assert not (hub / "models--acme--reviews").exists()
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text('{"model_type": "bert"}')
+    assert main(["push", str(model), f"oci:{layout}:model", "-q"]) == 0
+    assert main(["pull", f"oci:{layout}:model", "hf:acme/reviews", "-q"]) == 0
+    assert main(["push", "hf:acme/reviews", f"oci:{layout}:m", "-q"]) == 0
+    assert main(["push", "hf:datasets/acme/reviews", f"oci:{layout}:d", "-q"]) == 0
+    as_model, as_dataset = manifest_of(layout, "m"), manifest_of(layout, "d")
+    assert REPO_TYPE_KEY not in as_model["annotations"] and as_dataset["annotations"][REPO_TYPE_KEY] == "dataset"
+    assert as_model["annotations"]["org.opencontainers.image.source"] == "https://huggingface.co/acme/reviews"
+    assert len(as_model["layers"]) == 1 and len(as_dataset["layers"]) == 5
 
 
 def load_offline(hub: Path, tmp_path: Path, repo_id: str, *args: str) -> dict:
@@ -216,3 +237,53 @@ def test_a_dataset_of_300_shards_round_trips(tmp_path, capsys, hub, registry, un
         assert files_of(hub / f"datasets--{name.replace('/', '--')}" / "snapshots" / COMMIT) == files_of(src)
     loaded = load_offline(hub, tmp_path, "acme/grouped")
     assert len(loaded["train"]) == len(loaded["test"]) == 450
+
+
+def test_a_dataset_travels_as_a_model_does(tmp_path, capsys, hub, registry, unique_repo):
+    """push -> registry -> sign -> copy with its signature -> verify there -> inspect says dataset -> cat a
+    shard -> pull into the Hub cache: the commands take a dataset as they take a model."""
+    from signing_keys import key_pair
+
+    src = make_dataset(tmp_path / "src")
+    write_dataset_cache(hub, "acme/reviews", src)
+    private, public = key_pair(tmp_path / "k")
+    ref, copied = f"{registry.host}/{unique_repo}:v1", f"{registry.host}/{unique_repo}-copy:v1"
+    assert main(["push", "hf:datasets/acme/reviews", ref, "-q"]) == 0
+    assert main(["sign", ref, "--key", str(private)]) == 0
+    assert main(["copy", "-r", ref, copied, "-q"]) == 0
+    capsys.readouterr()
+    assert main(["verify", copied, "--key", str(public)]) == 0
+    assert main(["inspect", copied]) == 0
+    shown = capsys.readouterr().out
+    assert "Holds:         a dataset (pull it into the Hugging Face cache as hf:datasets/ORG/NAME)" in shown
+    assert "annotation io.ocibridge.card.task_categories: text-classification" in shown
+    assert main(["cat", copied, "data/train-00001-of-00002.csv"]) == 0
+    assert capsys.readouterr().out == (src / "data" / "train-00001-of-00002.csv").read_text()
+    assert main(["pull", copied, "hf:datasets/acme/signed", "-q", "--verify-key", str(public)]) == 0
+    assert files_of(hub / "datasets--acme--signed" / "snapshots" / COMMIT) == files_of(src)
+    assert main(["copy", "hf:datasets/acme/reviews", f"oci:{tmp_path / 'layout'}:c", "-q"]) == 0
+    capsys.readouterr()
+    assert main(["inspect", f"oci:{tmp_path / 'layout'}:c", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["repoType"] == "dataset"
+
+
+def test_a_mounted_dataset_loads_with_the_datasets_library(tmp_path, capsys, hub, registry, unique_repo):
+    """``ocibridge mount`` of a dataset (its shards grouped in a tar layer): the tree is the
+    dataset's, and ``load_dataset`` of the mount reads the card's configs and every row."""
+    from mounting import Mount, mount_env
+
+    src = make_dataset(tmp_path / "src", shards=40)  # 80 shards: grouped into one layer by default
+    write_dataset_cache(hub, "acme/mounted", src)
+    ref = f"{registry.host}/{unique_repo}:m"
+    assert main(["push", "hf:datasets/acme/mounted", ref, "-q"]) == 0
+    base = tmp_path / "mount"
+    with Mount(ref, base / "mnt", mount_env(base), base / "mount.log") as mounted:
+        assert files_of(mounted.where) == files_of(src)
+        script = ("import json, sys, datasets; d = datasets.load_dataset(sys.argv[1], 'first'); "
+                  "print(json.dumps(d['train'].to_list()))")
+        env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_CACHE": str(tmp_path / "datasets-cache")}
+        done = subprocess.run([sys.executable, "-c", script, str(mounted.where)], env=env, capture_output=True,
+                              text=True, timeout=300)
+        assert done.returncode == 0, done.stderr[-3000:]
+        rows = json.loads(done.stdout.strip().splitlines()[-1])
+        assert [r["text"] for r in rows] == [f"train row 0-{n}" for n in range(3)]

@@ -65,6 +65,8 @@ def parse_typed(reference: str) -> tuple[str, str, str | None]:
     repo_type = DATASET if first == DATASETS_PART and rest else MODEL
     if repo_type == DATASET:
         repo_id = rest
+    elif first == DATASETS_PART:
+        raise UsageError(f"{reference}: names no dataset (hf:datasets/ORG/NAME[@REVISION])")
     elif first in RESERVED_FIRST_PARTS:
         raise UsageError(f"{reference}: {first}/ repositories are not models or datasets ocibridge reads "
                          "(hf:ORG/NAME, hf:datasets/ORG/NAME)")
