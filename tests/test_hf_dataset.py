@@ -287,3 +287,16 @@ def test_a_mounted_dataset_loads_with_the_datasets_library(tmp_path, capsys, hub
         assert done.returncode == 0, done.stderr[-3000:]
         rows = json.loads(done.stdout.strip().splitlines()[-1])
         assert [r["text"] for r in rows] == [f"train row 0-{n}" for n in range(3)]
+
+
+def test_the_python_api_takes_datasets_as_the_command_line_does(tmp_path, hub):
+    import ocibridge
+
+    src = make_dataset(tmp_path / "src")
+    write_dataset_cache(hub, "acme/reviews", src)
+    layout = f"oci:{tmp_path / 'layout'}:api"
+    pushed = ocibridge.push("hf:datasets/acme/reviews", layout)
+    info = ocibridge.inspect(layout)
+    assert info.digest == pushed.descriptor.digest and info.as_dict()["repoType"] == "dataset"
+    ocibridge.pull(layout, "hf:datasets/acme/via-api")
+    assert files_of(hub / "datasets--acme--via-api" / "snapshots" / COMMIT) == files_of(src)
