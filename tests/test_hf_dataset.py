@@ -148,6 +148,18 @@ def test_a_cached_dataset_pushes_as_a_dataset_artifact(tmp_path, capsys, hub):
     assert info["annotations"][REPO_TYPE_KEY] == "dataset"
 
 
+def test_kind_overrides_and_the_cncf_names_apply_to_a_dataset(tmp_path, capsys, hub):
+    write_dataset_cache(hub, "acme/reviews", make_dataset(tmp_path / "src"))
+    layout = tmp_path / "layout"
+    assert main(["push", "hf:datasets/acme/reviews", f"oci:{layout}:k", "-q", "--kind", "test-*.csv=doc",
+                 "--media-types", "cncf"]) == 0
+    layers = manifest_of(layout, "k")["layers"]
+    assert all(layer["mediaType"].startswith("application/vnd.cncf.model.") for layer in layers)
+    kinds = {layer["annotations"]["org.cncf.model.filepath"]: layer["mediaType"].split(".")[-3] for layer in layers}
+    assert kinds == {"README.md": "doc", "data/test-00000-of-00002.csv": "doc", "data/test-00001-of-00002.csv": "doc",
+                     "data/train-00000-of-00002.csv": "dataset", "data/train-00001-of-00002.csv": "dataset"}
+
+
 def test_a_dataset_push_is_reproducible(tmp_path, capsys, hub, monkeypatch):
     src = make_dataset(tmp_path / "src")
     folder = write_dataset_cache(hub, "acme/reviews", src)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
@@ -78,32 +78,21 @@ def read_snapshot(ref: HubReference, request: ReadRequest, keep: Callable[[str],
 def _kinds(ref: HubReference, request: ReadRequest) -> Callable[[str, int], Kind]:
     """How a file's kind is chosen: by its name for a model, the dataset kind (its card a doc)
     for a dataset; ``--kind`` overrides win either way."""
-    from ocibridge.kinds.hf.repotype import dataset_file_kind
+    from ocibridge.kinds.hf.datasetpackage import dataset_kind
     from ocibridge.model.classify import classify
 
     overrides = request.kind_overrides
-    if not ref.is_dataset:
-        return lambda rel, size: classify(rel, size, overrides)
-    return lambda rel, size: classify(rel, size, overrides) if _overridden(rel, overrides) else dataset_file_kind(rel)
-
-
-def _overridden(rel: str, overrides: Sequence[tuple[str, Kind]]) -> bool:
-    import fnmatch
-    import posixpath
-
-    name = posixpath.basename(rel)
-    return any(fnmatch.fnmatchcase(rel, glob) or fnmatch.fnmatchcase(name, glob) for glob, _ in overrides)
+    if ref.is_dataset:
+        return lambda rel, size: dataset_kind(rel, size, overrides)
+    return lambda rel, size: classify(rel, size, overrides)
 
 
 def _fill(ref: HubReference, package: ModelPackage) -> None:
-    """The metadata a model's files and card say; a dataset's card's, and the annotation that
-    names the artifact a dataset."""
+    """The metadata a model's files and card say; a dataset's card's, and its repository type."""
     if ref.is_dataset:
-        from ocibridge.kinds.hf.repotype import DATASET, REPO_TYPE_KEY
-        from ocibridge.model.datasetcard import fill_dataset
+        from ocibridge.kinds.hf.datasetpackage import mark_dataset
 
-        fill_dataset(package)
-        package.annotations[REPO_TYPE_KEY] = DATASET
+        mark_dataset(package)
         return
     from ocibridge.model import metadata
 
