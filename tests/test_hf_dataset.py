@@ -273,6 +273,10 @@ def test_a_dataset_travels_as_a_model_does(tmp_path, capsys, hub, registry, uniq
     assert capsys.readouterr().out == (src / "data" / "train-00001-of-00002.csv").read_text()
     assert main(["pull", copied, "hf:datasets/acme/signed", "-q", "--verify-key", str(public)]) == 0
     assert files_of(hub / "datasets--acme--signed" / "snapshots" / COMMIT) == files_of(src)
+    capsys.readouterr()
+    assert main(["path", copied, "--hf", "datasets/acme/by-path"]) == 0  # the shared cache's snapshot, linked
+    assert files_of(Path(capsys.readouterr().out.strip())) == files_of(src)
+    assert files_of(hub / "datasets--acme--by-path" / "snapshots" / COMMIT) == files_of(src)
     assert main(["copy", "hf:datasets/acme/reviews", f"oci:{tmp_path / 'layout'}:c", "-q"]) == 0
     capsys.readouterr()
     assert main(["inspect", f"oci:{tmp_path / 'layout'}:c", "--json"]) == 0
