@@ -258,12 +258,29 @@ def run(args: argparse.Namespace, out: Path) -> dict[str, str]:
             "command": " ".join(["python -m bench.datasets_suite", *sys.argv[1:]])}
 
 
+def server_words(junit: Path) -> dict[str, str]:
+    """Each failure's first line, with the server's own words where huggingface_hub's error opens with
+    only its request id (``BadRequestError: (Request ID: …)``, the answer's message lines below)."""
+    import xml.etree.ElementTree as ET
+
+    found = {}
+    for case in ET.parse(junit).getroot().iter("testcase"):
+        for child in case:
+            lines = [ln.strip() for ln in (child.get("message") or "").splitlines() if ln.strip()]
+            if child.tag in ("failure", "error") and lines and "(Request ID:" in lines[0] and len(lines) > 1:
+                found[hs.nodeid_of(case.get("classname", ""), case.get("name", ""))] = \
+                    f"{lines[0].split(':', 1)[0]}: {' '.join(lines[1:3])}"[:400]
+    return found
+
+
 def report(out: Path, doc: Path | None = None) -> int:
     """results.json and summary.md of the run kept in ``out`` (and the docs page ``doc``); the counts printed."""
     meta = json.loads((out / "meta.json").read_text())
     if not (out / "junit.xml").exists():
         raise SystemExit(f"pytest wrote no junit xml (exit {meta['pytest_exit']}); see {out / 'pytest.log'}")
     results = hs.read_junit(out / "junit.xml")
+    for nodeid, words in server_words(out / "junit.xml").items():
+        results[nodeid].error = words
     log = out / "serve-access.log"
     traffic = hs.split_access_log(log) if log.exists() else {}
     for nodeid, r in results.items():
