@@ -1,6 +1,6 @@
 """The ``datasets`` library's own Hub tests, run against ``ocibridge serve`` on a fresh local registry.
 
-    .venv/bin/python -m bench.datasets_suite --datasets-src /tmp/dsrc/src501 \\
+    .venv/bin/python -m bench.datasets_suite --datasets-git /work/.mirror/huggingface+datasets/repo \\
         --datasets-python /tmp/dsrc/venv/bin/python [--ocibridge-src /work/main] [--out DIR]
     .venv/bin/python -m bench.datasets_suite ... --serve-url http://HOST:PORT   # a serve already running
     .venv/bin/python -m bench.datasets_suite --print-token-file SRC             # the tokens such a serve needs
@@ -8,8 +8,9 @@
 
 ``--datasets-src``: the library's source at the version ``--datasets-python`` imports (its
 ``tests/`` with ``conftest.py`` and ``fixtures/``: the sdist on PyPI lacks them, so a checkout or the
-GitHub tag's tree; docs/benchmarks.md says how one was made here). ``--datasets-python``: a python
-with that ``datasets`` and pytest, pytest-datadir, pytest-timeout installed.
+GitHub tag's tree), or ``--datasets-git``: a clone or mirror of the repository, whose tag of that
+version the harness writes out itself. ``--datasets-python``: a python with that ``datasets`` and
+what the selected test files import (docs/datasets-suite.md lists it).
 
 As bench/hub_suite.py does for huggingface_hub: a fresh ``docker-registry`` and a fresh serve of it
 (started from ``--ocibridge-src``, this tree by default, with this venv's python), a temporary copy
@@ -99,9 +100,10 @@ Hub (a fixture of `tests/fixtures/hub.py`: `ci_hub_config`, `hf_api`, `hf_token`
 the private and gated dataset repositories), less the groups the table names with their reasons.
 
 The library's source must be the installed version's, with `tests/conftest.py`, `tests/utils.py` and
-`tests/fixtures/` (PyPI's sdist lacks them): here the GitHub tag's tree, from a mirror of the
-repository, `git archive 5.0.1` (less two mesh files of `tests/features/data` the mirror lacks), and a
-venv of `datasets==5.0.1` with `pytest pytest-datadir pytest-timeout Pillow absl-py decorator
+`tests/fixtures/` (PyPI's sdist lacks them): `--datasets-src` a tree of it, or `--datasets-git` a clone
+or mirror of huggingface/datasets whose tag of the installed version the harness writes out (a file whose
+blob the mirror lacks is left out: two mesh files of `tests/features/data` here). The python is a
+venv of `datasets==5.0.1` (the mirror's latest tag) with `pytest pytest-datadir pytest-timeout Pillow absl-py decorator
 zstandard lz4 py7zr rarfile aiohttp sqlalchemy "joblib<1.3.0"` (what the selected files import;
 tests needing torch, torchcodec or soundfile skip themselves).
 """
@@ -198,11 +200,33 @@ def prepare_tests(src: Path, work: Path, serve_url: str) -> list[str]:
     return [f"tests/fixtures/hub.py (CI_HUB_ENDPOINT = serve; CI_HUB_USER = {RENAMED_USER!r})"]
 
 
+def tag_tree(git_dir: Path, tag: str, into: Path) -> Path:
+    """The tree of ``tag`` of the datasets repository at ``git_dir`` (a clone or a bare mirror)
+    written to ``into``; a file whose blob the mirror lacks (large test data) is left out."""
+    listed = subprocess.run(["git", "-C", str(git_dir), "ls-tree", "-r", "-z", tag], capture_output=True,
+                            check=True).stdout.split(b"\0")
+    for entry in filter(None, listed):
+        meta, path = entry.split(b"\t", 1)
+        mode, kind, sha = meta.split()
+        if kind != b"blob" or mode == b"120000" or b".." in path.split(b"/"):
+            continue
+        blob = subprocess.run(["git", "-C", str(git_dir), "cat-file", "blob", sha.decode()], capture_output=True)
+        if blob.returncode != 0:
+            continue
+        target = into / path.decode()
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(blob.stdout)
+    return into
+
+
 def run(args: argparse.Namespace, out: Path) -> dict[str, str]:
-    src, py = args.datasets_src.resolve(), args.datasets_python.absolute()
+    py = args.datasets_python.absolute()
     probe = subprocess.run([str(py), "-c", "import datasets, huggingface_hub; print(datasets.__version__); "
                             "print(huggingface_hub.__version__)"], capture_output=True, text=True, check=True)
     ds_version, hub_version = probe.stdout.split()[:2]
+    if args.datasets_src is None:  # the installed version's tag, from the repository --datasets-git names
+        args.datasets_src = tag_tree(args.datasets_git, ds_version, out / "datasets-src")
+    src = args.datasets_src.resolve()
     said = re.search(r'version="([^"]+)"', (src / "setup.py").read_text())
     if said is None or said.group(1) != ds_version:
         raise SystemExit(f"{src} is datasets {said.group(1) if said else '?'}, {py} imports {ds_version}: "
@@ -332,6 +356,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--print-token-file", type=Path, metavar="SRC",
                     help="print the token file a serve given by --serve-url needs for the checkout SRC")
     ap.add_argument("--datasets-src", type=Path, help="the datasets library's source tree (with tests/)")
+    ap.add_argument("--datasets-git", type=Path, help="instead: a clone or mirror of huggingface/datasets, whose "
+                    "tag of the installed version is written into --out")
     ap.add_argument("--datasets-python", type=Path, help="a python importing that version of datasets")
     ap.add_argument("--ocibridge-src", type=Path, default=hs.ROOT,
                     help="the ocibridge tree serve runs from (default: this one), e.g. the merged checkout")
@@ -349,8 +375,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.print_token_file:
         print(token_file_text(args.print_token_file), end="")
         return 0
-    if args.datasets_src is None or args.datasets_python is None:
-        ap.error("--datasets-src and --datasets-python are required")
+    if (args.datasets_src is None) == (args.datasets_git is None) or args.datasets_python is None:
+        ap.error("--datasets-python and one of --datasets-src and --datasets-git are required")
     out = (args.out or Path("/work/datasets-suite-runs") / datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ"))
     out = out.resolve()
     out.mkdir(parents=True, exist_ok=True)
