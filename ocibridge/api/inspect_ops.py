@@ -29,6 +29,10 @@ def inspect(ref: str | Locator, *, transfer: TransferOptions | None = None) -> I
     from ocibridge.kinds.family_info import describe
 
     describe(target.store, read, info)  # the manifest inspected, judged as read: asked for once
+    from ocibridge.kinds.hf.repotype import DATASET, REPO_TYPE_KEY
+
+    if info["annotations"].get(REPO_TYPE_KEY) == DATASET:  # a Hub dataset's artifact (a model's says nothing)
+        info["repoType"] = DATASET
     from ocibridge.signing.attest import list_evidence
 
     subject = Descriptor(mediaType=info["mediaType"], digest=info["digest"], size=info["size"])

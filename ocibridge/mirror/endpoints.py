@@ -81,7 +81,7 @@ def open_endpoint(text: str, job: MirrorJob, *, for_write: bool = False, dry_run
         if for_write:
             raise OcibridgeError(f"{text!r}: a Hub repository is a mirror source only (the target is a "
                                  "registry repository or oci:PATH)")
-        name = f"hf://{hub.repo_id}"
+        name = f"hf://{hub.typed_id}"
         return Endpoint(EmptyStore(name), name, hub.revision)
     if isinstance(parsed, LayoutReference):
         ref = parsed

@@ -1,4 +1,5 @@
-"""Hub sources of mirror jobs: ``source = "hf://ORG/NAME"``.
+"""Hub sources of mirror jobs: ``source = "hf://ORG/NAME"`` (a dataset: ``"hf://datasets/ORG/NAME"``,
+listed, resolved and downloaded through the Hub's dataset API, built as ``push hf:datasets/…`` builds it).
 
 Each selected revision (a branch, a tag, a commit id) is resolved to its commit at planning and
 becomes two tags of the target: ``<name>-<first 12 hex of the commit>``, pinned, and ``<name>``,
@@ -44,7 +45,7 @@ _NAME_MAX = 128 - 1 - _SHORT
 
 def hub_source(job: MirrorJob, entry: SyncEntry, ref: HubReference) -> HubSource:
     return HubSource(ref.repo_id, job.hub_endpoint(entry), job.hub_token(entry), ref.revision,
-                     tuple(entry.include), tuple(entry.exclude))
+                     tuple(entry.include), tuple(entry.exclude), repo_type=ref.repo_type)
 
 
 def tag_names(name: str, commit: str) -> tuple[str, str | None]:
@@ -88,7 +89,7 @@ def list_refs(api: Any, src: HubSource) -> dict[str, str] | None:
     from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError
 
     try:
-        refs = api.list_repo_refs(src.repo_id, token=src.token)
+        refs = api.list_repo_refs(src.repo_id, repo_type=src.repo_type, token=src.token)
     except RepositoryNotFoundError:
         raise OcibridgeError(f"{src.name}: no such repository on {src.endpoint} "
                              "(or it is private and no token was given)") from None
@@ -172,8 +173,8 @@ class _HubPlanner:
         commit = self.listed.get(name) or (name if _COMMIT.match(name) else None)
         info = None
         if commit is None or self.dry_run:
-            info = self.api.model_info(self.src.repo_id, revision=commit or name, files_metadata=self.dry_run,
-                                       token=self.src.token)
+            info = self.api.repo_info(self.src.repo_id, revision=commit or name, files_metadata=self.dry_run,
+                                      repo_type=self.src.repo_type, token=self.src.token)
             commit = str(info.sha)
         if not _COMMIT.match(commit):
             raise OcibridgeError(f"{self.src.endpoint} names {commit!r} as the commit of {name!r}: no commit id")

@@ -97,6 +97,8 @@ def format_inspect(info: dict[str, Any]) -> str:
         f"Digest:        {info['digest']}",
         f"Media type:    {info['mediaType']}",
         f"Artifact type: {info['artifactType'] or '-'}",
+        *([f"Holds:         a {info['repoType']} (pull it into the Hugging Face cache as "
+           f"hf:{info['repoType']}s/ORG/NAME)"] if info.get("repoType") else []),
         f"Layers:        {human_size(info['totalSize'])} in {len(info['layers'])} layers",  # config, manifest not in
         *(["Files:         0 (a model of no files: its one layer is the OCI empty descriptor)"]
           if info.get("files") == 0 else []),

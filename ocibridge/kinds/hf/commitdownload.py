@@ -25,6 +25,7 @@ EXTRA = "hf:// sources need huggingface_hub: pip install 'ocibridge[hub]'"
 #: What ``org.opencontainers.image.source`` says, whichever endpoint served the commit (as
 #: ``push hf:`` says it): the repository on the Hub; the commit pins the content.
 HUB_PAGE = "https://huggingface.co/{repo_id}"
+MODEL = "model"
 
 
 def said(e: BaseException) -> str:
@@ -51,14 +52,21 @@ class HubSource:
     revision: str | None  # hf://ORG/NAME@REVISION: that revision only
     include: tuple[str, ...] = ()
     exclude: tuple[str, ...] = ()
+    #: ``model`` or ``dataset`` (kinds/hf/repotype.py): the Hub's API and file URLs differ by it
+    repo_type: str = MODEL
+
+    @property
+    def typed_id(self) -> str:
+        """The repo id as the Hub's URLs write it: ``datasets/ORG/NAME`` for a dataset."""
+        return self.repo_id if self.repo_type == MODEL else f"{self.repo_type}s/{self.repo_id}"
 
     @property
     def name(self) -> str:
-        return f"hf://{self.repo_id}"
+        return f"hf://{self.typed_id}"
 
     @property
     def page(self) -> str:
-        return HUB_PAGE.format(repo_id=self.repo_id)
+        return HUB_PAGE.format(repo_id=self.typed_id)
 
     def keeps(self, path: str) -> bool:
         """Whether ``include``/``exclude`` keep a file: huggingface_hub's own rule, the one
@@ -116,7 +124,7 @@ class _Download:
         from ocibridge.kinds.source import ReadRequest
 
         names = {f.path for f in listed}
-        return read_snapshot(Reference(self.src.repo_id, self.commit), ReadRequest(),
+        return read_snapshot(Reference(self.src.repo_id, self.commit, repo_type=self.src.repo_type), ReadRequest(),
                              keep=lambda rel: rel in names, root=self.cache, gitattributes=self.gitattributes)
 
     def listing(self) -> list[Any]:
@@ -127,7 +135,7 @@ class _Download:
         api = hub().HfApi(endpoint=src.endpoint, token=src.token)
         kept: list[Any] = []
         for seen, entry in enumerate(api.list_repo_tree(src.repo_id, revision=self.commit, recursive=True,
-                                                        token=src.token), 1):
+                                                        repo_type=src.repo_type, token=src.token), 1):
             if seen > MAX_LISTED:
                 raise OcibridgeError(f"{src.name}@{self.commit}: {src.endpoint} lists more than {MAX_LISTED} "
                                      "entries: refused (no model needs that many files)")
@@ -147,7 +155,8 @@ class _Download:
         """One file into the cache, then its bytes checked against the listing."""
         src = self.src
         path = Path(hub().hf_hub_download(src.repo_id, entry.path, revision=self.commit, endpoint=src.endpoint,
-                                          token=src.token, cache_dir=str(self.cache), tqdm_class=_quiet_tqdm()))
+                                          repo_type=src.repo_type, token=src.token, cache_dir=str(self.cache),
+                                          tqdm_class=_quiet_tqdm()))
         lfs = entry.lfs  # a RepoFile (the listing keeps no other): BlobLfsInfo or None
         if lfs is not None and lfs.sha256:
             said, what = str(lfs.sha256), "sha256"

@@ -1,4 +1,6 @@
-"""``hf:ORG/NAME[@REVISION]`` in the table of kinds: a model of the local Hugging Face cache.
+"""``hf:ORG/NAME[@REVISION]`` in the table of kinds: a model of the local Hugging Face cache
+(``hf:datasets/ORG/NAME[@REVISION]``: a dataset of it, its files layers of the dataset kind, its
+card a doc, the repository type annotation on its manifest: kinds/hf/repotype.py).
 
 Pushed, the snapshot's files are read where the cache keeps them (no network), and the
 artifact says where they came from with the standard annotations (``image.source``: the Hub
@@ -22,6 +24,7 @@ from ocibridge.kinds.source import ExportRequest, ReadRequest
 if TYPE_CHECKING:
     from ocibridge.cache.models import ModelCache, Snapshot
     from ocibridge.model.package import ModelFile, ModelPackage
+    from ocibridge.oci.mediatypes import Kind
     from ocibridge.oci.models import Descriptor
     from ocibridge.stores.base import Store
     from ocibridge.transfer.pull_result import PullResult
@@ -39,13 +42,12 @@ def read_snapshot(ref: HubReference, request: ReadRequest, keep: Callable[[str],
     more, downloaded by another). ``root``: the Hub cache to read (default: huggingface_hub's own).
     ``gitattributes``: ``.gitattributes`` kept as a file (serve's proxy: a file of the Hub's commit);
     ``push hf:`` leaves it out, a tool file rather than the model's."""
-    from ocibridge.model import metadata
-    from ocibridge.model.classify import classify
     from ocibridge.model.package import ModelPackage
 
     reference, repo_id, revision = ref.text, ref.repo_id, ref.revision
-    folder = repo_folder(repo_id, root)
-    commit = resolve_revision(folder, repo_id, revision)
+    folder = repo_folder(repo_id, root, ref.repo_type)
+    commit = resolve_revision(folder, ref.typed_id, revision)
+    kind_of = _kinds(ref, request)
     snapshot = folder / "snapshots" / commit
     if not snapshot.is_dir():
         raise SourceError(f"{reference}: snapshot {commit} is missing from {folder}")
@@ -62,15 +64,39 @@ def read_snapshot(ref: HubReference, request: ReadRequest, keep: Callable[[str],
         real = os.path.realpath(path)
         if not (real.startswith(inside) or _in_shared_store(real, shared)) or not _regular(real):
             raise SourceError(f"{reference}: {rel} does not lead to a file of the cache ({real})")
-        files.append(_file(rel, Path(real), classify(rel, os.path.getsize(real), request.kind_overrides)))
+        files.append(_file(rel, Path(real), kind_of(rel, os.path.getsize(real))))
     if not files:
         raise SourceError(f"{reference}: the snapshot {commit} holds no files")
     package = ModelPackage(files=files, descriptor={"name": request.name or repo_id.rsplit("/", 1)[-1]},
                            source_format="hf")
-    metadata.fill(package)
-    package.annotations[SOURCE_ANNOTATION] = f"https://huggingface.co/{repo_id}"
+    _fill(ref, package)
+    package.annotations[SOURCE_ANNOTATION] = f"https://huggingface.co/{ref.typed_id}"
     package.annotations[REVISION_ANNOTATION] = commit
     return package
+
+
+def _kinds(ref: HubReference, request: ReadRequest) -> Callable[[str, int], Kind]:
+    """How a file's kind is chosen: by its name for a model, the dataset kind (its card a doc)
+    for a dataset; ``--kind`` overrides win either way."""
+    from ocibridge.kinds.hf.datasetpackage import dataset_kind
+    from ocibridge.model.classify import classify
+
+    overrides = request.kind_overrides
+    if ref.is_dataset:
+        return lambda rel, size: dataset_kind(rel, size, overrides)
+    return lambda rel, size: classify(rel, size, overrides)
+
+
+def _fill(ref: HubReference, package: ModelPackage) -> None:
+    """The metadata a model's files and card say; a dataset's card's, and its repository type."""
+    if ref.is_dataset:
+        from ocibridge.kinds.hf.datasetpackage import mark_dataset
+
+        mark_dataset(package)
+        return
+    from ocibridge.model import metadata
+
+    metadata.fill(package)
 
 
 def _in_shared_store(real: str, shared: str) -> bool:
@@ -143,4 +169,4 @@ def into_hub_cache(cache: ModelCache, snap: Snapshot, dest: HubReference) -> lis
     manifest = parse_manifest_bytes(cache.blobs.fetch_bytes(snap.manifest), snap.manifest.mediaType)
     said = (manifest.annotations or {}).get(REVISION_ANNOTATION, "") if isinstance(manifest, Manifest) else ""
     commit = said if COMMIT.fullmatch(said) else snap.manifest.digest.split(":", 1)[1][:40]
-    return write_hub_snapshot(snap.path, repo_folder(repo_id), commit, ref=ref or "main")
+    return write_hub_snapshot(snap.path, repo_folder(repo_id, repo_type=dest.repo_type), commit, ref=ref or "main")

@@ -1,7 +1,7 @@
 """The Hub cache layout, as huggingface_hub reads and writes it (its "Manage cache" guide):
 
     $HF_HUB_CACHE (else $HF_HOME/hub, else ~/.cache/huggingface/hub)
-        models--ORG--NAME/
+        models--ORG--NAME/               (a dataset's: datasets--ORG--NAME/, laid out alike)
             blobs/<etag>                 the files' bytes, by their etag (the Hub: sha256 of LFS files,
                                          git blob sha1 of others; ocibridge's pull and serve: sha256)
                                          (huggingface_hub 2.x: a file downloaded over Xet is a
@@ -22,6 +22,7 @@ from pathlib import Path
 
 from ocibridge.core.smallfile import MAX_TINY_FILE, read_small
 from ocibridge.errors import SourceError, UsageError
+from ocibridge.kinds.hf.repotype import DATASET, DATASETS_PART, MODEL, RESERVED_FIRST_PARTS
 
 SCHEME = "hf:"
 
@@ -48,17 +49,40 @@ def hub_cache() -> Path:
 
 def parse(reference: str) -> tuple[str, str | None]:
     """``hf:ORG/NAME[@REVISION]`` as (repo id, revision or None); one error line if malformed."""
+    repo_type, repo_id, revision = parse_typed(reference)
+    if repo_type != MODEL:
+        raise UsageError(f"{reference}: names a {repo_type}, not a model (hf:ORG/NAME[@REVISION])")
+    return repo_id, revision
+
+
+def parse_typed(reference: str) -> tuple[str, str, str | None]:
+    """``hf:ORG/NAME[@REVISION]`` (a model) or ``hf:datasets/ORG/NAME[@REVISION]`` (a dataset, as
+    the Hub's own URLs name it) as (repo type, repo id, revision or None); one error line if
+    malformed. A model id never starts with a name the Hub reserves (``datasets``, ``spaces``)."""
     body = reference[len(SCHEME):] if reference.startswith(SCHEME) else reference
     repo_id, _, revision = body.partition("@")
+    first, _, rest = repo_id.partition("/")
+    repo_type = DATASET if first == DATASETS_PART and rest else MODEL
+    if repo_type == DATASET:
+        repo_id = rest
+    elif first == DATASETS_PART:
+        raise UsageError(f"{reference}: names no dataset (hf:datasets/ORG/NAME[@REVISION])")
+    elif first in RESERVED_FIRST_PARTS:
+        raise UsageError(f"{reference}: {first}/ repositories are not models or datasets ocibridge reads "
+                         "(hf:ORG/NAME, hf:datasets/ORG/NAME)")
     if not _REPO_ID.fullmatch(repo_id) or ".." in repo_id or "--" in repo_id:
-        raise UsageError(f"{reference}: not a Hugging Face repo id (hf:ORG/NAME[@REVISION])")
+        raise UsageError(f"{reference}: not a Hugging Face repo id (hf:ORG/NAME[@REVISION], "
+                         "hf:datasets/ORG/NAME[@REVISION])")
     if revision and (not _REVISION.fullmatch(revision) or ".." in revision):
         raise UsageError(f"{reference}: {revision!r} is not a revision")
-    return repo_id, revision or None
+    return repo_type, repo_id, revision or None
 
 
-def repo_folder(repo_id: str, root: Path | None = None) -> Path:
-    return (root or hub_cache()) / ("models--" + repo_id.replace("/", "--"))
+def repo_folder(repo_id: str, root: Path | None = None, repo_type: str = MODEL) -> Path:
+    """A repository's folder in the cache (huggingface_hub's ``repo_folder_name``)."""
+    if repo_type not in (MODEL, DATASET):
+        raise ValueError(f"unknown repository type {repo_type!r}")
+    return (root or hub_cache()) / f"{repo_type}s--{repo_id.replace('/', '--')}"
 
 
 def shared_blobs(folder: Path) -> Path:

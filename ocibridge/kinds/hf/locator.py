@@ -1,5 +1,6 @@
 """``hf:ORG/NAME[@REVISION]``: a model of the local Hugging Face cache, as a typed locator (the
-hf kind's grammar in the table of kinds; :func:`ocibridge.places.locate.locate` calls it).
+hf kind's grammar in the table of kinds; :func:`ocibridge.places.locate.locate` calls it);
+``hf:datasets/ORG/NAME[@REVISION]``: a dataset of it, named as the Hub's URLs name it.
 
 ``hf://ORG/NAME[@REVISION]`` names the repository on a Hub endpoint instead (``remote``): a
 mirror job's source, downloaded into that cache first (docs/mirroring.md)."""
@@ -9,7 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from ocibridge.kinds.hf.hubcache import SCHEME, parse
+from ocibridge.kinds.hf.hubcache import SCHEME, parse_typed
+from ocibridge.kinds.hf.repotype import DATASET, DATASETS_PART, MODEL
 from ocibridge.oci.reference import RegistryReference
 
 REMOTE_SCHEME = "hf://"
@@ -18,12 +20,14 @@ REMOTE_SCHEME = "hf://"
 @dataclass(frozen=True)
 class HubReference:
     """A repository of the Hub cache and the revision asked for (None: ``main``); ``remote``:
-    the repository on a Hub endpoint (``hf://``), which only mirror jobs read."""
+    the repository on a Hub endpoint (``hf://``), which only mirror jobs read; ``repo_type``:
+    ``model`` or ``dataset`` (kinds/hf/repotype.py)."""
 
     repo_id: str
     revision: str | None = None
     written: str = field(default="", compare=False, repr=False)
     remote: bool = False
+    repo_type: str = MODEL
 
     #: what it answers as a kind's place (ocibridge.places.locators.KindPlace): a source, not a store
     kind: ClassVar[str] = "hf"
@@ -38,25 +42,33 @@ class HubReference:
         return self.written or str(self)
 
     @property
+    def is_dataset(self) -> bool:
+        return self.repo_type == DATASET
+
+    @property
+    def typed_id(self) -> str:
+        """The repo id as the Hub's URLs write it: ``datasets/ORG/NAME`` for a dataset."""
+        return f"{DATASETS_PART}/{self.repo_id}" if self.is_dataset else self.repo_id
+
+    @property
     def repository_text(self) -> str:
-        return (REMOTE_SCHEME if self.remote else SCHEME) + self.repo_id
+        return (REMOTE_SCHEME if self.remote else SCHEME) + self.typed_id
 
     def registry_reference(self) -> RegistryReference | None:
         return None
 
     def __str__(self) -> str:
         scheme = REMOTE_SCHEME if self.remote else SCHEME
-        return f"{scheme}{self.repo_id}" + (f"@{self.revision}" if self.revision else "")
+        return f"{scheme}{self.typed_id}" + (f"@{self.revision}" if self.revision else "")
 
 
 def parse_hub_reference(text: str) -> HubReference:
-    """``hf:ORG/NAME[@REVISION]`` (the scheme may be left out), or ``hf://ORG/NAME[@REVISION]``
-    (the repository on a Hub endpoint); one error line if malformed."""
-    if text.startswith(REMOTE_SCHEME):
-        repo_id, revision = parse(SCHEME + text[len(REMOTE_SCHEME):])
-        return HubReference(repo_id, revision, written=text, remote=True)
-    repo_id, revision = parse(text)
-    return HubReference(repo_id, revision, written=text)
+    """``hf:[datasets/]ORG/NAME[@REVISION]`` (the scheme may be left out), or
+    ``hf://[datasets/]ORG/NAME[@REVISION]`` (the repository on a Hub endpoint); one error line if
+    malformed."""
+    remote = text.startswith(REMOTE_SCHEME)
+    repo_type, repo_id, revision = parse_typed(SCHEME + text[len(REMOTE_SCHEME):] if remote else text)
+    return HubReference(repo_id, revision, written=text, remote=remote, repo_type=repo_type)
 
 
 def as_hub_reference(value: str | HubReference) -> HubReference:
