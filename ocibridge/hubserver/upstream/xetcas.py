@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ocibridge.core import boundedjson
 from ocibridge.errors import OcibridgeError
 from ocibridge.hubserver.upstream.fileget import XetUnavailable
 
@@ -109,7 +110,7 @@ def _grant_of(answer: httpx.Response) -> Grant:
     said: dict[str, Any] = {}
     if "json" in answer.headers.get("content-type", ""):
         try:
-            body = answer.json()
+            body = boundedjson.loads(answer.content, "the upstream's Xet grant")
             said = body if isinstance(body, dict) else {}
         except ValueError:
             pass
@@ -148,7 +149,7 @@ def reconstruction(http: httpx.Client, grant: Grant, name: str, start: int, size
     if answer.status_code not in (200, 206):
         raise OcibridgeError(f"{where} answered {answer.status_code}")
     try:
-        return _parsed(answer.json())
+        return _parsed(boundedjson.loads(answer.content, "the upstream's reconstruction"))
     except (ValueError, KeyError, TypeError, AttributeError) as e:
         raise OcibridgeError(f"{where}: not a reconstruction ({e})") from None
 
