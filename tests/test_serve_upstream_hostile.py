@@ -171,16 +171,17 @@ def test_a_tree_pages_link_to_another_origin_never_gets_the_upstream_token(
     while not any("/api/models/evil/link/tree/" in p for p, _ in rec.asked):
         assert time.monotonic() < until, rec.asked
         time.sleep(0.1)
-    # a mirror's hf:// listing of the same commit: the same pages
-    download = CommitDownload(HubSource("evil/link", url, UP_TOKEN, None), COMMIT, 1, tmp_path / "hub")
-    with pytest.raises(OcibridgeError, match="another origin"):
-        download.listing()
     until = time.monotonic() + 60  # the proxy's fetch ended: its one audit line
     while not _outcomes(root, "evil/link"):
         assert time.monotonic() < until, (rec.asked, elsewhere.asked)
         time.sleep(0.1)
     assert [a for _, a in elsewhere.asked if a] == [], elsewhere.asked
     assert elsewhere.asked == []  # refused, not followed at all
+    # a mirror's hf:// listing of the same commit: the same pages, refused the same
+    download = CommitDownload(HubSource("evil/link", url, UP_TOKEN, None), COMMIT, 1, tmp_path / "hub")
+    with pytest.raises(OcibridgeError, match="another origin"):
+        download.listing()
+    assert elsewhere.asked == []
 
 
 def _outcomes(root: Path, repo_id: str) -> list[str]:
