@@ -6,10 +6,14 @@ tests/upstream_proxy.py (its upstream is behind a fault proxy that records every
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from urllib.parse import urlsplit
 
 import httpcore
+import huggingface_hub
 import pytest
 from huggingface_hub import HfApi
 from support.faultproxy import hold
@@ -112,3 +116,49 @@ def test_a_range_past_the_end_is_the_same_416_in_flight_and_landed(proxied: Prox
     assert in_flight[2] == landed[2]
     assert {k: v for k, v in in_flight[1].items() if k not in varying} == \
         {k: v for k, v in landed[1].items() if k not in varying}
+
+
+def test_a_miss_asks_the_upstream_once_for_its_model_info_its_tree_and_its_commits(proxied: Proxied,
+                                                                                  tmp_path: Path):
+    """A model loaded by branch name while its fetch is in flight (a file held at the upstream's door,
+    another file downloaded meanwhile, model_info asked): the upstream was asked one model_info, one
+    tree listing and one commit list for it in all, every later request joining the first's."""
+    repo_id = "acme/asked-once"
+    up = HfApi(endpoint=proxied.upstream, token=UP_TOKEN)
+    up.create_repo(repo_id)
+    up.upload_file(path_or_fileobj=b'{"once": 1}', path_in_repo="config.json", repo_id=repo_id)
+    sha = up.upload_file(path_or_fileobj=b"\x09" * 8192, path_in_repo="w.safetensors", repo_id=repo_id).oid
+    release = threading.Event()
+    proxied.counted.add("GET", rf"/{repo_id}/resolve/.*/w\.safetensors", hold(release))
+    refs_before = len(proxied.stored.requests_matching(None, f"/proxy/{repo_id}/manifests/ocibridge-refs"))
+    requests_before = len(proxied.counted.requests)
+
+    def load(path: str, folder: str) -> bytes:
+        return Path(huggingface_hub.hf_hub_download(repo_id, path, endpoint=proxied.proxy, token=CLIENT_TOKEN,
+                                                    cache_dir=tmp_path / folder)).read_bytes()
+
+    try:
+        with ThreadPoolExecutor(1) as pool:
+            weights = pool.submit(load, "w.safetensors", "w")
+            until = time.monotonic() + 60
+            while not proxied.counted.requests_matching("GET", rf"/{repo_id}/resolve/.*/w\.safetensors"):
+                assert time.monotonic() < until and not weights.done(), "the fetch never began"
+                time.sleep(0.05)
+            assert load("config.json", "c") == b'{"once": 1}'
+            assert proxied.api().model_info(repo_id).sha == sha
+            assert proxied.tags(f"proxy/{repo_id}") == []  # all of it while the commit was in flight
+            release.set()
+            assert weights.result(timeout=120) == b"\x09" * 8192
+    finally:
+        release.set()
+    proxied.named_main(f"proxy/{repo_id}", sha)
+    asked = [r.path.split("?")[0] for r in proxied.counted.requests[requests_before:]]
+    model_infos = [p for p in asked
+                   if p == f"/api/models/{repo_id}" or p.startswith(f"/api/models/{repo_id}/revision/")]
+    trees = [p for p in asked if p.startswith(f"/api/models/{repo_id}/tree/")]
+    commits = [p for p in asked if p.startswith(f"/api/models/{repo_id}/commits/")]
+    refs = len(proxied.stored.requests_matching(None, f"/proxy/{repo_id}/manifests/ocibridge-refs")) - refs_before
+    print(f"per miss: model_info {len(model_infos)}, tree {len(trees)}, commits {len(commits)}, "
+          f"refs-record reads {refs}; upstream requests {asked}")
+    assert (len(model_infos), len(trees), len(commits)) == (1, 1, 1), asked
+    assert refs <= 5  # the client's five requests (two HEADs, two GETs, model_info): one read each at most
