@@ -5,6 +5,7 @@ tests/upstream_proxy.py (its upstream is behind a fault proxy that records every
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Iterator
@@ -16,6 +17,7 @@ import httpcore
 import huggingface_hub
 import pytest
 from huggingface_hub import HfApi
+from serving import ROOT, serve_over
 from support.faultproxy import hold
 from upstream_proxy import (
     CLIENT_TOKEN,
@@ -162,3 +164,40 @@ def test_a_miss_asks_the_upstream_once_for_its_model_info_its_tree_and_its_commi
           f"refs-record reads {refs}; upstream requests {asked}")
     assert (len(model_infos), len(trees), len(commits)) == (1, 1, 1), asked
     assert refs <= 5  # the client's five requests (two HEADs, two GETs, model_info): one read each at most
+
+
+def test_a_proxy_talks_to_its_upstream_through_one_http_client(proxied: Proxied, tmp_path: Path):
+    """A proxy of its own over the stand-in upstream, every HTTP client its process makes written
+    down (tests/support/clientcount): a model fetched while read (a file, model_info and a tree
+    page answered in flight, the rest once landed) is one client, the upstream session's, made
+    once at start; huggingface_hub makes none."""
+    repo_id = "acme/one-client"
+    up = HfApi(endpoint=proxied.upstream, token=UP_TOKEN)
+    up.create_repo(repo_id)
+    up.upload_file(path_or_fileobj=b'{"one": 1}', path_in_repo="config.json", repo_id=repo_id)
+    sha = up.upload_file(path_or_fileobj=b"\x0b" * 8192, path_in_repo="w.safetensors", repo_id=repo_id).oid
+    release = threading.Event()
+    proxied.counted.add("GET", rf"/{repo_id}/resolve/.*/w\.safetensors", hold(release))
+    made = tmp_path / "clients.txt"
+    env = {"PYTHONPATH": f"{ROOT / 'tests' / 'support' / 'clientcount'}{os.pathsep}{ROOT}",
+           "OCIBRIDGE_TEST_CLIENTS": str(made), "HF_HUB_DISABLE_XET": "1"}
+    flags = ["--upstream", proxied.counted.url, "--upstream-token-file", str(proxied.root / "up-token.txt")]
+    (tmp_path / "serve").mkdir()
+    try:
+        with serve_over(proxied.registry, tmp_path / "serve", f"{CLIENT_TOKEN}\n",
+                        lambda host: [f"{host}/one-client", "--plain-http", *flags], **env) as proxy:
+            assert raw_get(proxy, f"/{repo_id}/resolve/main/config.json")[2] == b'{"one": 1}'  # in flight
+            api = HfApi(endpoint=proxy, token=CLIENT_TOKEN)
+            assert api.model_info(repo_id).sha == sha
+            assert [f.path for f in api.list_repo_tree(repo_id)] != []
+            assert proxied.tags(f"one-client/{repo_id}") == []
+            release.set()
+            proxied.named_main(f"one-client/{repo_id}", sha)
+            assert Path(huggingface_hub.hf_hub_download(repo_id, "w.safetensors", endpoint=proxy, token=CLIENT_TOKEN,
+                                                        cache_dir=tmp_path / "hub")).read_bytes() == b"\x0b" * 8192
+    finally:
+        release.set()
+    lines = made.read_text().splitlines()
+    toward_upstream = [line for line in lines if " ocibridge.hubserver.upstream" in line
+                       or " ocibridge.kinds.hf" in line or " huggingface_hub" in line or line.startswith("httpx2")]
+    assert toward_upstream == ["httpx.Client ocibridge.hubserver.upstream.session"], lines
