@@ -90,6 +90,8 @@ def hostile_handler(rec: Recorder) -> type[BaseHTTPRequestHandler]:
                 return self._json([entry("config.json", CONFIG), entry("w.safetensors", WEIGHTS)])
             if path.startswith("/api/models/evil/") and parts[4:5] == ["commits"]:
                 return self._json([])
+            if path.startswith("/api/models/evil/tagged/refs"):  # read to tell a fetched name's kind
+                return self._send(200, DEEP)
             if path.startswith("/api/models/evil/") and parts[4:5] == ["refs"]:
                 return self._json({"branches": [{"name": "main", "targetCommit": COMMIT}], "tags": []})
             if path.startswith("/evil/") and path.endswith("/config.json"):
@@ -160,6 +162,17 @@ def test_upstream_json_nested_100000_deep_is_the_hubs_503_not_a_500(proxy: tuple
     assert tree.status_code == 503, (tree.status_code, tree.text[:300])
     assert any("/tree/" in p and "recursive=false" in p for p, _ in rec.asked)  # it was the upstream's answer
     rec.release.set()
+    # a tag's name fetched: the upstream's refs (read to tell a branch from a tag) nested too deep
+    # is "not a branch", the name kept a tag, read again once landed
+    first = httpx.get(f"{proxy_url}/api/models/evil/tagged/revision/v1", timeout=60)
+    assert first.status_code == 200, (first.status_code, first.text[:300])
+    until = time.monotonic() + 60
+    while not any(p.startswith("/api/models/evil/tagged/refs") for p, _ in rec.asked):
+        assert time.monotonic() < until, rec.asked
+        time.sleep(0.1)
+    again = httpx.get(f"{proxy_url}/api/models/evil/tagged/revision/v1", timeout=60)
+    assert again.status_code == 200, (again.status_code, again.text[:300])
+    assert again.json()["sha"] == COMMIT
 
 
 def test_a_tree_pages_link_to_another_origin_never_gets_the_upstream_token(

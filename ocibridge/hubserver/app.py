@@ -58,7 +58,6 @@ from ocibridge.hubserver.replicas.lease import Lease, LeaseLost
 from ocibridge.hubserver.replicas.leasing import lease_for
 from ocibridge.hubserver.replicas.peers import Peers
 from ocibridge.hubserver.replicas.trusted import TrustedForwarded
-from ocibridge.hubserver.repo.arriving import Arriving, ArrivingCatalog
 from ocibridge.hubserver.repo.catalog import Catalog, Resolved
 from ocibridge.hubserver.repo.committing import Committer
 from ocibridge.hubserver.repo.deletes import home
@@ -151,8 +150,7 @@ class ServeApp:
         self.squashing = Squashing(self.writers, self.repos, publish)
         self.moving = Moving(self.writers, self.repos)
         self.lfs_files = LfsFiles(self.writers, LfsObjects(self.repos, publish))
-        self.reads = ReadRoutes(catalog, self.model, blobs, ranges, self.xet, settings, self.repos.created_empty,
-                                self.model_or_arriving)
+        self.reads = ReadRoutes(catalog, self.model, blobs, ranges, self.xet, settings, self.repos.created_empty, lists)
         self.xet_upload = XetUpload(self.staging, self.gate.xet, self.xet.base,  # uploads over Xet
                                     blobs=mounts, relay=relay, ingest=partial(ingest_for, first))
         self.metrics.xorbs_reading = lambda: self.xet_upload.reading
@@ -280,17 +278,6 @@ class ServeApp:
         resolved = await self._run(lambda: self.catalog.resolve(repo_id, revision, reuse_for=reuse_for))
         files = await self._run(self.lists.of, resolved)
         return resolved, files
-
-    async def model_or_arriving(self, repo_id: str, revision: str | None) -> tuple[Resolved, ModelFiles] | Arriving:
-        """:meth:`model`, or the revision as it arrives where the catalog is fetching it (serve
-        ``--upstream``): the read routes answer both by the same rules."""
-        catalog = self.catalog
-        if not isinstance(catalog, ArrivingCatalog):
-            return await self.model(repo_id, revision)
-        got = await self._run(catalog.resolve_arriving, repo_id, revision)
-        if not isinstance(got, Resolved):
-            return got
-        return got, await self._run(self.lists.of, got)
 
     # -- routes ------------------------------------------------------------------------------
     def routes(self) -> list[BaseRoute]:

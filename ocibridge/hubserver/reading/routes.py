@@ -39,9 +39,9 @@ from ocibridge.hubserver.reading.blobs import Blobs, TableOf
 from ocibridge.hubserver.reading.fileanswer import FileAnswer, Spans, file_spans
 from ocibridge.hubserver.reading.modelfacts import ModelFacts
 from ocibridge.hubserver.repo import hubjson
-from ocibridge.hubserver.repo.arriving import Arriving, ArrivingFile, ArrivingResolver, SaidAbove
+from ocibridge.hubserver.repo.arriving import Arriving, ArrivingCatalog, ArrivingFile, SaidAbove
 from ocibridge.hubserver.repo.catalog import Catalog, Resolved
-from ocibridge.hubserver.repo.files import HubFile, ModelFiles, Resolver, directories
+from ocibridge.hubserver.repo.files import FileLists, HubFile, ModelFiles, Resolver, directories
 from ocibridge.hubserver.repo.lastcommits import LastCommits
 from ocibridge.hubserver.repo.refsrecord import RecordUnread
 from ocibridge.hubserver.repo.regular import git_blob_id
@@ -84,8 +84,7 @@ class ReadRoutes:
     xet: XetNames
     settings: ServeSettings
     created_empty: Callable[[str, str], bool]
-    #: the revision as it arrives, where the catalog fetches it (None: :attr:`model`, always landed)
-    arriving: ArrivingResolver | None = None
+    lists: FileLists | None = None  # with a catalog that fetches (ArrivingCatalog): revisions read as they arrive
     last_commits: LastCommits = field(default_factory=LastCommits)
     facts: ModelFacts = field(default_factory=ModelFacts)
 
@@ -122,9 +121,10 @@ class ReadRoutes:
 
     async def current(self, repo_id: str, revision: str | None) -> tuple[Resolved, ModelFiles] | Arriving:
         """The revision landed (its manifest and files), or arriving (a fetch under way)."""
-        if self.arriving is None:
+        if self.lists is None or not isinstance(self.catalog, ArrivingCatalog):
             return await self.model(repo_id, revision)
-        return await self.arriving(repo_id, revision)
+        got = await in_thread(self.catalog.resolve_arriving, repo_id, revision)
+        return got if not isinstance(got, Resolved) else (got, await in_thread(self.lists.of, got))
 
     async def model_info(self, request: Request) -> Response:
         blobs = request.query_params.get("blobs", "").lower() in ("1", "true")

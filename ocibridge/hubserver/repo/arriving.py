@@ -7,13 +7,12 @@ for nothing."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from ocibridge.hubserver.repo.catalog import Resolved
-    from ocibridge.hubserver.repo.files import ModelFiles
 
 
 class ArrivingFile(Protocol):
@@ -80,9 +79,3 @@ class ArrivingCatalog(Protocol):
         ...
 
 
-
-class ArrivingResolver(Protocol):
-    """How the read routes resolve a revision they can answer while it arrives (the app's
-    ``model_or_arriving``): its manifest and files, or the revision arriving."""
-
-    def __call__(self, repo_id: str, revision: str | None) -> Awaitable[tuple[Resolved, ModelFiles] | Arriving]: ...
