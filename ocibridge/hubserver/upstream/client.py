@@ -10,7 +10,7 @@ from typing import Any
 
 from ocibridge.hubserver.repo.sources import RepoNotFound, RevisionNotFound
 from ocibridge.hubserver.upstream.errors import UpstreamDown
-from ocibridge.hubserver.upstream.session import TIMEOUT, UpstreamSession, upstream_said, upstream_tls
+from ocibridge.hubserver.upstream.session import TIMEOUT, UpstreamSession, refused, upstream_tls
 
 __all__ = ["TIMEOUT", "UpstreamHub", "UpstreamRevision", "not_found", "upstream_tls"]
 _SHA = re.compile(r"[0-9a-f]{40}")
@@ -49,13 +49,13 @@ class UpstreamHub:
         not found here too), :class:`UpstreamDown` when it cannot be asked."""
         what = f"{repo_id}@{revision}"
         answer = self.session.get(self.session.api(repo_id, "revision", revision), what)
-        if answer.status_code in (401, 403, 404):
+        if refused(answer.status_code):
             code = answer.headers.get("X-Error-Code", "")
             if code == "RevisionNotFound":
                 raise RevisionNotFound(f"{repo_id}: no revision {revision} here nor at the upstream {self.url}")
             raise not_found(repo_id, self.url)
         if answer.status_code != 200:
-            raise upstream_said(answer, what) or UpstreamDown(f"{what}: the upstream answered {answer.status_code}")
+            raise UpstreamDown(f"{what}: the upstream {self.url} answered {answer.status_code}")
         info = self.session.json(answer, what)
         try:
             commit = info["sha"]
@@ -75,10 +75,10 @@ class UpstreamHub:
         """The upstream's JSON answer at ``url`` (one :meth:`.UpstreamSession.api` built); None
         for a 4xx (it does not say); :class:`UpstreamDown` when it cannot be asked or answers no JSON."""
         answer = self.session.get(url, what)
-        if 400 <= answer.status_code < 500:
+        if refused(answer.status_code):
             return None
         if answer.status_code != 200:
-            raise upstream_said(answer, what) or UpstreamDown(f"{what}: the upstream answered {answer.status_code}")
+            raise UpstreamDown(f"{what}: the upstream {self.url} answered {answer.status_code}")
         return self.session.json(answer, what)
 
     def is_branch(self, repo_id: str, name: str) -> bool:

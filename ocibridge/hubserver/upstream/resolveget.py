@@ -23,7 +23,7 @@ from urllib.parse import urljoin
 
 from ocibridge.errors import OcibridgeError
 from ocibridge.hubserver.upstream.fileget import CHUNK
-from ocibridge.hubserver.upstream.session import TIMEOUT, UpstreamSession
+from ocibridge.hubserver.upstream.session import TIMEOUT, UpstreamSession, later
 from ocibridge.stores.registry.blobstream import receivable_socket
 
 if TYPE_CHECKING:
@@ -120,7 +120,7 @@ class ResolveGet:
             return
         answer.read()
         what = f"{flight.path}: {self.src.endpoint} answered {status}"
-        if status >= 500 or status == 429:
+        if later(status):
             raise httpx.RemoteProtocolError(what)  # tried again, as a cut
         raise Refused(what)
 

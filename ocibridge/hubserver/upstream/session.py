@@ -12,7 +12,9 @@ Three rules hold for every request, here, once:
   link's other origin;
 - **bounded JSON**: every JSON answer is read by :mod:`ocibridge.core.boundedjson`; one nested
   too deep, or no JSON, is :class:`.errors.UpstreamDown` (the Hub's 503: the upstream did not
-  answer usably), never a ``RecursionError``."""
+  answer usably), never a ``RecursionError``.
+
+And one reading of a status (:func:`later`, :func:`refused`) every caller decides by."""
 
 from __future__ import annotations
 
@@ -58,13 +60,17 @@ def checked_segments(path: str, what: str) -> list[str]:
     return parts
 
 
-def upstream_said(answer: httpx.Response, what: str) -> UpstreamDown | None:
-    """The one mapping of an upstream status to what serve makes of it: None for a 2xx, the
-    caller deciding a 4xx (the upstream's own answer); :class:`UpstreamDown` for the rest."""
-    status = answer.status_code
-    if 200 <= status < 300 or 400 <= status < 500:
-        return None
-    return UpstreamDown(f"{what}: the upstream answered {status}")
+def later(status: int) -> bool:
+    """The one reading of an upstream status as "ask again later": a 429 or a 5xx (the upstream
+    busy or down: retried, or the Hub's 503 here). Any other 4xx is the upstream's final answer
+    (not found, refused: never retried); a signed URL's 401 or 403 is its expiry, read so by its
+    caller (xetcas.py, xetfetch.py)."""
+    return status == 429 or status >= 500
+
+
+def refused(status: int) -> bool:
+    """The upstream's final answer that it will not give what was asked (a 4xx other than 429)."""
+    return 400 <= status < 500 and not later(status)
 
 
 class UpstreamSession:

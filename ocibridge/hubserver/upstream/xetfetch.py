@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, BinaryIO
 
 from ocibridge.errors import OcibridgeError
 from ocibridge.hubserver.upstream.fileget import XetUnavailable
+from ocibridge.hubserver.upstream.session import later
 from ocibridge.hubserver.upstream.tee import FileCut
 from ocibridge.hubserver.upstream.xetcas import Grants, Reconstruction, Term, Transient, reconstruction
 from ocibridge.hubserver.xet import merkle, shards, xorbs
@@ -131,7 +132,7 @@ class XetGet:
         wrote = 0
         try:
             with self._http.stream("GET", span.url, headers={"Range": f"bytes={span.start}-{span.last}"}) as answer:
-                if answer.status_code >= 500 or answer.status_code in (403, 429):  # 403: a URL that expired
+                if later(answer.status_code) or answer.status_code == 403:  # 403: a URL that expired
                     raise Transient(f"a xorb's URL answered {answer.status_code}")
                 if answer.status_code not in (200, 206):
                     raise OcibridgeError(f"a xorb's URL answered {answer.status_code}")
