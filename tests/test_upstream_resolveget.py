@@ -21,6 +21,7 @@ import pytest
 
 from ocibridge.hubserver.upstream import client
 from ocibridge.hubserver.upstream.resolveget import Refused, ResolveGet, direct_socket
+from ocibridge.hubserver.upstream.session import UpstreamSession
 from ocibridge.hubserver.upstream.tee import FileFlight
 from ocibridge.kinds.hf.commitdownload import HubSource
 
@@ -138,13 +139,14 @@ def fetched(upstream: Server, tmp_path: Path, held: bytes = b"") -> FileFlight:
     if held:
         flight.partial.parent.mkdir(parents=True, exist_ok=True)
         flight.partial.write_bytes(held)
-    get = ResolveGet(HubSource("acme/x", upstream.url, TOKEN, None), COMMIT)
+    session = UpstreamSession(upstream.url, TOKEN)
+    get = ResolveGet(HubSource("acme/x", upstream.url, TOKEN, None), COMMIT, session)
     try:
         with flight.opened() as tee:
             get.get(flight, tee)
             flight.finish(tee.hexdigest(), tee.sha256())
     finally:
-        get.close()
+        session.close()
     return flight
 
 

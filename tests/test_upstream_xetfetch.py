@@ -23,6 +23,7 @@ import pytest
 from ocibridge.errors import OcibridgeError
 from ocibridge.hubserver.upstream import xetfetch
 from ocibridge.hubserver.upstream.fileget import XetUnavailable
+from ocibridge.hubserver.upstream.session import UpstreamSession
 from ocibridge.hubserver.upstream.tee import FileCut, FileFlight
 from ocibridge.hubserver.upstream.xetfetch import XetGet
 from ocibridge.hubserver.xet import merkle
@@ -146,13 +147,14 @@ def fetch(s: Store, url: str, tmp: Path, name: str | None = None, size: int | No
     data = s.data
     flight = FileFlight("w.bin", len(data) if size is None else size, "sha256", hashlib.sha256(data).hexdigest(),
                         tmp / "partial" / "w", tmp / "snapshot" / "w.bin")
-    xet = XetGet(HubSource("acme/m", url, "up-token", None), COMMIT, {"w.bin": name or s.name})
+    session = UpstreamSession(url, "up-token")
+    xet = XetGet(HubSource("acme/m", url, "up-token", None), COMMIT, {"w.bin": name or s.name}, session)
     try:
         with flight.opened() as tee:
             xet.get(flight, tee)
             flight.finish(tee.hexdigest())
     finally:
-        xet.close()
+        session.close()
     return flight
 
 

@@ -74,7 +74,6 @@ from ocibridge.hubserver.uploads.mounts import Mounts
 from ocibridge.hubserver.uploads.relay import handing_for, relay_for, relays
 from ocibridge.hubserver.uploads.staging import Staging
 from ocibridge.hubserver.upstream.errors import FetchedElsewhere
-from ocibridge.hubserver.upstream.inflight import Fetching
 from ocibridge.hubserver.upstream.proxy import ProxyCatalog
 from ocibridge.hubserver.upstream.staleness import StaleWarning
 from ocibridge.hubserver.web.compare import Compare
@@ -151,7 +150,7 @@ class ServeApp:
         self.squashing = Squashing(self.writers, self.repos, publish)
         self.moving = Moving(self.writers, self.repos)
         self.lfs_files = LfsFiles(self.writers, LfsObjects(self.repos, publish))
-        self.reads = ReadRoutes(catalog, self.model, blobs, ranges, self.xet, settings, self.repos.created_empty)
+        self.reads = ReadRoutes(catalog, self.model, blobs, ranges, self.xet, settings, self.repos.created_empty, lists)
         self.xet_upload = XetUpload(self.staging, self.gate.xet, self.xet.base,  # uploads over Xet
                                     blobs=mounts, relay=relay, ingest=partial(ingest_for, first))
         self.metrics.xorbs_reading = lambda: self.xet_upload.reading
@@ -241,8 +240,6 @@ class ServeApp:
                     if files and repo_id is not None:
                         await self._run(self.gate.may_fetch, request, repo_id)
                 return await answer(request)
-            except Fetching as e:  # serve --upstream: the commit read is being fetched (upstream/inflight.py)
-                return await e.answer(request, lambda: endpoint(request))
             except FetchedElsewhere as e:  # serve --upstream, not the writer: the writer fetches it, once
                 busy = error(503, None, f"{e}; try again shortly", {"Retry-After": str(e.retry_after)})
                 writer = self.writer_of_reads()

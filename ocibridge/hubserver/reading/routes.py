@@ -21,13 +21,13 @@ client raises its own errors.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import parse_qs
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from ocibridge.core import boundedjson
 from ocibridge.errors import OcibridgeError
@@ -39,8 +39,9 @@ from ocibridge.hubserver.reading.blobs import Blobs, TableOf
 from ocibridge.hubserver.reading.fileanswer import FileAnswer, Spans, file_spans
 from ocibridge.hubserver.reading.modelfacts import ModelFacts
 from ocibridge.hubserver.repo import hubjson
+from ocibridge.hubserver.repo.arriving import Arriving, ArrivingCatalog, ArrivingFile, SaidAbove
 from ocibridge.hubserver.repo.catalog import Catalog, Resolved
-from ocibridge.hubserver.repo.files import HubFile, ModelFiles, Resolver
+from ocibridge.hubserver.repo.files import FileLists, HubFile, ModelFiles, Resolver, directories
 from ocibridge.hubserver.repo.lastcommits import LastCommits
 from ocibridge.hubserver.repo.refsrecord import RecordUnread
 from ocibridge.hubserver.repo.regular import git_blob_id
@@ -83,6 +84,7 @@ class ReadRoutes:
     xet: XetNames
     settings: ServeSettings
     created_empty: Callable[[str, str], bool]
+    lists: FileLists | None = None  # with a catalog that fetches (ArrivingCatalog): revisions read as they arrive
     last_commits: LastCommits = field(default_factory=LastCommits)
     facts: ModelFacts = field(default_factory=ModelFacts)
 
@@ -117,9 +119,19 @@ class ReadRoutes:
 
         return self._paged(request, await in_thread(chosen))
 
+    async def current(self, repo_id: str, revision: str | None) -> tuple[Resolved, ModelFiles] | Arriving:
+        """The revision landed (its manifest and files), or arriving (a fetch under way)."""
+        if self.lists is None or not isinstance(self.catalog, ArrivingCatalog):
+            return await self.model(repo_id, revision)
+        got = await in_thread(self.catalog.resolve_arriving, repo_id, revision)
+        return got if not isinstance(got, Resolved) else (got, await in_thread(self.lists.of, got))
+
     async def model_info(self, request: Request) -> Response:
-        resolved, files = await self.model(requested_repo(request), request.path_params.get("revision"))
         blobs = request.query_params.get("blobs", "").lower() in ("1", "true")
+        got = await self.current(requested_repo(request), request.path_params.get("revision"))
+        if not isinstance(got, tuple):
+            return said_above(await in_thread(got.model_info, blobs))
+        resolved, files = got
         record = await in_thread(self.catalog.states.of, resolved.repo_id)
         facts = await self.facts.of(resolved, files, lambda f: self._small(resolved, f))
         return JSONResponse(hubjson.model_info(resolved, files, blobs, record.private, record.gated, facts))
@@ -162,8 +174,11 @@ class ReadRoutes:
     async def tree(self, request: Request) -> Response:
         repo, revision = requested_repo(request), request.path_params["revision"]
         path = request.path_params.get("path", "")
-        resolved, files = await self.model(repo, revision)
         recursive = request.query_params.get("recursive", "").lower() in ("1", "true")
+        got = await self.current(repo, revision)
+        if not isinstance(got, tuple):
+            return await self._arriving_tree(request, got, path, recursive)
+        resolved, files = got
         offered = await self.xet.offered(resolved, files)
         entries = hubjson.tree(files, path.strip("/"), recursive, lambda f: offered.get(f.path))
         if entries is None:
@@ -174,6 +189,22 @@ class ReadRoutes:
             await self._with_last_commits(resolved, files, entries)
         return self._paged(request, entries, {"X-Repo-Commit": resolved.commit},
                            min(self.settings.page, EXPAND_PAGE) if expand else None)
+
+    async def _arriving_tree(self, request: Request, arriving: Arriving, path: str, recursive: bool) -> Response:
+        """A tree page of a revision arriving: a directory its files lie in (else the landed
+        answer's 404), as the source lists it; the next page serve's own link."""
+        files = await in_thread(arriving.files)
+        if files is None:  # no listing to decide by: answered once landed
+            await in_thread(arriving.landed)
+            return await self.tree(request)
+        wanted = path.strip("/")
+        if wanted and wanted not in directories(files):
+            return error(404, "EntryNotFound", f"{arriving.repo_id}@{request.path_params['revision']}: "
+                                               f"no directory {path}", {"X-Repo-Commit": arriving.commit})
+        expand = truthy(request.query_params.get("expand"))
+        said = await in_thread(arriving.tree, wanted, recursive, expand, request.query_params.get("cursor"))
+        link = None if said.cursor is None else f'<{request.url.include_query_params(cursor=said.cursor)}>; rel="next"'
+        return said_above(said, {"Link": link} if link else None)
 
     async def _with_last_commits(self, resolved: Resolved, files: ModelFiles, entries: list[dict[str, Any]]) -> None:
         """Each entry's ``lastCommit`` (``securityFileStatus`` left out: serve scans nothing)."""
@@ -211,22 +242,29 @@ class ReadRoutes:
         found = await self._file_of(request)
         if isinstance(found, Response):
             return found
+        if isinstance(found, Arrived):
+            return await self._arriving_answer(request, found)
         resolved, f = found
         name = await in_thread(self.xet.offer, resolved, f)
         xet = {} if name is None else {"X-Xet-Hash": name, "X-Xet-Refresh-Route": self.xet.token_route(
             request, resolved.repo_id, resolved.commit)}
-        return await self._file_answer(request, resolved, f, xet)
+        return await self._landed_answer(request, resolved, f, xet)
 
     async def raw_file(self, request: Request) -> Response:
         """``GET /{repo}/raw/{rev}/{path}`` (huggingface.js' ``downloadFile({raw: true})``): a
         file in git-lfs as its pointer text, as the Hub's raw route answers it (the bytes are at
         resolve); a regular file as its bytes."""
         found = await self._file_of(request)
+        if isinstance(found, Arrived) and found.file.git_blob is None:
+            await in_thread(found.arriving.landed)  # a file in git-lfs: its pointer once landed
+            found = await self._file_of(request)
         if isinstance(found, Response):
             return found
+        if isinstance(found, Arrived):
+            return await self._arriving_answer(request, found)
         resolved, f = found
         if f.git_blob is not None:
-            return await self._file_answer(request, resolved, f, {})
+            return await self._landed_answer(request, resolved, f, {})
         text = hubjson.pointer(f)
         headers = {"X-Repo-Commit": resolved.commit, "ETag": f'"{git_blob_id(text)}"',
                    "Content-Type": "text/plain; charset=utf-8", "Content-Length": str(len(text))}
@@ -242,42 +280,69 @@ class ReadRoutes:
         path = await self.blobs.fill(resolved.repo.store, resolved.model, f.layer)
         return await in_thread(path.read_bytes)
 
-    async def _file_of(self, request: Request) -> tuple[Resolved, HubFile] | Response:
-        """The revision and the file a file route names, or its 404."""
+    async def _file_of(self, request: Request) -> tuple[Resolved, HubFile] | Arrived | Response:
+        """The revision and the file a file route names (landed, or arriving), or its 404."""
         repo, revision = requested_repo(request), request.path_params["revision"]
         path = request.path_params.get("path", "")
         try:
-            resolved, files = await self.model(repo, revision)
+            got = await self.current(repo, revision)
         except RepoNotFound:
             if not self.created_empty(repo, revision):
                 raise  # a repository create_repo made here holds no file yet (transformers looks for a card)
             return error(404, "EntryNotFound", f"{repo}@{revision}: no file {path} (no commit yet)")
+        if not isinstance(got, tuple):
+            return await self._arrived(request, got, path)
+        resolved, files = got
         f = files.files.get(path.strip("/"))
-        if f is None:
-            return error(404, "EntryNotFound", f"{repo}@{revision}: no file {path}",
-                         {"X-Repo-Commit": resolved.commit})
-        return resolved, f
+        return (resolved, f) if f is not None else _no_file(request, path, resolved.commit)
 
-    async def _file_answer(self, request: Request, resolved: Resolved, f: HubFile,
-                           more: dict[str, str]) -> Response:
-        """A file's bytes (a Range of them), as resolve answers them."""
-        commit = {"X-Repo-Commit": resolved.commit}
-        headers = {**commit, **_named(f), "Accept-Ranges": "bytes", "Content-Type": "application/octet-stream", **more}
-        wanted = byte_range(request.headers.get("range"), f.size)
+    async def _arrived(self, request: Request, arriving: Arriving,
+                       path: str) -> tuple[Resolved, HubFile] | Arrived | Response:
+        """The file of a revision arriving a file route names (the one its listing holds), or its 404."""
+        files = await in_thread(arriving.files)
+        if files is None:  # no listing to decide by: answered once landed
+            await in_thread(arriving.landed)
+            return await self._file_of(request)
+        f = files.get(path.strip("/"))
+        return Arrived(arriving, f) if f is not None else _no_file(request, path, arriving.commit)
+
+    async def _landed_answer(self, request: Request, resolved: Resolved, f: HubFile, more: dict[str, str]) -> Response:
+        async def body(start: int, end: int, status: int, headers: dict[str, str]) -> Response:
+            got = await self._body(resolved, f, start, end, status == 206)
+            if isinstance(got, FileSpans):
+                return FileAnswer(got.spans, status, headers)
+            return ClosingStream(got, status_code=status, headers=headers)
+
+        return await self._file_answer(request, resolved.commit, f.size, _named(f.size, f.git_blob, f.sha256),
+                                       more, body)
+
+    async def _arriving_answer(self, request: Request, found: Arrived) -> Response:
+        f = found.file
+
+        async def body(start: int, end: int, status: int, headers: dict[str, str]) -> Response:
+            return StreamingResponse(f.read(start, end), status_code=status, headers=headers)
+
+        return await self._file_answer(request, found.arriving.commit, f.size, _named(f.size, f.git_blob, f.lfs_sha256),
+                                       {}, body)
+
+    async def _file_answer(self, request: Request, commit: str, size: int, named: dict[str, str],
+                           more: dict[str, str], body: FileBody) -> Response:
+        """A file's bytes (a Range of them), as resolve answers them, landed or arriving:
+        the one writer of a file answer's status and headers; ``body`` the bytes'."""
+        at_commit = {"X-Repo-Commit": commit}
+        headers = {**at_commit, **named, "Accept-Ranges": "bytes", "Content-Type": "application/octet-stream", **more}
+        wanted = byte_range(request.headers.get("range"), size)
         if wanted == "unsatisfiable":
-            return error(416, None, f"range not satisfiable for {f.size} bytes",
-                          {**commit, "Content-Range": f"bytes */{f.size}"})
-        start, end = wanted if isinstance(wanted, tuple) else (0, f.size)
+            return error(416, None, f"range not satisfiable for {size} bytes",
+                         {**at_commit, "Content-Range": f"bytes */{size}"})
+        start, end = wanted if isinstance(wanted, tuple) else (0, size)
         status = 206 if isinstance(wanted, tuple) else 200
         if status == 206:
-            headers["Content-Range"] = f"bytes {start}-{end - 1}/{f.size}"
+            headers["Content-Range"] = f"bytes {start}-{end - 1}/{size}"
         headers["Content-Length"] = str(end - start)
         if request.method == "HEAD":
             return Response(status_code=status, headers=headers)
-        body = await self._body(resolved, f, start, end, status == 206)
-        if isinstance(body, FileSpans):
-            return FileAnswer(body.spans, status, headers)
-        return ClosingStream(body, status_code=status, headers=headers)
+        return await body(start, end, status, headers)
 
     async def _body(self, resolved: Resolved, f: HubFile, start: int, end: int, ranged: bool) -> Any:
         """Verified spans of a file (:class:`FileSpans`, sent by sendfile where it can), or the
@@ -299,11 +364,34 @@ class ReadRoutes:
         return FileSpans(await self.blobs.body(resolved.repo.store, resolved.model, layer, start, end, chunks))
 
 
+#: a file answer's body: (start, end, status, headers) -> the response sending those bytes
+FileBody = Callable[[int, int, int, dict[str, str]], Awaitable[Response]]
+
+
+@dataclass(frozen=True)
+class Arrived:
+    """A file of a revision arriving, as a file route found it."""
+
+    arriving: Arriving
+    file: ArrivingFile
+
+
+def said_above(said: SaidAbove, more: dict[str, str] | None = None) -> Response:
+    """The source's answer for a revision arriving, as the route's answer."""
+    return Response(said.body, status_code=said.status, headers={**said.headers, **(more or {})})
+
+
 @dataclass(frozen=True)
 class FileSpans:
     """A body that is spans of a verified file (what :class:`.fileanswer.FileAnswer` sends)."""
 
     spans: Spans
+
+
+def _no_file(request: Request, path: str, commit: str) -> Response:
+    """The Hub's answer for a path that is no file of the revision."""
+    repo, revision = requested_repo(request), request.path_params["revision"]
+    return error(404, "EntryNotFound", f"{repo}@{revision}: no file {path}", {"X-Repo-Commit": commit})
 
 
 def truthy(value: str | None) -> bool:
@@ -325,14 +413,14 @@ def expand_requested(content_type: str, body: bytes) -> bool:
         return False
 
 
-def _named(f: HubFile) -> dict[str, str]:
+def _named(size: int, git_blob: str | None, sha256: str | None) -> dict[str, str]:
     """What names ``f`` in a resolve answer, as the Hub names it (huggingface_hub's
     ``get_hf_file_metadata`` takes ``X-Linked-Etag``, else ``ETag``, as the Hub cache's blob name):
     a regular file by its git blob id alone; a file in git-lfs by its SHA-256, with the linked
     ETag and size the Hub's redirect to its CDN carries (serve answers in place)."""
-    if f.git_blob is not None:
-        return {"ETag": f'"{f.git_blob}"'}
-    return {"ETag": f'"{f.sha256}"', "X-Linked-Etag": f'"{f.sha256}"', "X-Linked-Size": str(f.size)}
+    if git_blob is not None:
+        return {"ETag": f'"{git_blob}"'}
+    return {"ETag": f'"{sha256}"', "X-Linked-Etag": f'"{sha256}"', "X-Linked-Size": str(size)}
 
 
 def requested_paths(content_type: str, body: bytes) -> list[str] | str:

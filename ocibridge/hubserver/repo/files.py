@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections import OrderedDict
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
@@ -46,11 +46,16 @@ class ModelFiles:
     files: dict[str, HubFile]  # by path, sorted
 
     def directories(self) -> set[str]:
-        dirs: set[str] = set()
-        for path in self.files:
-            parts = path.split("/")[:-1]
-            dirs.update("/".join(parts[:i]) for i in range(1, len(parts) + 1))
-        return dirs
+        return directories(self.files)
+
+
+def directories(paths: Iterable[str]) -> set[str]:
+    """Every folder the paths lie in."""
+    dirs: set[str] = set()
+    for path in paths:
+        parts = path.split("/")[:-1]
+        dirs.update("/".join(parts[:i]) for i in range(1, len(parts) + 1))
+    return dirs
 
 
 class FileLists:

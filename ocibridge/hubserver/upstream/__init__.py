@@ -4,6 +4,8 @@ artifact ``push hf:ORG/NAME@COMMIT`` makes with the commit's ``.gitattributes`` 
 upstream says of the commit, written to the registry and answered from it.
 
 - :mod:`.settings`: the flags, as one value; the upstream's token (a file or the environment).
+- :mod:`.session`: the one session with the upstream every request goes through, each built from
+  checked parts (never a client's path), the token to the upstream's origin only, JSON bounded.
 - :mod:`.client`: what the upstream says a revision is (its commit, its files).
 - :mod:`.door`: which repositories and files may enter on model_info's metadata (license, file
   globs, pickle formats; the repo id globs are :mod:`.settings`').
@@ -16,6 +18,8 @@ upstream says of the commit, written to the registry and answered from it.
 - :mod:`ocibridge.hubserver.repo.upstreamids`: the upstream's commit ids as the ids of what was fetched (a
   bookkeeping tag the repository keeps).
 - :mod:`.proxy`: the catalog that asks the upstream on a miss and re-checks a branch's head.
+- :mod:`.inflight`: a commit whose fetch is under way, as the read routes read it while it arrives.
 - :mod:`.staleness`: the ``Warning`` of an answer given stale because the upstream did not answer.
 
-No HTTP routing here: the routes resolve through the catalog as they always do."""
+No HTTP routing here: the routes resolve through the catalog as they always do (the read routes
+through its :class:`.repo.arriving.ArrivingCatalog` side too)."""

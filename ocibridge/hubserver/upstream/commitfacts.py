@@ -22,13 +22,15 @@ facts (another digest)."""
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
-from urllib.parse import quote
+from typing import TYPE_CHECKING, Any
 
 from ocibridge.hubserver.repo.commits import AUTHOR, DESCRIPTION, SUMMARY
 from ocibridge.hubserver.repo.regular import REGULAR, annotation
 from ocibridge.hubserver.repo.sources import CREATED
 from ocibridge.hubserver.repo.upstreamids import REPO_CREATED
+
+if TYPE_CHECKING:
+    from ocibridge.hubserver.upstream.client import UpstreamHub
 
 #: characters of a title or message kept (the Hub's commit messages are short; a manifest is not a log)
 TEXT_MAX = 16 * 1024
@@ -39,21 +41,18 @@ def regular_files(listed: Iterable[Any]) -> dict[str, str]:
     return {e.path: str(e.blob_id) for e in listed if e.lfs is None and isinstance(e.blob_id, str) and e.blob_id}
 
 
-def commit_facts(endpoint: str, token: str | None, repo_id: str, commit: str, listed: Iterable[Any]) -> dict[str, str]:
-    """The annotations that keep what the upstream says of ``commit`` (above)."""
-    from ocibridge.hubserver.upstream.client import UpstreamHub
-
+def commit_facts(hub: UpstreamHub, repo_id: str, commit: str, listed: Iterable[Any],
+                 info: dict[str, Any] | None = None) -> dict[str, str]:
+    """The annotations that keep what the upstream says of ``commit`` (above); ``info``: its
+    model_info when the proxy holds it already (else asked)."""
     facts: dict[str, str] = {}
     regular = regular_files(listed)
     if regular:
         facts[REGULAR] = annotation(regular)
-    hub = UpstreamHub(endpoint, token)
-    try:
-        what = f"{repo_id}@{commit}"
-        info = hub.said(f"/api/models/{repo_id}/revision/{commit}", what)
-        listed_commits = hub.said(f"/api/models/{repo_id}/commits/{quote(commit, safe='')}", what)
-    finally:
-        hub.close()
+    what = f"{repo_id}@{commit}"
+    if info is None:
+        info = hub.said(hub.session.api(repo_id, "revision", commit), what)
+    listed_commits = hub.said(hub.session.api(repo_id, "commits", commit), what)
     entry = next((c for c in listed_commits if isinstance(c, dict) and c.get("id") == commit), None) \
         if isinstance(listed_commits, list) else None
     if entry is not None:

@@ -1,128 +1,133 @@
-"""Reads of a commit whose fetch from the upstream is under way (:class:`Fetching`, raised by the
-proxy's catalog instead of waiting for the whole commit to land):
+"""A commit whose fetch from the upstream is under way, read as it arrives (:class:`InFlight`, what
+the proxy's catalog hands the read routes instead of waiting for the whole commit to land: a
+:class:`.repo.arriving.Arriving`). The routes answer it by the rules they answer a landed commit
+by, through the same functions (reading/routes.py):
 
-- a file (``GET /REPO/resolve/REV/PATH``) is streamed from the fetch as it arrives (:mod:`.tee`:
-  one upstream download, any number of readers; the last byte only once the file checked; a file
-  that fails is a cut connection); a ``HEAD`` is answered from the upstream's listing (its size,
-  its sha256 or git blob id as the ETag, the upstream's commit), as serve answers it once landed;
-  a path the artifact does not keep is the upstream's answer;
-- the commit's metadata (model_info, the tree, ...: ``GET``/``HEAD``) is asked of the upstream with
-  serve's token and its answer passed on (the door's rules were decided when the fetch began), a
-  model_info's ``siblings`` cut to the files the artifact keeps (as serve lists them once landed);
-- anything else waits for the commit to land and is answered from the registry.
+- a file is one the fetch's listing holds (the files the artifact keeps), its bytes streamed from
+  the fetch as they arrive (:mod:`.tee`: one upstream download, any number of readers; the last
+  byte only once the file checked; a file that fails is a cut connection); any other path is the
+  landed answer's 404;
+- model_info and a tree page are asked of the upstream for the commit the door let in, by requests
+  the proxy builds from that repository id, that commit and a path the listing holds
+  (:meth:`.session.UpstreamSession.api`), never a client's path: ``siblings`` and a listing's
+  files cut to those the artifact keeps (as serve lists them once landed), no ``xetHash``.
 
-Once the commit landed (or its files left serve's Hub cache) every read is the registry's."""
+Once the commit landed every read is the registry's."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qs, urljoin, urlsplit
 
-from starlette.requests import Request
-from starlette.responses import Response, StreamingResponse
-
-from ocibridge.hubserver.answers import byte_range, error, in_thread
+from ocibridge.hubserver.repo.arriving import SaidAbove
+from ocibridge.hubserver.upstream.errors import UpstreamDown
 from ocibridge.hubserver.upstream.tee import FileCut, FileFlight
+from ocibridge.stores.registry.nextpage import next_link
 
 if TYPE_CHECKING:
+    import httpx
+
+    from ocibridge.hubserver.upstream.client import UpstreamHub
     from ocibridge.hubserver.upstream.ingest import Flight
 
 #: the headers of the upstream's metadata answer passed on
-PASSED = ("content-type", "x-repo-commit", "etag", "x-error-code", "x-error-message", "link", "x-total-count")
+PASSED = ("content-type", "x-repo-commit", "etag", "x-error-code", "x-error-message", "x-total-count")
 #: seconds a read waits for the fetch's listing before it waits for the commit instead
 LISTING_WAIT = 60.0
 #: seconds a read the failed fetch could not answer is told to wait
 RETRY_AFTER = 5
 
 
-class Fetching(Exception):  # noqa: N818 - a state the routes answer, not an error
-    """The commit a read resolved to is being fetched from the upstream (``flight``)."""
+def landed(flight: Flight) -> None:
+    """Waits for ``flight``'s commit to land; what its fetch failed with, as the Hub's "later"."""
+    flight.done.wait()
+    if flight.error is not None:
+        failed = UpstreamDown(f"{flight.error}")
+        failed.retry_after = RETRY_AFTER
+        raise failed
 
-    def __init__(self, flight: Flight, commit: str, upstream: str, token: str | None):
-        super().__init__(f"commit {commit} is being fetched from the upstream")
-        self.flight, self.commit, self.upstream, self.token = flight, commit, upstream.rstrip("/"), token
 
-    async def answer(self, request: Request, landed: Callable[[], Awaitable[Response]]) -> Response:
-        """``request`` answered while the commit is fetched; ``landed``: the route's own answer,
-        once the registry holds the commit."""
-        path = request.path_params.get("path")
-        if request.method in ("GET", "HEAD") and path \
-                and f"/resolve/{request.path_params.get('revision')}/" in request.url.path:
-            fetch = self.flight.fetch
-            f = await in_thread(self._file, path.strip("/"))
-            if f is not None:
-                return self._file_answer(request, f)
-            if fetch is not None and fetch.listed.is_set() and fetch.files:
-                return await self._forwarded(request)  # not a file of the artifact
-        elif request.method in ("GET", "HEAD"):
-            return await self._forwarded(request)
-        await in_thread(self.flight.done.wait)
-        if self.flight.error is not None:  # what the fetch ended with, as the Hub's "later"
-            return error(503, None, f"{self.flight.error}", {"Retry-After": str(RETRY_AFTER)})
-        return await landed()
+class ArrivingFile:
+    """One file of the fetch as the read routes see it (:class:`.repo.arriving.ArrivingFile`)."""
 
-    def _file(self, path: str) -> FileFlight | None:
+    def __init__(self, flight: FileFlight):
+        self._flight = flight
+        self.size = flight.size
+        self.lfs_sha256 = flight.expected if flight.kind == "sha256" else None
+        self.git_blob = None if flight.kind == "sha256" else flight.expected
+
+    def read(self, start: int, end: int) -> Iterator[bytes]:
+        return _cut_on_failure(self._flight.read(start, end))
+
+
+class InFlight:
+    """``repo_id``'s ``commit``, being fetched (``flight``), read through the proxy's session (``hub``)."""
+
+    def __init__(self, flight: Flight, repo_id: str, commit: str, hub: UpstreamHub):
+        self.flight, self.repo_id, self.commit, self.hub = flight, repo_id, commit, hub
+
+    def files(self) -> Mapping[str, ArrivingFile] | None:
         fetch = self.flight.fetch
-        if fetch is None or not fetch.listed.wait(LISTING_WAIT):
+        if fetch is None or not fetch.listed.wait(LISTING_WAIT) or not fetch.files:
             return None
-        return fetch.files.get(path)
+        return {path: ArrivingFile(f) for path, f in fetch.files.items()}
 
-    def _file_answer(self, request: Request, f: FileFlight) -> Response:
-        headers = {"X-Repo-Commit": self.commit, "Accept-Ranges": "bytes", "Content-Type": "application/octet-stream"}
-        if f.kind == "sha256":
-            headers.update({"ETag": f'"{f.expected}"', "X-Linked-Etag": f'"{f.expected}"',
-                            "X-Linked-Size": str(f.size)})
-        else:
-            headers["ETag"] = f'"{f.expected}"'
-        wanted = byte_range(request.headers.get("range"), f.size)
-        status, start, end = 200, 0, f.size
-        if wanted is not None:
-            if isinstance(wanted, str):
-                return Response(status_code=416, headers={"Content-Range": f"bytes */{f.size}"})
-            status, (start, end) = 206, wanted
-            headers["Content-Range"] = f"bytes {start}-{end - 1}/{f.size}"
-        headers["Content-Length"] = str(end - start)
-        if request.method == "HEAD":
-            return Response(status_code=status, headers=headers)
-        return StreamingResponse(_cut_on_failure(f.read(start, end)), status_code=status, headers=headers)
+    def landed(self) -> None:
+        landed(self.flight)
 
-    async def _forwarded(self, request: Request) -> Response:
-        """The upstream's answer to the same metadata read, with serve's token."""
-        import httpx
+    def model_info(self, blobs: bool) -> SaidAbove:
+        """The commit's model_info: the one the door read (no second ask), or with ``blobs`` asked."""
+        said = self.flight.info
+        if not blobs and isinstance(said, dict) and said.get("sha") == self.commit:
+            import copy
 
-        from ocibridge.hubserver.upstream.client import upstream_tls
+            return SaidAbove(200, self._as_served(copy.deepcopy(said)), {"content-type": "application/json"})
+        session = self.hub.session
+        url = session.api(self.repo_id, "revision", self.commit)
+        answer = session.get(url, f"{self.repo_id}@{self.commit}", {"blobs": "true"} if blobs else None)
+        return self._said(answer)
 
-        target = self.upstream + request.url.path + (f"?{request.url.query}" if request.url.query else "")
-        headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
-        async with httpx.AsyncClient(timeout=60.0, follow_redirects=False, verify=upstream_tls()) as client:
-            got = await client.request(request.method, target, headers=headers)
-        passed = {k: v for k, v in got.headers.items() if k.lower() in PASSED}
-        if "link" in passed:  # a page of a listing: the next page is asked of serve too
-            passed["link"] = passed["link"].replace(self.upstream, str(request.base_url).rstrip("/"))
-        body = got.content
-        if got.status_code == 200 and "json" in got.headers.get("content-type", ""):
-            body = await in_thread(self._as_served, body)
-        return Response(body, status_code=got.status_code, headers=passed)
+    def tree(self, path: str, recursive: bool, expand: bool, cursor: str | None) -> SaidAbove:
+        session = self.hub.session
+        params = {"recursive": "true" if recursive else "false", "expand": "true" if expand else "false"}
+        if cursor:
+            params["cursor"] = cursor
+        url = session.api(self.repo_id, "tree", self.commit, path)
+        return self._said(session.get(url, f"{self.repo_id}@{self.commit}", params))
 
-    def _as_served(self, body: bytes) -> bytes:
+    def _said(self, answer: httpx.Response) -> SaidAbove:
+        headers = {k: v for k, v in answer.headers.items() if k.lower() in PASSED}
+        body = answer.content
+        if answer.status_code == 200 and "json" in answer.headers.get("content-type", ""):
+            body = self._as_served(self.hub.session.json(answer, f"{self.repo_id}@{self.commit}"))
+            headers.pop("content-length", None)
+        return SaidAbove(answer.status_code, body, headers, _next_cursor(answer))
+
+    def _as_served(self, said: Any) -> bytes:
         """The upstream's JSON as serve answers it for a file in flight: no ``xetHash`` (the files
         come from here, by the resolve route, not from the upstream's Xet store), and a
         model_info's ``siblings`` and a listing's files cut to the files the artifact keeps (what
         serve lists once the commit landed: ``.gitattributes`` too)."""
         import json
 
-        try:
-            said = json.loads(body)
-        except ValueError:
-            return body
-        fetch = self.flight.fetch
-        kept = fetch.files if fetch is not None and fetch.listed.wait(LISTING_WAIT) and fetch.files else None
+        kept = self.files()
         if isinstance(said, dict) and isinstance(said.get("siblings"), list) and kept is not None:
             said["siblings"] = [s for s in said["siblings"] if isinstance(s, dict) and s.get("rfilename") in kept]
-        if isinstance(said, list) and kept is not None:  # a tree or paths-info listing
+        if isinstance(said, list) and kept is not None:  # a tree listing
             said = [e for e in said
                     if not (isinstance(e, dict) and e.get("type") == "file" and e.get("path") not in kept)]
         return json.dumps(_without_xet(said)).encode()
+
+
+def _next_cursor(answer: httpx.Response) -> str | None:
+    """The cursor of the upstream's next page (its ``Link: <...?cursor=C>; rel="next"``): serve's
+    own link to its next page carries it, nothing else of the upstream's URL."""
+    link = next_link(answer)
+    if link is None:
+        return None
+    found = parse_qs(urlsplit(urljoin(str(answer.url), link)).query).get("cursor")
+    return found[0] if found else None
 
 
 def _without_xet(value: Any) -> Any:

@@ -43,6 +43,7 @@ from ocibridge.oci.bookkeeping import commit_tag, upstream_tag
 if TYPE_CHECKING:
     from ocibridge.hubserver.repo.evidence import Evidence
     from ocibridge.hubserver.repo.sources import Repository
+    from ocibridge.hubserver.upstream.client import UpstreamHub
     from ocibridge.hubserver.upstream.settings import UpstreamSettings
     from ocibridge.oci.models import Descriptor
     from ocibridge.stores.base import WritableStore
@@ -68,6 +69,9 @@ class Flight:
 
     done: threading.Event
     thens: list[Callable[[Descriptor], object]] = field(default_factory=list)  # run once it landed
+    commit: str = ""  # the upstream commit fetched
+    names: set[str] = field(default_factory=set)  # the revisions (commit ids, branch names) it was begun for
+    info: dict[str, Any] | None = None  # the upstream's model_info of the commit, as the door read it
     fetch: StreamedFetch | None = None
     result: Descriptor | None = None
     error: BaseException | None = None
@@ -84,8 +88,10 @@ class Flight:
 class Ingest:
     """Fetches commits from the upstream into the registry, each once at a time."""
 
-    def __init__(self, settings: UpstreamSettings, audit: Audit | None = None, evidence: Evidence | None = None):
+    def __init__(self, settings: UpstreamSettings, hub: UpstreamHub, audit: Audit | None = None,
+                 evidence: Evidence | None = None):
         self.settings = settings
+        self.hub = hub  # the proxy's one session with the upstream
         self.evidence = evidence  # serve's --sign-key, --sbom, --provenance: each fetched commit's too
         self.audit: Audit = audit or (lambda entry: None)
         self._lock = threading.Lock()
@@ -97,10 +103,13 @@ class Ingest:
         the fetch another request started waited for)."""
         return self.begin(repo, repo_id, commit, revision).ended()
 
-    def in_flight(self, repo: Repository, commit: str) -> Flight | None:
-        """The fetch of ``commit`` under way, if one is."""
+    def in_flight(self, repo: Repository, revision: str) -> Flight | None:
+        """The fetch under way of the commit ``revision`` names (a commit id, or a branch's name a
+        fetch was begun for: the upstream was asked for it once), if one is."""
         with self._lock:
-            return self._flights.get((repo.shown, commit))
+            found = self._flights.get((repo.shown, revision))
+            return found or next((f for (shown, _), f in self._flights.items()
+                                  if shown == repo.shown and revision in f.names), None)
 
     def fetching(self, repo: Repository) -> bool:
         """Whether a commit of ``repo`` is being fetched (the repository came from the upstream,
@@ -109,12 +118,13 @@ class Ingest:
             return any(shown == repo.shown for shown, _ in self._flights)
 
     def begin(self, repo: Repository, repo_id: str, commit: str, revision: str,
-              then: Callable[[Descriptor], object] | None = None) -> Flight:
+              then: Callable[[Descriptor], object] | None = None, info: dict[str, Any] | None = None) -> Flight:
         """The fetch of ``commit``: found done in the registry, joined, or started in a thread of
         its own (``then``: what each asker does once it landed, its revision's tag moved; run by
-        the fetch's thread, or here when the commit is found landed)."""
+        the fetch's thread, or here when the commit is found landed; ``info``: its model_info,
+        as the door read it)."""
         try:
-            found = Flight(threading.Event(), result=by_upstream_id(repo, commit))
+            found = Flight(threading.Event(), commit=commit, result=by_upstream_id(repo, commit))
             found.done.set()
             if then is not None:
                 assert found.result is not None
@@ -127,23 +137,26 @@ class Ingest:
             flight = self._flights.get(key)
             if flight is not None:
                 flight.thens += [then] if then is not None else []
+                flight.names.add(revision)
                 return flight
-            flight = self._flights[key] = Flight(threading.Event(), [then] if then is not None else [])
+            flight = self._flights[key] = Flight(threading.Event(), [then] if then is not None else [], commit,
+                                                 {revision}, info)
             # made before the thread starts: a read that joins at once finds the files to follow
             # (a flight without it yet would have its readers wait for the whole commit)
-            flight.fetch = self._streamed(repo_id, commit)
+            flight.fetch = self._streamed(repo_id, commit, info)
         threading.Thread(target=self._lead, args=(key, flight, repo, repo_id, commit, revision),
                          name=f"upstream-{repo_id}", daemon=True).start()
         return flight
 
-    def _streamed(self, repo_id: str, commit: str) -> StreamedFetch:
+    def _streamed(self, repo_id: str, commit: str, info: dict[str, Any] | None) -> StreamedFetch:
         """The download of ``commit``'s files, readable as they arrive."""
         from ocibridge.kinds.hf.commitdownload import HubSource
         from ocibridge.kinds.hf.hubcache import hub_cache
 
         settings = self.settings
         source = HubSource(repo_id, settings.url, settings.token, None)
-        return StreamedFetch(source, commit, settings.concurrency, settings.hub_cache or hub_cache(), settings.chunks)
+        return StreamedFetch(source, commit, settings.concurrency, settings.hub_cache or hub_cache(), self.hub,
+                             settings.chunks, info)
 
     def _lead(self, key: tuple[str, str], flight: Flight, repo: Repository, repo_id: str, commit: str,
               revision: str) -> None:

@@ -21,8 +21,10 @@ The rules, in the order a miss meets them:
    gate's 401/403 (gated); then the refs record says private or gated (:mod:`.keptaccess`) before
    anything of it lands, so every later request is decided here as for one made so here;
 6. the commit fetched (or found fetched: its upstream tag), the revision's name tagged; a read
-   that meets the fetch under way is :class:`.inflight.Fetching`: its file streamed as it arrives,
-   its metadata asked of the upstream (upstream/inflight.py), rather than waiting for the commit.
+   route that meets the fetch under way is handed it as :class:`.inflight.InFlight`
+   (:meth:`ProxyCatalog.resolve_arriving`): its files streamed as they arrive, its metadata asked
+   of the upstream by requests the proxy builds (upstream/session.py), never a client's path;
+   every other read waits for the commit to land.
 
 Only the writer fetches (``fetches_here``, set by the app): on a ``--writer`` reader, or a standby
 while another serve holds the writer lease, a miss that would ask the upstream is
@@ -58,9 +60,10 @@ from ocibridge.hubserver.repo.sources import (
 from ocibridge.hubserver.repo.upstreamids import is_proxied
 from ocibridge.hubserver.upstream.client import UpstreamHub, UpstreamRevision, not_found
 from ocibridge.hubserver.upstream.errors import FetchedElsewhere, UpstreamDown, UpstreamRefused
-from ocibridge.hubserver.upstream.inflight import Fetching
+from ocibridge.hubserver.upstream.inflight import InFlight, landed
 from ocibridge.hubserver.upstream.ingest import Audit, Ingest, writable
 from ocibridge.hubserver.upstream.keptaccess import ReaderRefuses, keep_access, nobody_reads
+from ocibridge.hubserver.upstream.session import UpstreamSession
 from ocibridge.hubserver.upstream.staleness import note_stale
 from ocibridge.oci.bookkeeping import is_reserved
 
@@ -82,8 +85,8 @@ class ProxyCatalog(Catalog):
                  **kwargs: Any):
         super().__init__(sources, **kwargs)
         self.upstream = upstream
-        self.hub = UpstreamHub(upstream.url, upstream.token)
-        self.ingest = Ingest(upstream, evidence=evidence)  # evidence: serve's --sign-key/--sbom/--provenance
+        self.hub = UpstreamHub(UpstreamSession(upstream.url, upstream.token))  # every request to the upstream
+        self.ingest = Ingest(upstream, self.hub, evidence=evidence)  # evidence: serve's --sign-key/--sbom/--provenance
         self._lock_checked = threading.Lock()
         self._recording = threading.Lock()  # the refs record's branches, written as names are fetched
         self._checked: dict[tuple[str, str], float] = {}  # (repo id, branch) -> when its head was asked
@@ -113,15 +116,22 @@ class ProxyCatalog(Catalog):
         self.ingest.audit = audit
 
     def close(self) -> None:
-        self.hub.close()
+        self.hub.session.close()
         super().close()
 
     def resolve(self, repo_id: str, revision: str | None, *, reuse_for: float = 0, ref: bool = False,
                 kind: str | None = None) -> Resolved:
         if ref or kind is not None:
             return super().resolve(repo_id, revision, reuse_for=reuse_for, ref=ref, kind=kind)
-        revision = revision or "main"
+        found = self._proxied(repo_id, revision or "main", reuse_for, arriving=False)
+        assert isinstance(found, Resolved)
+        return found
 
+    def resolve_arriving(self, repo_id: str, revision: str | None) -> Resolved | InFlight:
+        """As :meth:`resolve`, but a commit whose fetch is under way is handed out as it arrives."""
+        return self._proxied(repo_id, revision or "main", 0, arriving=True)
+
+    def _proxied(self, repo_id: str, revision: str, reuse_for: float, *, arriving: bool) -> Resolved | InFlight:
         def local(named: str) -> Resolved:
             return Catalog.resolve(self, repo_id, named, reuse_for=reuse_for)
 
@@ -130,12 +140,12 @@ class ProxyCatalog(Catalog):
         except RepoMoved:
             raise
         except (RepoNotFound, RevisionNotFound) as missing:
-            return self._miss(repo_id, revision, missing, local)
+            return self._miss(repo_id, revision, missing, local, arriving)
         return self._fresh(repo_id, revision, found, local)
 
     # -- a miss -----------------------------------------------------------------------------
     def _miss(self, repo_id: str, revision: str, missing: OcibridgeError,
-              local: Callable[[str], Resolved]) -> Resolved:
+              local: Callable[[str], Resolved], arriving: bool) -> Resolved | InFlight:
         parts = repo_parts(repo_id)
         if parts is None or DIGEST.fullmatch(revision) or not revision_named(revision) or is_reserved(revision):
             raise missing
@@ -146,13 +156,19 @@ class ProxyCatalog(Catalog):
         self._door_repo(repo_id, revision)
         if not self.fetches_here():
             raise FetchedElsewhere(f"{repo_id}@{revision}: not here yet; the writer fetches it from the upstream")
-        joined = self.ingest.in_flight(repo, revision) if COMMIT.fullmatch(revision) else None
-        if joined is not None:  # a commit id whose fetch is under way: its door was passed
+        joined = self.ingest.in_flight(repo, revision)
+        if joined is not None:  # a commit id or a branch whose fetch is under way: its door was passed
             state = self.states.of(repo_id)  # (recorded private or gated before it began)
             self._reader_may(repo_id, state.private, state.gated)
-            raise Fetching(joined, revision, self.upstream.url, self.upstream.token)
+            if arriving:
+                return InFlight(joined, repo_id, joined.commit, self.hub)
+            landed(joined)
+            self.forget(repo_id)
+            return local(revision)
         info = self.hub.revision(repo_id, revision)
-        named = self._let_in(repo, revision, info, stream=True)
+        named = self._let_in(repo, revision, info, arriving=arriving)
+        if isinstance(named, InFlight):
+            return named
         self.forget(repo_id)
         return local(named)
 
@@ -163,21 +179,22 @@ class ProxyCatalog(Catalog):
             self.ingest.refused(repo_id, revision, message)
             raise UpstreamRefused(message, rule)
 
-    def _let_in(self, repo: Repository, revision: str, info: UpstreamRevision, *, stream: bool = False) -> str:
+    def _let_in(self, repo: Repository, revision: str, info: UpstreamRevision, *,
+                arriving: bool = False) -> str | InFlight:
         """The commit ``info`` names through the pickle rule, fetched (or found), and the
         revision's name tagged; what the revision is resolved as now (its name, or the commit).
-        ``stream``: a fetch under way is :class:`Fetching` (its files read as they arrive), not
-        waited for; its starter's thread tags the revision once the commit landed."""
+        ``arriving``: a fetch under way is handed out as :class:`InFlight` (its files read as they
+        arrive), not waited for; its starter's thread tags the revision once the commit landed."""
         self._door_revision(revision, info)
         self._reader_may(info.repo_id, info.private, info.gated)
         self._keep_access(repo, info)
         if self._fetched_tag(repo, revision, info.commit) is not None:
             self._mark(info.repo_id, revision)  # its head asked now: re-checked --upstream-fresh from now
-        flight = self.ingest.begin(repo, info.repo_id, info.commit, revision,
+        flight = self.ingest.begin(repo, info.repo_id, info.commit, revision, info=info.said,
                                    then=lambda root: self._named(repo, revision, info, root))
-        if stream and not flight.done.is_set():
-            raise Fetching(flight, info.commit, self.upstream.url, self.upstream.token)
-        flight.ended()  # its follow-ups ran: the revision's name tagged
+        if arriving and not flight.done.is_set():
+            return InFlight(flight, info.repo_id, info.commit, self.hub)
+        landed(flight)  # its follow-ups ran: the revision's name tagged
         return info.commit if self._fetched_tag(repo, revision, info.commit) is None else revision
 
     def _named(self, repo: Repository, revision: str, info: UpstreamRevision, root: Descriptor) -> bool:

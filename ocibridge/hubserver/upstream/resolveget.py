@@ -11,19 +11,19 @@ perf, the interpreter's share 0.46 s against 0.88 s and libc's copies 0.11 s aga
 engine's 64 KiB pieces, copied by h11 and joined again into its chunks; docs/benchmarks.md, "the
 proxy's first load").
 
-The upstream's token goes to the upstream's own origin only: a redirect elsewhere (a CDN's
-signed URL) is followed without ``Authorization``."""
+The upstream's token goes to the upstream's own origin only (:meth:`.session.UpstreamSession.auth_for`):
+a redirect elsewhere (a CDN's signed URL) is followed without ``Authorization``."""
 
 from __future__ import annotations
 
 import socket
 import time
 from typing import TYPE_CHECKING
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import urljoin
 
 from ocibridge.errors import OcibridgeError
-from ocibridge.hubserver.upstream.client import TIMEOUT, upstream_tls
 from ocibridge.hubserver.upstream.fileget import CHUNK
+from ocibridge.hubserver.upstream.session import TIMEOUT, UpstreamSession, later
 from ocibridge.stores.registry.blobstream import receivable_socket
 
 if TYPE_CHECKING:
@@ -43,13 +43,6 @@ class Refused(OcibridgeError):
     """The upstream's answer that another try would not change (a 4xx): not retried."""
 
 
-def origin(url: str) -> tuple[str, str, int | None]:
-    """A URL's scheme, host and port: the token goes only where these are the upstream's."""
-    parts = urlsplit(url)
-    port = parts.port or {"http": 80, "https": 443}.get(parts.scheme)
-    return parts.scheme, (parts.hostname or "").lower(), port
-
-
 def direct_socket(response: httpx.Response) -> socket.socket | None:
     """The socket a plain HTTP/1.1 body of known length can be received from straight into a
     buffer (the registry download's rule: :func:`.blobstream.receivable_socket`); None where the
@@ -65,23 +58,19 @@ def direct_socket(response: httpx.Response) -> socket.socket | None:
 class ResolveGet:
     """``GET /REPO/resolve/COMMIT/PATH``, streamed into the tee, resumed from what it holds."""
 
-    def __init__(self, src: HubSource, commit: str):
-        import httpx
+    def __init__(self, src: HubSource, commit: str, session: UpstreamSession):
         from huggingface_hub.utils import build_hf_headers  # type: ignore[attr-defined]
 
-        self.src, self.commit = src, commit
-        self._headers = {**build_hf_headers(token=src.token, library_name="ocibridge"), "Accept-Encoding": "identity"}
-        self._http = httpx.Client(timeout=httpx.Timeout(TIMEOUT[1], connect=TIMEOUT[0]), follow_redirects=False,
-                                  verify=upstream_tls())
+        self.src, self.commit, self.session = src, commit, session
+        self._headers = {**build_hf_headers(token=False, library_name="ocibridge"), "Accept-Encoding": "identity"}
 
     def close(self) -> None:
-        self._http.close()
+        """Nothing to close: the connections are the proxy's session's."""
 
     def get(self, flight: FileFlight, tee: TeeFile) -> int:
         import httpx
-        from huggingface_hub import hf_hub_url
 
-        url = hf_hub_url(self.src.repo_id, flight.path, revision=self.commit, endpoint=self.src.endpoint)
+        url = self.session.file_url(self.src.repo_id, self.commit, flight.path)
         held = tee.tell()
         if held > flight.size:  # more than the file: nothing of it can be trusted
             tee.truncate(0)
@@ -102,15 +91,11 @@ class ResolveGet:
     def _once(self, url: str, flight: FileFlight, tee: TeeFile) -> None:
         """One request for the rest of the file, its body appended to ``tee`` as it arrives."""
         at = tee.tell()
-        home = origin(self.src.endpoint)
-        headers = dict(self._headers)
-        if at:
-            headers["Range"] = f"bytes={at}-"
+        ranged = {"Range": f"bytes={at}-"} if at else {}
         for _ in range(REDIRECTS + 1):
-            if origin(url) != home:  # a CDN's signed URL: never the upstream's token
-                headers.pop("authorization", None)
-                headers.pop("Authorization", None)
-            with self._http.stream("GET", url, headers=headers) as answer:
+            # a CDN's signed URL: never the upstream's token
+            headers = {**self._headers, **ranged, **self.session.auth_for(url)}
+            with self.session.http.stream("GET", url, headers=headers) as answer:
                 if answer.status_code in _REDIRECT and "location" in answer.headers:
                     url = urljoin(url, answer.headers["location"])
                     continue
@@ -135,7 +120,7 @@ class ResolveGet:
             return
         answer.read()
         what = f"{flight.path}: {self.src.endpoint} answered {status}"
-        if status >= 500 or status == 429:
+        if later(status):
             raise httpx.RemoteProtocolError(what)  # tried again, as a cut
         raise Refused(what)
 

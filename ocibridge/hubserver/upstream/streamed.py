@@ -35,6 +35,7 @@ from ocibridge.hubserver.upstream.tee import FileCut, FileFlight
 
 if TYPE_CHECKING:
     from ocibridge.chunks.chunking import ChunkPolicy
+    from ocibridge.hubserver.upstream.client import UpstreamHub
     from ocibridge.hubserver.upstream.tee import TeeFile
     from ocibridge.hubserver.upstream.xetfetch import XetGet
     from ocibridge.kinds.hf.commitdownload import HubSource
@@ -63,18 +64,21 @@ PARTIALS: KeyedLocks[Path] = KeyedLocks()
 class StreamedFetch:
     """One commit's fetch whose files can be read while they arrive (:attr:`files`, once :attr:`listed`)."""
 
-    def __init__(self, src: HubSource, commit: str, workers: int, cache: Path, chunking: ChunkPolicy | None = None):
+    def __init__(self, src: HubSource, commit: str, workers: int, cache: Path, hub: UpstreamHub,
+                 chunking: ChunkPolicy | None = None, info: dict[str, Any] | None = None):
         from ocibridge.kinds.hf.commitdownload import CommitDownload
 
         self.src, self.commit, self.workers, self.cache = src, commit, workers, cache
+        self.hub = hub  # the proxy's one session with the upstream: every request of the fetch
+        self.info = info  # the commit's model_info, as the door read it (commitfacts.py reads it too)
         self.chunking = chunking  # which files the artifact binds a chunk table of (None: none)
         # .gitattributes kept: the Hub lists it as a file of the commit (push hf: leaves it out)
-        self.download = CommitDownload(src, commit, workers, cache, gitattributes=True)
+        self.download = CommitDownload(src, commit, workers, cache, gitattributes=True, http=hub.session.http)
         self.files: dict[str, FileFlight] = {}
         self.listed = threading.Event()  # set once :attr:`files` is filled (or the listing failed)
         self.bytes_received = 0  # from the upstream, this fetch (a resumed file: the rest only)
         self._count = threading.Lock()
-        self.resolve = ResolveGet(src, commit)
+        self.resolve = ResolveGet(src, commit, hub.session)
         self.xet: XetGet | None = None  # made with the listing, when it names a file's Xet hash
 
     def __call__(self) -> tuple[PlannedArtifact, str]:
@@ -105,7 +109,7 @@ class StreamedFetch:
             self.resolve.close()
             if self.xet is not None:
                 self.xet.close()
-        facts = commit_facts(src.endpoint, src.token, src.repo_id, self.commit, listed)
+        facts = commit_facts(self.hub, src.repo_id, self.commit, listed, self.info)
         package = self.download.package(listed)
         vouch(package, self.files)  # hashed once, by the tee: the build reads them unhashed
         package.annotations.update(facts)  # what the upstream says of the commit (commitfacts.py)
@@ -137,7 +141,7 @@ class StreamedFetch:
                  if e.size and isinstance(e.xet_hash, str) and is_xet_hash(e.xet_hash)}
         if not names or constants.HF_HUB_DISABLE_XET:
             return None
-        return XetGet(self.src, self.commit, names)
+        return XetGet(self.src, self.commit, names, self.hub.session)
 
     def _failed(self, e: Exception) -> OcibridgeError:
         from ocibridge.kinds.hf.commitdownload import said

@@ -18,8 +18,10 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ocibridge.core import boundedjson
 from ocibridge.errors import OcibridgeError
 from ocibridge.hubserver.upstream.fileget import XetUnavailable
+from ocibridge.hubserver.upstream.session import later, refused
 
 if TYPE_CHECKING:
     import httpx
@@ -97,7 +99,7 @@ class Grants:
                 answer = self._http.get(self.route, headers=self._headers)
             except httpx.HTTPError as e:
                 raise Transient(f"the Xet grant at {self.route}: {e}") from None
-            if 400 <= answer.status_code < 500:
+            if refused(answer.status_code):
                 raise XetUnavailable(f"{self.route} answered {answer.status_code}")
             if answer.status_code != 200:
                 raise Transient(f"{self.route} answered {answer.status_code}")
@@ -109,7 +111,7 @@ def _grant_of(answer: httpx.Response) -> Grant:
     said: dict[str, Any] = {}
     if "json" in answer.headers.get("content-type", ""):
         try:
-            body = answer.json()
+            body = boundedjson.loads(answer.content, "the upstream's Xet grant")
             said = body if isinstance(body, dict) else {}
         except ValueError:
             pass
@@ -141,14 +143,14 @@ def reconstruction(http: httpx.Client, grant: Grant, name: str, start: int, size
         answer = http.get(where, headers=headers)
     except httpx.HTTPError as e:
         raise Transient(f"{where}: {e}") from None
-    if answer.status_code == 401 or answer.status_code >= 500 or answer.status_code == 429:
+    if answer.status_code == 401 or later(answer.status_code):  # 401: the grant expired
         raise Transient(f"{where} answered {answer.status_code}")
     if answer.status_code in (403, 404):
         raise XetUnavailable(f"{where} answered {answer.status_code}")
     if answer.status_code not in (200, 206):
         raise OcibridgeError(f"{where} answered {answer.status_code}")
     try:
-        return _parsed(answer.json())
+        return _parsed(boundedjson.loads(answer.content, "the upstream's reconstruction"))
     except (ValueError, KeyError, TypeError, AttributeError) as e:
         raise OcibridgeError(f"{where}: not a reconstruction ({e})") from None
 

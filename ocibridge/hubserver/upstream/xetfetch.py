@@ -30,11 +30,13 @@ from typing import TYPE_CHECKING, BinaryIO
 
 from ocibridge.errors import OcibridgeError
 from ocibridge.hubserver.upstream.fileget import XetUnavailable
+from ocibridge.hubserver.upstream.session import later
 from ocibridge.hubserver.upstream.tee import FileCut
 from ocibridge.hubserver.upstream.xetcas import Grants, Reconstruction, Term, Transient, reconstruction
 from ocibridge.hubserver.xet import merkle, shards, xorbs
 
 if TYPE_CHECKING:
+    from ocibridge.hubserver.upstream.session import UpstreamSession
     from ocibridge.hubserver.upstream.tee import FileFlight, TeeFile
     from ocibridge.kinds.hf.commitdownload import HubSource
 
@@ -52,22 +54,18 @@ class XetGet:
     """The files of one commit over Xet: ``names`` (path -> Xet hash, as the listing names them)
     are those the upstream offers there."""
 
-    def __init__(self, src: HubSource, commit: str, names: dict[str, str]):
-        from urllib.parse import quote
-
-        import httpx
+    def __init__(self, src: HubSource, commit: str, names: dict[str, str], session: UpstreamSession):
         from huggingface_hub.utils import build_hf_headers  # type: ignore[attr-defined]
 
-        from ocibridge.hubserver.upstream.client import TIMEOUT
-
         self.src, self.commit, self.names = src, commit, names
-        # no redirect followed: a grant, a reconstruction and a signed URL each answer where they are
-        self._http = httpx.Client(timeout=httpx.Timeout(TIMEOUT[1], connect=TIMEOUT[0]), follow_redirects=False)
-        route = f"{src.endpoint.rstrip('/')}/api/models/{src.repo_id}/xet-read-token/{quote(commit, safe='')}"
-        self.grants = Grants(self._http, route, build_hf_headers(token=src.token, library_name="ocibridge"))
+        # the session follows no redirect: a grant, a reconstruction and a signed URL each answer where they are
+        self._http = session.http
+        route = session.api(src.repo_id, "xet-read-token", commit)
+        headers = {**build_hf_headers(token=False, library_name="ocibridge"), **session.auth_for(route)}
+        self.grants = Grants(self._http, route, headers)
 
     def close(self) -> None:
-        self._http.close()
+        """Nothing to close: the connections are the proxy's session's."""
 
     def offers(self, path: str) -> bool:
         return path in self.names
@@ -134,7 +132,7 @@ class XetGet:
         wrote = 0
         try:
             with self._http.stream("GET", span.url, headers={"Range": f"bytes={span.start}-{span.last}"}) as answer:
-                if answer.status_code >= 500 or answer.status_code in (403, 429):  # 403: a URL that expired
+                if later(answer.status_code) or answer.status_code == 403:  # 403: a URL that expired
                     raise Transient(f"a xorb's URL answered {answer.status_code}")
                 if answer.status_code not in (200, 206):
                     raise OcibridgeError(f"a xorb's URL answered {answer.status_code}")

@@ -18,6 +18,8 @@ from ocibridge.errors import OcibridgeError
 from ocibridge.stores.base import Store
 
 if TYPE_CHECKING:
+    import httpx
+
     from ocibridge.chunks.choice import ChunkChoice
     from ocibridge.model.package import ModelPackage
 
@@ -93,8 +95,9 @@ class _Download:
     never follows a redirect to another host: huggingface_hub drops it (``hf_hub_download``)."""
 
     def __init__(self, src: HubSource, commit: str, workers: int, cache: Path | None = None, *,
-                 gitattributes: bool = False, chunks: ChunkChoice | None = None):
+                 gitattributes: bool = False, chunks: ChunkChoice | None = None, http: httpx.Client | None = None):
         self.src, self.commit, self.workers = src, commit, workers
+        self.http = http  # the client the listing is asked with (serve --upstream: its session's)
         self.chunks = chunks  # the chunk table the artifact binds, as push's flags say it (None: push's default)
         self.cache = cache or _cache()  # the Hub cache downloaded into (serve --upstream: its own)
         #: ``.gitattributes`` downloaded and kept (serve --upstream: the Hub lists it; push hf: does not)
@@ -129,13 +132,15 @@ class _Download:
 
     def listing(self) -> list[Any]:
         """The commit's files the entry keeps, as the endpoint lists them; at most MAX_FILES."""
+        hub()  # its one line when huggingface_hub is missing
         from huggingface_hub.hf_api import RepoFile
 
+        from ocibridge.kinds.hf.treepages import tree_entries
+
         src = self.src
-        api = hub().HfApi(endpoint=src.endpoint, token=src.token)
         kept: list[Any] = []
-        for seen, entry in enumerate(api.list_repo_tree(src.repo_id, revision=self.commit, recursive=True,
-                                                        repo_type=src.repo_type, token=src.token), 1):
+        entries = tree_entries(src.endpoint, src.repo_id, self.commit, src.token, self.http, src.repo_type)
+        for seen, entry in enumerate(entries, 1):
             if seen > MAX_LISTED:
                 raise OcibridgeError(f"{src.name}@{self.commit}: {src.endpoint} lists more than {MAX_LISTED} "
                                      "entries: refused (no model needs that many files)")

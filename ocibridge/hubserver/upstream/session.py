@@ -1,0 +1,132 @@
+"""The one session a proxy holds with its upstream Hub: one httpx client (one TLS context, one
+connection pool) for every request serve sends there: the door's model_info, the tree listing, the
+commit facts, the files' bytes, the reads answered while a commit is in flight.
+
+Three rules hold for every request, here, once:
+
+- **built, never forwarded**: a URL is made by :meth:`UpstreamSession.api` from a repository id, a
+  route word, a revision and a file path, each segment checked (:func:`checked_segments`) and
+  quoted; no client's path or query reaches the upstream;
+- **the token to its own origin only**: serve's upstream token is sent where the scheme, host and
+  port are the upstream's (:meth:`UpstreamSession.auth_for`), never to a redirect's or a page
+  link's other origin;
+- **bounded JSON**: every JSON answer is read by :mod:`ocibridge.core.boundedjson`; one nested
+  too deep, or no JSON, is :class:`.errors.UpstreamDown` (the Hub's 503: the upstream did not
+  answer usably), never a ``RecursionError``.
+
+And one reading of a status (:func:`later`, :func:`refused`) every caller decides by."""
+
+from __future__ import annotations
+
+import functools
+import ssl
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote, urlsplit
+
+from ocibridge.core import boundedjson
+from ocibridge.hubserver.upstream.errors import UpstreamDown
+
+if TYPE_CHECKING:
+    import httpx
+
+#: seconds to connect, and to wait for each read of an answer
+TIMEOUT = (10.0, 60.0)
+#: routes the proxy asks the upstream under ``/api/models/REPO/``
+ROUTES = frozenset({"revision", "tree", "commits", "refs", "xet-read-token"})
+
+
+@functools.cache
+def upstream_tls() -> ssl.SSLContext:
+    """The TLS context of the upstream's session (httpx's defaults: certifi, or
+    ``SSL_CERT_FILE``/``SSL_CERT_DIR``), loaded once."""
+    import httpx
+
+    return httpx.create_ssl_context()
+
+
+def origin(url: str) -> tuple[str, str, int | None]:
+    """A URL's scheme, host and port: the token goes only where these are the upstream's."""
+    parts = urlsplit(url)
+    port = parts.port or {"http": 80, "https": 443}.get(parts.scheme)
+    return parts.scheme, (parts.hostname or "").lower(), port
+
+
+def checked_segments(path: str, what: str) -> list[str]:
+    """``path``'s segments, each a name (no empty, ``.`` or ``..`` segment, no control character):
+    :class:`ValueError` else. The one check every path the proxy puts in an upstream URL passes."""
+    parts = path.split("/")
+    if any(p in ("", ".", "..") or any(ord(c) < 0x20 or ord(c) == 0x7F for c in p) for p in parts):
+        raise ValueError(f"{what} {path!r} is not a path the proxy asks the upstream for")
+    return parts
+
+
+def later(status: int) -> bool:
+    """The one reading of an upstream status as "ask again later": a 429 or a 5xx (the upstream
+    busy or down: retried, or the Hub's 503 here). Any other 4xx is the upstream's final answer
+    (not found, refused: never retried); a signed URL's 401 or 403 is its expiry, read so by its
+    caller (xetcas.py, xetfetch.py)."""
+    return status == 429 or status >= 500
+
+
+def refused(status: int) -> bool:
+    """The upstream's final answer that it will not give what was asked (a 4xx other than 429)."""
+    return 400 <= status < 500 and not later(status)
+
+
+class UpstreamSession:
+    """The client every request to the upstream at ``url`` goes through (with ``token``)."""
+
+    def __init__(self, url: str, token: str | None):
+        import httpx
+
+        self.url = url.rstrip("/")
+        self.token = token
+        self._home = origin(self.url)
+        #: no redirect followed: each answer is handled where it is (a CDN's URL without the token)
+        self.http = httpx.Client(timeout=httpx.Timeout(TIMEOUT[1], connect=TIMEOUT[0]), follow_redirects=False,
+                                 verify=upstream_tls())
+
+    def close(self) -> None:
+        self.http.close()
+
+    def at_home(self, url: str) -> bool:
+        """Whether ``url`` is on the upstream's own origin (its scheme, host and port)."""
+        return origin(url) == self._home
+
+    def auth_for(self, url: str) -> dict[str, str]:
+        """The ``Authorization`` header for ``url``: serve's token on the upstream's origin, none elsewhere."""
+        return {"Authorization": f"Bearer {self.token}"} if self.token and self.at_home(url) else {}
+
+    def api(self, repo_id: str, route: str, revision: str | None = None, path: str = "") -> str:
+        """``URL/api/models/REPO/ROUTE[/REVISION][/PATH]``, each part checked and quoted."""
+        if route not in ROUTES:
+            raise ValueError(f"{route!r}: not a route the proxy asks the upstream")
+        parts = [quote(p, safe="") for p in checked_segments(repo_id, "the repo id")]
+        parts.append(route)
+        if revision is not None:
+            parts.append(quote(revision, safe=""))
+        if path:
+            parts += [quote(p, safe="") for p in checked_segments(path, "the path")]
+        return f"{self.url}/api/models/" + "/".join(parts)
+
+    def file_url(self, repo_id: str, commit: str, path: str) -> str:
+        """``URL/REPO/resolve/COMMIT/PATH``, each part checked and quoted."""
+        repo = "/".join(quote(p, safe="") for p in checked_segments(repo_id, "the repo id"))
+        name = "/".join(quote(p, safe="") for p in checked_segments(path, "the path"))
+        return f"{self.url}/{repo}/resolve/{quote(commit, safe='')}/{name}"
+
+    def get(self, url: str, what: str, params: dict[str, str] | None = None) -> httpx.Response:
+        """``GET url`` (the token where it is the upstream's); :class:`UpstreamDown` when it cannot be asked."""
+        import httpx
+
+        try:
+            return self.http.get(url, params=params, headers=self.auth_for(url))
+        except httpx.HTTPError as e:
+            raise UpstreamDown(f"{what}: the upstream {self.url} did not answer ({e})") from None
+
+    def json(self, answer: httpx.Response, what: str) -> Any:
+        """The answer's JSON, read by the bounded parser; :class:`UpstreamDown` when it is none."""
+        try:
+            return boundedjson.loads(answer.content, f"the upstream's answer for {what}")
+        except ValueError as e:  # JsonTooDeep is one too
+            raise UpstreamDown(f"{what}: the upstream {self.url} answered no usable JSON ({e})") from None

@@ -1,0 +1,203 @@
+"""serve as a proxy of a hostile upstream (a loopback server of this test that answers as the test
+says, recording what it receives): JSON nested 100,000 deep is the Hub's 503 for an upstream that
+did not answer usably, never a 500; a tree listing whose next page is on another origin is not
+followed, and serve's upstream token never reaches that origin (the proxy's fetch, and a mirror's
+``hf://`` listing, which is the same listing)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import httpx
+import pytest
+from serving import serve_over
+
+from ocibridge.errors import OcibridgeError
+from ocibridge.kinds.hf.commitdownload import CommitDownload, HubSource
+
+UP_TOKEN = "hostile-up-token"
+COMMIT = "d0" * 20
+CONFIG = b'{"hostile": 1}\n'
+WEIGHTS = b"\x05" * 4096
+DEEP = b"[" * 100_000 + b"]" * 100_000
+
+
+def git_blob(data: bytes) -> str:
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()  # noqa: S324 - git's name
+
+
+def entry(path: str, data: bytes) -> dict[str, object]:
+    return {"type": "file", "path": path, "size": len(data), "oid": git_blob(data)}
+
+
+@dataclass
+class Recorder:
+    """What a server received: (path, Authorization) of each request."""
+
+    asked: list[tuple[str, str | None]] = field(default_factory=list)
+    release: threading.Event = field(default_factory=threading.Event)  # the held weights' GET
+    other: str = ""  # the second server's URL (a page link's other origin)
+
+
+def elsewhere_handler(rec: Recorder) -> type[BaseHTTPRequestHandler]:
+    """The other origin: records, and answers an empty page."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:
+            pass
+
+        def do_GET(self) -> None:  # noqa: N802 - http.server's name
+            rec.asked.append((self.path, self.headers.get("Authorization")))
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", "2")
+            self.end_headers()
+            self.wfile.write(b"[]")
+
+    return Handler
+
+
+def hostile_handler(rec: Recorder) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+        def do_GET(self) -> None:  # noqa: N802 - http.server's name
+            rec.asked.append((self.path, self.headers.get("Authorization")))
+            path, _, query = self.path.partition("?")
+            parts = path.strip("/").split("/")
+            name = parts[3] if path.startswith("/api/models/evil/") and len(parts) > 3 else ""
+            if path.startswith("/api/models/evil/deep"):
+                return self._send(200, DEEP)
+            if path.startswith("/api/models/evil/") and parts[4:5] == ["revision"]:
+                return self._json({"id": f"evil/{name}", "sha": COMMIT, "private": False,
+                                   "siblings": [{"rfilename": "config.json"}, {"rfilename": "w.safetensors"}]})
+            if path.startswith("/api/models/evil/") and parts[4:5] == ["tree"]:
+                if name == "flight" and "recursive=true" not in query.lower():  # a reader's tree page in flight
+                    return self._send(200, DEEP)
+                if name == "link":  # its next page: on another origin
+                    link = f'<{rec.other}/api/models/evil/link/tree/{COMMIT}?recursive=true&cursor=2>; rel="next"'
+                    return self._json([entry("config.json", CONFIG)], {"Link": link})
+                return self._json([entry("config.json", CONFIG), entry("w.safetensors", WEIGHTS)])
+            if path.startswith("/api/models/evil/") and parts[4:5] == ["commits"]:
+                return self._json([])
+            if path.startswith("/api/models/evil/tagged/refs"):  # read to tell a fetched name's kind
+                return self._send(200, DEEP)
+            if path.startswith("/api/models/evil/") and parts[4:5] == ["refs"]:
+                return self._json({"branches": [{"name": "main", "targetCommit": COMMIT}], "tags": []})
+            if path.startswith("/evil/") and path.endswith("/config.json"):
+                return self._send(200, CONFIG, "application/octet-stream")
+            if path.startswith("/evil/") and path.endswith("/w.safetensors"):
+                rec.release.wait(60)
+                return self._send(200, WEIGHTS, "application/octet-stream")
+            return self._json([] if "/tree/" in path else {"error": "no"}, status=404)
+
+        def _json(self, said: object, headers: dict[str, str] | None = None, status: int = 200) -> None:
+            self._send(status, json.dumps(said).encode(), "application/json", headers)
+
+        def _send(self, status: int, body: bytes, kind: str = "application/json",
+                  headers: dict[str, str] | None = None) -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", kind)
+            self.send_header("Content-Length", str(len(body)))
+            for k, v in (headers or {}).items():
+                self.send_header(k, v)
+            self.end_headers()
+            self.wfile.write(body)
+
+    return Handler
+
+
+@pytest.fixture(scope="module")
+def hostile() -> Iterator[tuple[str, Recorder, Recorder]]:
+    """The hostile upstream and a second recording server (another port: another origin)."""
+    rec, elsewhere = Recorder(), Recorder()
+    servers = [ThreadingHTTPServer(("127.0.0.1", 0), hostile_handler(rec)),
+               ThreadingHTTPServer(("127.0.0.1", 0), elsewhere_handler(elsewhere))]
+    for s in servers:
+        s.daemon_threads = True
+        threading.Thread(target=s.serve_forever, daemon=True).start()
+    rec.other = f"http://127.0.0.1:{servers[1].server_address[1]}"
+    try:
+        yield f"http://127.0.0.1:{servers[0].server_address[1]}", rec, elsewhere
+    finally:
+        rec.release.set()
+        for s in servers:
+            s.shutdown()
+            s.server_close()
+
+
+@pytest.fixture(scope="module")
+def proxy(hostile: tuple[str, Recorder, Recorder], registry,
+          tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
+    """The proxy of the hostile upstream: (its URL, its folder, where its audit log is)."""
+    root = tmp_path_factory.mktemp("hostile-proxy")
+    (root / "up-token.txt").write_text(UP_TOKEN + "\n")
+    flags = ["--upstream", hostile[0], "--upstream-token-file", str(root / "up-token.txt"),
+             "--audit-log", str(root / "audit.jsonl")]
+    with serve_over(registry, root, "anonymous read=*\n", lambda host: [f"{host}/hostile", "--plain-http", *flags],
+                    HF_HUB_DISABLE_XET="1") as url:
+        yield url, root
+
+
+def test_upstream_json_nested_100000_deep_is_the_hubs_503_not_a_500(proxy: tuple[str, Path],
+                                                                      hostile: tuple[str, Recorder, Recorder]):
+    rec, (proxy_url, _) = hostile[1], proxy
+    deep = httpx.get(f"{proxy_url}/api/models/evil/deep", timeout=60)
+    assert deep.status_code == 503, (deep.status_code, deep.text[:300])
+    assert "nested deeper" in deep.headers.get("x-error-message", deep.text)
+    # a tree page asked while the commit is in flight: the upstream's deep answer, a 503 too
+    started = httpx.get(f"{proxy_url}/evil/flight/resolve/main/config.json", timeout=60)
+    assert started.status_code == 200 and started.content == CONFIG
+    tree = httpx.get(f"{proxy_url}/api/models/evil/flight/tree/main", timeout=60)
+    assert tree.status_code == 503, (tree.status_code, tree.text[:300])
+    assert any("/tree/" in p and "recursive=false" in p for p, _ in rec.asked)  # it was the upstream's answer
+    rec.release.set()
+    # a tag's name fetched: the upstream's refs (read to tell a branch from a tag) nested too deep
+    # is "not a branch", the name kept a tag, read again once landed
+    first = httpx.get(f"{proxy_url}/api/models/evil/tagged/revision/v1", timeout=60)
+    assert first.status_code == 200, (first.status_code, first.text[:300])
+    until = time.monotonic() + 60
+    while not any(p.startswith("/api/models/evil/tagged/refs") for p, _ in rec.asked):
+        assert time.monotonic() < until, rec.asked
+        time.sleep(0.1)
+    again = httpx.get(f"{proxy_url}/api/models/evil/tagged/revision/v1", timeout=60)
+    assert again.status_code == 200, (again.status_code, again.text[:300])
+    assert again.json()["sha"] == COMMIT
+
+
+def test_a_tree_pages_link_to_another_origin_never_gets_the_upstream_token(
+        proxy: tuple[str, Path], hostile: tuple[str, Recorder, Recorder], tmp_path: Path):
+    url, rec, elsewhere = hostile
+    proxy_url, root = proxy
+    httpx.get(f"{proxy_url}/api/models/evil/link", timeout=60)  # the fetch begins: its listing's page 1
+    until = time.monotonic() + 60
+    while not any("/api/models/evil/link/tree/" in p for p, _ in rec.asked):
+        assert time.monotonic() < until, rec.asked
+        time.sleep(0.1)
+    until = time.monotonic() + 60  # the proxy's fetch ended: its one audit line
+    while not _outcomes(root, "evil/link"):
+        assert time.monotonic() < until, (rec.asked, elsewhere.asked)
+        time.sleep(0.1)
+    assert [a for _, a in elsewhere.asked if a] == [], elsewhere.asked
+    assert elsewhere.asked == []  # refused, not followed at all
+    # a mirror's hf:// listing of the same commit: the same pages, refused the same
+    download = CommitDownload(HubSource("evil/link", url, UP_TOKEN, None), COMMIT, 1, tmp_path / "hub")
+    with pytest.raises(OcibridgeError, match="another origin"):
+        download.listing()
+    assert elsewhere.asked == []
+
+
+def _outcomes(root: Path, repo_id: str) -> list[str]:
+    audit = root / "audit.jsonl"
+    lines = [json.loads(line) for line in audit.read_text().splitlines()] if audit.exists() else []
+    return [e["outcome"] for e in lines if e.get("action") == "upstream_ingest" and e.get("repository") == repo_id]
