@@ -27,7 +27,7 @@ def _library() -> Any:
         import picklescan.scanner as found
     except ImportError:
         raise ScannerMissing(f"scanning needs {LIBRARY}: pip install 'ocibridge[{EXTRA}]'") from None
-    logging.getLogger("picklescan").propagate = False  # its warnings are our findings, not log lines
+    logging.getLogger("picklescan").disabled = True  # its warnings are our findings, not log lines
     return found
 
 

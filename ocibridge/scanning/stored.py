@@ -84,6 +84,16 @@ def newest(reports: list[StoredReport]) -> StoredReport | None:
     return reports[-1] if reports else None
 
 
+def newest_summary(store: Store, subject: Descriptor) -> dict[str, object] | None:
+    """What ``inspect`` shows of the newest report (unverified): its verdict, when, by which
+    scanner, signed or not, and its first flagged finding."""
+    found = newest(stored_reports(store, subject))
+    if found is None:
+        return None
+    flagged = found.report.flagged
+    return {**found.as_dict(), **({"finding": flagged[0].line(), "flaggedFindings": len(flagged)} if flagged else {})}
+
+
 def _signed_report(data: bytes, subject: Descriptor, keys: Keys | None) -> tuple[object, str | None]:
     """The predicate of a signed report, and the name of the key it verified with (None when no
     key was asked: read unverified)."""
