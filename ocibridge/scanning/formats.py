@@ -16,8 +16,9 @@ from ocibridge.scanning.report import Finding
 HEAD = 16
 #: a pickle of protocol 2 to 5 starts with PROTO and its number
 _PICKLE_PROTO = re.compile(rb"\x80[\x00-\x05]")
-#: one of protocol 0 and 1 starts with a mark, an empty container, or a global (``cos\nsystem\n``)
-_PICKLE_OLD = re.compile(rb"[(\]})]|c[A-Za-z_][\w.]*\n|i[A-Za-z_][\w.]*\n")
+#: one of protocol 0 and 1 starts with a mark, an empty container, or a global (``cos\nsystem\n``:
+#: two dotted names; a text whose first line is a word is no pickle)
+_PICKLE_OLD = re.compile(rb"[(\]})]|[ci][A-Za-z_][\w.]*\n[A-Za-z_][\w.]*\n")
 #: the names that promise a format whose content is checked
 _PROMISES = {".safetensors": "safetensors", ".gguf": "gguf", ".onnx": "onnx"}
 
