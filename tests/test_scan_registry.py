@@ -96,6 +96,9 @@ def test_a_clean_model_scans_clean_and_a_policy_asking_for_a_clean_scan_obeys_th
     assert ": clean (" in capsys.readouterr().out
     assert main(["pull", ref, str(tmp_path / "out"), "--policy", str(policy), "-q"]) == 0
     assert (tmp_path / "out" / "model.safetensors").is_file()
+    from ocibridge.api.policy import check_policy
+
+    assert check_policy(ref, policy).allowed is True
     assert main(["pull", ref, str(tmp_path / "other"), "--policy", str(_policy(tmp_path / "o.json", other))]) == 1
     capsys.readouterr()
     # a newer report, flagged, by the same key (a later scanner finding more): the newest counts
@@ -127,6 +130,10 @@ def test_a_flagged_model_is_refused_under_the_policy(attacks, tmp_path, capsys):
     assert err.startswith("ocibridge: error: ") and err.count("\n") == 1, err
     assert "is flagged" in err and SCANNER in err and "compressed.joblib" in err  # (the first flagged file)
     assert not (tmp_path / "out").exists()
+    from ocibridge.api.policy import check_policy
+
+    verdict = check_policy(attacks, policy)  # the API's verdict: the same refusal, word for word
+    assert verdict.allowed is False and verdict.reasons == (err.removeprefix("ocibridge: error: ").strip(),)
 
 
 def test_rescan_attaches_a_newer_report_and_skips_what_this_version_scanned(tmp_path, registry, capsys):
