@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import io
 import os
-from typing import IO, Any
+from typing import IO, Any, Protocol, runtime_checkable
 
 from ocibridge.lazyread.tensorfile import RangeReadable
 
@@ -15,17 +15,20 @@ STREAM_PIECE = 1 << 20
 
 
 class LocalFile:
-    """A file on disk, read by ranges (``os.pread``: no shared position)."""
+    """A file on disk, read by ranges."""
 
     def __init__(self, path: str | os.PathLike[str]):
-        self._fd = os.open(path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
-        self.size = os.fstat(self._fd).st_size
+        self._file = open(path, "rb", buffering=0)  # noqa: SIM115  # (closed by close())
+        self.size = os.fstat(self._file.fileno()).st_size
 
     def read(self, start: int = 0, end: int | None = None) -> bytes:
         end = self.size if end is None else min(end, self.size)
+        if end <= start:
+            return b""
+        self._file.seek(start)
         out = []
         while start < end:
-            piece = os.pread(self._fd, min(end - start, 1 << 24), start)
+            piece = self._file.read(min(end - start, 1 << 24))
             if not piece:
                 break
             out.append(piece)
@@ -33,7 +36,14 @@ class LocalFile:
         return b"".join(out)
 
     def close(self) -> None:
-        os.close(self._fd)
+        self._file.close()
+
+
+@runtime_checkable
+class Closable(Protocol):
+    """Content that holds something open (a file) until it is closed."""
+
+    def close(self) -> None: ...
 
 
 class BytesContent:

@@ -9,7 +9,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from ocibridge.lazyread.tensorfile import RangeReadable
-from ocibridge.scanning.content import LocalFile
+from ocibridge.scanning.content import Closable, LocalFile
 from ocibridge.scanning.formats import scan_content
 from ocibridge.scanning.library import scanner
 from ocibridge.scanning.report import FileScan, ScanReport
@@ -28,9 +28,8 @@ def scan_contents(files: Iterable[tuple[str, Opener]], *, subject: str = "") -> 
             kind, found = scan_content(path, content)
             scanned.append(FileScan(path, content.size, kind, tuple(found)))
         finally:
-            close = getattr(content, "close", None)
-            if callable(close):
-                close()
+            if isinstance(content, Closable):
+                content.close()
     return ScanReport(who, tuple(sorted(scanned, key=lambda f: f.path)), now(), subject)
 
 
