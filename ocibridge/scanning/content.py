@@ -35,6 +35,11 @@ class LocalFile:
             start += len(piece)
         return b"".join(out)
 
+    def read_into(self, start: int, view: memoryview) -> int:
+        """Fill ``view`` from ``start`` (no copy between: what a pickle's large bytes cost)."""
+        self._file.seek(start)
+        return self._file.readinto(view) or 0
+
     def close(self) -> None:
         self._file.close()
 
@@ -96,6 +101,10 @@ class _RangeRaw(io.RawIOBase):
         end = min(self._pos + len(view), self._content.size)
         if end <= self._pos:
             return 0
+        if isinstance(self._content, LocalFile):
+            n = self._content.read_into(self._pos, view[: end - self._pos])
+            self._pos += n
+            return n
         data = self._content.read(self._pos, end)
         view[: len(data)] = data
         self._pos += len(data)
