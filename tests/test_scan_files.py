@@ -50,6 +50,7 @@ def test_benign_files_of_every_kind_are_not_flagged(tmp_path):
 
     torch.save({"w": torch.zeros(3), "b": torch.ones(2, 2, dtype=torch.bfloat16)}, tmp_path / "pytorch_model.bin")
     torch.save(torch.nn.Linear(2, 2).state_dict(), tmp_path / "renamed.safetensors.bak")
+    torch.save({"w": torch.ones(3)}, tmp_path / "legacy.pt", _use_new_zipfile_serialization=False)
     np.save(tmp_path / "floats.npy", np.arange(10.0))
     np.savez_compressed(tmp_path / "arrays.npz", a=np.arange(3), b=np.ones(2))
     (tmp_path / "plain.pkl").write_bytes(pickle.dumps({"a": [1, 2, 3], "b": "x"}, protocol=5))
@@ -62,6 +63,19 @@ def test_benign_files_of_every_kind_are_not_flagged(tmp_path):
     assert not report.findings  # nothing to say at all: no noise on real files
     kinds = {f.path: f.format for f in report.files}
     assert kinds["model.onnx"] == "onnx" and kinds["floats.npy"] == "npy" and kinds["plain.pkl"] == "pickle"
+
+
+def test_objects_in_an_npz_and_a_lambda_in_an_hdf5_model_config(tmp_path):
+    """np.savez of an object array (a zip of .npy: each member judged), and a legacy Keras .h5 whose
+    root attribute model_config names a Lambda layer (HDF5 keeps the attribute's JSON as written)."""
+    np.savez(tmp_path / "arrays.npz", ok=np.arange(3), bad=np.array([{"a": 1}], dtype=object))
+    config = json.dumps({"class_name": "Sequential", "config": {"layers": [
+        {"class_name": "Lambda", "config": {"name": "evil", "function": ["4wEAAAAA", None, None]}}]}})
+    (tmp_path / "model.h5").write_bytes(b"\x89HDF\r\n\x1a\n" + bytes(88) + b"model_config\x00" + config.encode())
+    found = {f.path: [x.what for x in f.findings if x.flags] for f in scan_directory(tmp_path).files}
+    assert found["arrays.npz"] == ["numpy array of Python objects: loading it unpickles (allow_pickle=True)"]
+    assert found["model.h5"] == ["Keras Lambda layer in the HDF5 model_config: its Python code runs when the "
+                                 "model loads"]
 
 
 def test_protocol_0_and_a_pickle_under_any_name(tmp_path):
@@ -111,3 +125,29 @@ def test_a_clean_scan_requirement_needs_exactly_one_key_source(tmp_path, capsys)
     assert main(["pull", "oci:nowhere:v1", str(tmp_path / "out"), "--policy", str(policy)]) != 0
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "ocibridgeCleanScan" in err and "exactly one of keyPath" in err
+
+
+def test_a_door_judges_a_stored_model_before_its_tag_moves(tmp_path, capsys):
+    """A layout's model (its raw files copied to scratch, its weights in one tar layer unpacked
+    member by member), pushed by digest: the door scans it, attaches the report and refuses or quarantines as asked."""
+    from ocibridge.scanning.door import judge_stored
+    from ocibridge.scanning.stored import newest, stored_reports
+    from ocibridge.stores.layout import LayoutStore
+    from tests.signing_keys import key_pair
+
+    tree = write_tree(tmp_path / "m", attack_tree())
+    assert main(["push", str(tree), f"oci:{tmp_path}/layout:v1", "-q", "--group", "weight"]) == 0  # weights: one tar
+    capsys.readouterr()
+    store = LayoutStore(tmp_path / "layout")
+    subject = store.resolve("v1")
+    from ocibridge.signing import keys
+
+    private, public = key_pair(tmp_path / "k")
+    verdict = judge_stored(store, subject, mode="refuse", key=keys.load_private_key(private, None), identity="m")
+    assert verdict.refused and not verdict.quarantined
+    assert "critical: pickle calls" in verdict.line() and "ocibridge-scan" in verdict.line()
+    flagged = {f.path for f in verdict.report.files if any(x.flags for x in f.findings)}
+    assert len(flagged) == len(attack_tree())
+    held = newest(stored_reports(store, subject, [("k", keys.load_public_key(public))]))
+    assert held is not None and held.referrer.digest == verdict.referrer and held.report.verdict == "flagged"
+    assert judge_stored(store, subject, mode="quarantine", attach=False).quarantined
