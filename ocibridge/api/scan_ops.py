@@ -16,9 +16,9 @@ from ocibridge.errors import OcibridgeError, UsageError
 from ocibridge.oci.reference import LayoutReference, RegistryReference
 from ocibridge.places.locate import Locator, text_of
 from ocibridge.places.targets import closes_its_stores
+from ocibridge.scanning.report import ScanReport as ScanReport  # what the results hold (public here)
 
 if TYPE_CHECKING:
-    from ocibridge.scanning.report import ScanReport
     from ocibridge.scanning.stored import StoredReport
     from ocibridge.signing.keys import PrivateKey
     from ocibridge.stores.base import WritableStore

@@ -12,7 +12,7 @@ from ocibridge.errors import UsageError
 
 if TYPE_CHECKING:
     from ocibridge.api import scan_ops as api
-    from ocibridge.scanning.report import ScanReport
+    from ocibridge.api.scan_ops import ScanReport
 else:  # loaded when the command runs: --help needs none of it
     api = LazyModule("ocibridge.api.scan_ops")
 

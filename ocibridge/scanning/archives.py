@@ -15,13 +15,14 @@ import zipfile
 import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import IO, Any
+from typing import IO, Any, Protocol
 
 from ocibridge.lazyread.tensorfile import RangeReadable
 from ocibridge.scanning import keras, numpyfiles
 from ocibridge.scanning.content import LocalFile, StreamContent, stream_of
 from ocibridge.scanning.library import pickle_findings
 from ocibridge.scanning.report import Finding
+from ocibridge.scanning.sniff import compression_of, looks_like_pickle
 
 MAX_NESTING = 4
 MAX_MEMBERS = 1 << 16
@@ -32,7 +33,14 @@ _PIECE = 1 << 20
 ZSTD = 93
 
 
-def zip_findings(path: str, content: RangeReadable, where: str, depth: int) -> list[Finding]:
+class Judge(Protocol):
+    """How a member or a stream is judged in turn: the scanner's own entry (formats.scan_content)."""
+
+    def __call__(self, path: str, content: RangeReadable, *, where: str = "",
+                 depth: int = 0) -> tuple[str, list[Finding]]: ...
+
+
+def zip_findings(path: str, content: RangeReadable, where: str, depth: int, judge: Judge) -> list[Finding]:
     from picklescan.relaxed_zipfile import RelaxedZipFile
 
     if depth >= MAX_NESTING:
@@ -51,20 +59,19 @@ def zip_findings(path: str, content: RangeReadable, where: str, depth: int) -> l
             inside = f"{where}/{member.filename}" if where else member.filename
             try:
                 with _member(archive, member, content) as opened:
-                    found += _member_findings(path, opened, member.filename.lower(), inside, depth)
+                    found += _member_findings(path, opened, member.filename.lower(), inside, depth, judge)
             except Exception as e:  # noqa: BLE001  # a member that does not read: said, never skipped silently
                 found.append(Finding(path, "high", f"zip member does not read: {e}", inside))
     return found
 
 
-def _member_findings(path: str, member: StreamContent, named: str, inside: str, depth: int) -> list[Finding]:
+def _member_findings(path: str, member: StreamContent, named: str, inside: str, depth: int,
+                     judge: Judge) -> list[Finding]:
     """A member judged as the loaders of zips judge it: pickles, arrays, nested archives and
     streams, JSON configurations, HDF5; tensor storages (raw numbers) are not pickles."""
-    from ocibridge.scanning.formats import looks_like_pickle, scan_content
-
     head = member.read(0, 16)
     if head.startswith((b"PK\x03\x04", b"PK\x05\x06", numpyfiles.NPY_MAGIC)) or compression_of(head) is not None:
-        return scan_content(path, member, where=inside, depth=depth + 1)[1]
+        return judge(path, member, where=inside, depth=depth + 1)[1]
     if named.endswith(_PICKLE_NAMES) or looks_like_pickle(head):
         return pickle_findings(path, stream_of(member), inside)
     if head.lstrip()[:1] == b"{" and member.size <= keras.MAX_CONFIG:
@@ -105,22 +112,11 @@ def _member(archive: zipfile.ZipFile, member: zipfile.ZipInfo, content: RangeRea
         yield StreamContent(out, written)
 
 
-def compression_of(head: bytes) -> str | None:
-    if head.startswith(b"\x1f\x8b"):
-        return "gzip"
-    if head.startswith(b"BZh") and head[3:4].isdigit():
-        return "bz2"
-    if head.startswith(b"\xfd7zXZ\x00"):
-        return "xz"
-    if len(head) >= 2 and head[0] == 0x78 and head[1] in (0x01, 0x5E, 0x9C, 0xDA):
-        return "zlib"  # (each of these second bytes makes the header's check: a multiple of 31)
-    return None
 
 
-def compressed_findings(path: str, content: RangeReadable, kind: str, where: str, depth: int) -> list[Finding]:
+def compressed_findings(path: str, content: RangeReadable, kind: str, where: str, depth: int,
+                        judge: Judge) -> list[Finding]:
     """The decompressed stream judged by its content (a joblib dump: a pickle)."""
-    from ocibridge.scanning.formats import scan_content
-
     if depth >= MAX_NESTING:
         return [Finding(path, "high", f"compressed streams nested more than {MAX_NESTING} deep: not scanned", where)]
     inside = f"{where} ({kind} stream)" if where else f"{kind} stream"
@@ -136,7 +132,7 @@ def compressed_findings(path: str, content: RangeReadable, kind: str, where: str
                                           "whole", where)]
         unpacked = LocalFile(name)
         try:
-            return scan_content(path, unpacked, where=inside, depth=depth + 1)[1]
+            return judge(path, unpacked, where=inside, depth=depth + 1)[1]
         finally:
             unpacked.close()
     finally:

@@ -5,26 +5,16 @@ that is a zip: a loader by name misreads it, a loader by content unpickles it)."
 
 from __future__ import annotations
 
-import re
-
 from ocibridge.lazyread.tensorfile import RangeReadable
 from ocibridge.scanning import archives, headers, keras, numpyfiles, onnxfiles
 from ocibridge.scanning.content import stream_of
 from ocibridge.scanning.library import pickle_findings
 from ocibridge.scanning.report import Finding
+from ocibridge.scanning.sniff import compression_of, looks_like_pickle
 
 HEAD = 16
-#: a pickle of protocol 2 to 5 starts with PROTO and its number
-_PICKLE_PROTO = re.compile(rb"\x80[\x00-\x05]")
-#: one of protocol 0 and 1 starts with a mark, an empty container, or a global (``cos\nsystem\n``:
-#: two dotted names; a text whose first line is a word is no pickle)
-_PICKLE_OLD = re.compile(rb"[(\]})]|[ci][A-Za-z_][\w.]*\n[A-Za-z_][\w.]*\n")
 #: the names that promise a format whose content is checked
 _PROMISES = {".safetensors": "safetensors", ".gguf": "gguf", ".onnx": "onnx"}
-
-
-def looks_like_pickle(head: bytes) -> bool:
-    return bool(_PICKLE_PROTO.match(head) or _PICKLE_OLD.match(head))
 
 
 def scan_content(path: str, content: RangeReadable, *, where: str = "", depth: int = 0) -> tuple[str, list[Finding]]:
@@ -40,7 +30,7 @@ def scan_content(path: str, content: RangeReadable, *, where: str = "", depth: i
 
 def _judge(path: str, content: RangeReadable, head: bytes, where: str, depth: int) -> tuple[str, list[Finding]]:
     if head.startswith((b"PK\x03\x04", b"PK\x05\x06")):
-        return "zip", archives.zip_findings(path, content, where, depth)
+        return "zip", archives.zip_findings(path, content, where, depth, scan_content)
     if head.startswith(headers.GGUF_MAGIC):
         return "gguf", headers.gguf_findings(path, content)
     if head.startswith(numpyfiles.NPY_MAGIC):
@@ -52,9 +42,9 @@ def _judge(path: str, content: RangeReadable, head: bytes, where: str, depth: in
         if not found:
             return "safetensors", []
         return "safetensors", found + _pickle_too(path, content, head, where)
-    packed = archives.compression_of(head)
+    packed = compression_of(head)
     if packed is not None:
-        return f"{packed}-compressed", archives.compressed_findings(path, content, packed, where, depth)
+        return f"{packed}-compressed", archives.compressed_findings(path, content, packed, where, depth, scan_content)
     if (head[:1] == b"\x08" or (where or path).endswith(".onnx")) and onnxfiles.is_model(content):
         return "onnx", onnxfiles.onnx_findings(path, content, where)
     if looks_like_pickle(head):
