@@ -151,3 +151,17 @@ def test_a_door_judges_a_stored_model_before_its_tag_moves(tmp_path, capsys):
     held = newest(stored_reports(store, subject, [("k", keys.load_public_key(public))]))
     assert held is not None and held.referrer.digest == verdict.referrer and held.report.verdict == "flagged"
     assert judge_stored(store, subject, mode="quarantine", attach=False).quarantined
+
+
+def test_a_pickle_past_the_opcode_budget_is_flagged_as_scanned_in_part(tmp_path, monkeypatch):
+    """The library keeps each opcode in memory: a pickle that hides its call behind more opcodes
+    than the budget is stopped there and flagged, not read on (nor passed as clean)."""
+    from ocibridge.scanning import library
+
+    hidden = b"\x80\x02(" + b"N" * 5000 + b"l0" + system_pickle()[2:]  # 5000 Nones, dropped, then the call
+    path = write_tree(tmp_path, {"big.pkl": hidden}) / "big.pkl"
+    assert [f.what for f in scan_files([("big.pkl", path)]).flagged] == [
+        "pickle calls os.system (code execution on load)"]
+    monkeypatch.setattr(library, "MAX_OPCODES", 1000)
+    assert [(f.severity, f.what) for f in scan_files([("big.pkl", path)]).findings] == [
+        ("high", "pickle of more than 1000 opcodes: scanned in part")]
