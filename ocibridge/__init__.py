@@ -17,7 +17,9 @@ Fetch
     ``list_repositories``, ``list_models``, ``diff``, ``load_source``, ``events`` (progress).
 Sign
     ``sign``, ``verify``, ``verify_dir``, ``keygen``, ``attest``, ``provenance``, ``sbom``,
-    ``check_policy``, ``verification`` (``SignOptions``, ``AttestOptions``, ``VerifyOptions``).
+    ``check_policy``, ``verification`` (``SignOptions``, ``AttestOptions``, ``VerifyOptions``);
+    ``scan``, ``scan_path``, ``scan_reports``, ``rescan`` (a model's files judged by content, the
+    report attached signed).
 Serve
     ``serve`` and ``create_app`` (the Hugging Face Hub API over registries; ``ServeOptions``,
     ``ListenOptions``).
@@ -71,6 +73,7 @@ _TABLE: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("api.signing", ("KeygenResult", "SignResult", "VerifiedSignature", "VerifyDirResult", "VerifyOptions",
                      "VerifyResult", "keygen", "sign", "verify", "verify_dir")),
     ("api.policy", ("PolicyVerdict", "RequirementCheck", "Verification", "check_policy", "verification")),
+    ("api.scan_ops", ("RescanResult", "ScanResult", "rescan", "scan", "scan_path", "scan_reports")),
     ("api.k8s", ("k8s_check", "k8s_modelcar", "k8s_mount", "k8s_policy", "k8s_prewarm", "k8s_serve",
                  "k8s_validate", "k8s_volume")),
     ("api.k8s_mount", ("MountDaemonOptions", "k8s_mount_daemon")),
@@ -160,7 +163,9 @@ __all__ = [
     "RemoveResult",
     "RepositoryList",
     "RequirementCheck",
+    "RescanResult",
     "ResolveResult",
+    "ScanResult",
     "SchemaCheck",
     "ServeOptions",
     "SignOptions",
@@ -237,9 +242,13 @@ __all__ = [
     "pull_destination",
     "push",
     "remove",
+    "rescan",
     "resolve",
     "save",
     "sbom",
+    "scan",
+    "scan_path",
+    "scan_reports",
     "serve",
     "serve_mount",
     "sign",

@@ -49,6 +49,9 @@ LAYERS: dict[str, int] = {
     "ocibridge.kinds": 7,
     # 8: signatures: made, verified before use, carried by copies (a hook the copy is given)
     "ocibridge.signing": 8,
+    # 8: scanning a model's files by content, its reports as signed evidence, the clean-scan policy
+    # requirement the signing layer's policy evaluation asks it about (docs/scanning.md)
+    "ocibridge.scanning": 8,
     # 9: peers on top of the kinds and signatures, which never import each other
     "ocibridge.k8s": 9, "ocibridge.mirror": 9, "ocibridge.hubserver": 9, "ocibridge.lazymount": 9,
     # 10: the Python API

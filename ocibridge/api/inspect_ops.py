@@ -15,6 +15,7 @@ from ocibridge.oci.bookkeeping import is_hidden
 from ocibridge.oci.models import Descriptor
 from ocibridge.places.locate import Locator, text_of
 from ocibridge.places.targets import closes_its_stores, default_store_path, is_local_name
+from ocibridge.scanning.report import PREDICATE_TYPE as SCAN_PREDICATE_TYPE
 from ocibridge.stores.tombstones import without_tombstones
 from ocibridge.transfer.results import InspectResult, ValidateResult
 
@@ -39,6 +40,10 @@ def inspect(ref: str | Locator, *, transfer: TransferOptions | None = None) -> I
     evidence = list_evidence(target.store, subject)
     if evidence:  # attestations and evidence referrers (claimed types; verify checks them)
         info["attestations"] = evidence
+    if any(e["predicateType"] == SCAN_PREDICATE_TYPE for e in evidence):  # the newest scan report's verdict
+        from ocibridge.scanning.stored import newest_summary
+
+        info["scan"] = newest_summary(target.store, subject)
     info["reference"] = ref
     return InspectResult(ref, info["digest"], info["mediaType"], info.get("artifactType"), info["size"],
                          tuple(info["layers"]), info.get("config"), info)

@@ -25,6 +25,7 @@ from ocibridge.api.missing import explaining_missing
 from ocibridge.api.opening import open_at, open_read, open_vouched, refuse_bookkeeping, registry_options
 from ocibridge.api.options import AttestOptions, PullOptions, PushOptions, SignOptions, pull_options, push_options
 from ocibridge.api.options import TransferOptions as TransferOptions  # public here too (docs/api.md)
+from ocibridge.api.scan_ops import attach_after_push, scan_before_push
 from ocibridge.core.overwrite import OnExisting
 from ocibridge.core.pathfilter import PathFilter
 from ocibridge.errors import UsageError
@@ -187,7 +188,11 @@ def push(
         evidence = evidence_api.prepare(attest, dest_ref) if attest is not None and attest.wanted else None
         if signature is not None and signature.excludes:
             options = dataclasses.replace(options, excludes=options.excludes + signature.excludes)
+    door = scan_before_push(source_ref, options.scan, options.scan_key)  # refuses before a byte is sent
     result = _push(source_ref, dest_ref, options, transfer, progress)
+    if door is not None:
+        result = dataclasses.replace(result, extra={**result.extra, "scan": attach_after_push(
+            door, dest_ref, result.descriptor.digest, transfer)})
     if signature is None and evidence is None:
         return result
     return evidence_api.after_push(result, dest_ref, source_ref, dest_ref, transfer, evidence=evidence,

@@ -68,7 +68,9 @@ class PushOptions:
     releases wrote, which they can read lazily, and which hashes 3× slower).
     ``oms_signature``: an OpenSSF model signature of the source directory (``model_signing``'s
     ``model.sig``), checked to sign exactly the directory's files before a byte is sent, left
-    out of the model's files, and attached to the pushed manifest."""
+    out of the model's files, and attached to the pushed manifest. ``scan``: ``refuse`` a
+    source the scanner flags before a byte is sent, ``quarantine`` it (stored, its flagged
+    report attached), or ``off``; the report signed with ``scan_key`` (docs/scanning.md)."""
 
     format: str | None = None
     to: str | None = None
@@ -84,6 +86,8 @@ class PushOptions:
     chunk_size: int | None = None
     chunk_hash: str | None = None
     oms_signature: str | os.PathLike[str] | None = None
+    scan: str = "off"
+    scan_key: str | os.PathLike[str] | None = None
 
 
 @dataclass(frozen=True)

@@ -100,27 +100,31 @@ def check_policy(reference: str | Locator, policy: str | os.PathLike[str] | None
     requirement, and only when no other requirement of the scope refuses already. A policy
     file that cannot be read raises (:class:`ocibridge.errors.UsageError`), as pull does."""
     from ocibridge.places.locate import Role, locate, text_of
-    from ocibridge.signing.containers_policy import SIGSTORE_SIGNED, UsePolicy
+    from ocibridge.signing.containers_policy import CLEAN_SCAN, SIGSTORE_SIGNED, UsePolicy
     from ocibridge.signing.use import decision_for, scope_of
+
+    asking = (SIGSTORE_SIGNED, CLEAN_SCAN)  # what the store must be asked about
 
     located = locate(reference, Role.MODEL)
     name = text_of(located)
     decision = decision_for(located, UsePolicy(file=None if policy is None else os.fspath(policy)))
     if decision is None:
         return PolicyVerdict(name, True, None, scope_of(located).describe(), None, None, (), (NO_POLICY_FILE,))
-    early = {r: _refused_early(decision, r, name) for r in decision.requirements if r.type != SIGSTORE_SIGNED}
+    early = {r: _refused_early(decision, r, name) for r in decision.requirements if r.type not in asking}
     refused = any(reason is not None for reason in early.values())
-    signed = [r for r in decision.requirements if r.type == SIGSTORE_SIGNED]
+    signed = [r for r in decision.requirements if r.type in asking]
     subject = None if refused or not signed else _subject(located, transfer)
     checks = []
     for requirement in decision.requirements:
-        if requirement.type != SIGSTORE_SIGNED:
+        if requirement.type not in asking:
             reason = early[requirement]
             checks.append(RequirementCheck(requirement.describe(), requirement.type, reason is None,
                                            reason or "accepts anything"))
         elif subject is None:
             checks.append(RequirementCheck(requirement.describe(), requirement.type, None,
                                            "not checked: the scope refuses already"))
+        elif requirement.type == CLEAN_SCAN:
+            checks.append(_clean_scan(decision, requirement, subject, name))
         else:
             checks.append(_signed(decision, requirement, subject, name))
     allowed = all(c.satisfied for c in checks)
@@ -161,3 +165,19 @@ def _signed(decision: Decision, requirement: Requirement, subject: tuple[Any, De
         return RequirementCheck(requirement.describe(), requirement.type, False, str(e))
     return RequirementCheck(requirement.describe(), requirement.type, True,
                             f"{accepted.form} signature by {accepted.signer} ({accepted.where})", accepted.signer)
+
+
+def _clean_scan(decision: Decision, requirement: Requirement, subject: tuple[Any, Descriptor],
+                name: str) -> RequirementCheck:
+    """An ``ocibridgeCleanScan`` requirement checked as pull checks it (its refusal line, word for word)."""
+    from ocibridge.errors import SignatureError
+    from ocibridge.scanning.policy import require_clean_scan
+
+    store, desc = subject
+    try:
+        require_clean_scan(store, desc, requirement)
+    except SignatureError as e:
+        return RequirementCheck(requirement.describe(), requirement.type, False,
+                                f"{name}: refused by the policy {decision.where()}: {requirement.describe()}: {e}")
+    return RequirementCheck(requirement.describe(), requirement.type, True,
+                            "the newest scan report signed by its keys is clean")

@@ -132,6 +132,11 @@ EXAMPLES: dict[str, str] = {
   ocibridge attest registry.example/team/tiny:v1 --key cosign.key --sbom      # the AI-BOM, signed
   ocibridge attest registry.example/team/tiny:v1 --key cosign.key --provenance provenance.json
   ocibridge verify registry.example/team/tiny:v1 --key cosign.pub --attestation-type cyclonedx""",
+    "scan": """\
+  ocibridge scan registry.example/team/tiny:v1 --key scanner.key    # findings; exit 1 when flagged; signed report
+  ocibridge scan --path ./tiny                                       # files on disk, nothing attached
+  ocibridge scan --rescan registry.example/team --key scanner.key   # what an older scanner judged, again
+  ocibridge push ./tiny registry.example/team/tiny:v1 --scan refuse""",
     "verify-dir": """\
   ocibridge pull registry.example/team/tiny:v1 tiny --verify-key cosign.pub --with-signatures
   ocibridge verify-dir tiny --key cosign.pub      # tiny/model.sig, where pull put it""",

@@ -53,6 +53,9 @@ COMMANDS: tuple[CommandEntry, ...] = (
                  "make a key pair to sign with: PREFIX.key (encrypted, as cosign writes it) and PREFIX.pub"),
     CommandEntry("attest", "evidence",
                  "sign and attach evidence about an artifact: its AI-BOM (CycloneDX), SLSA provenance"),
+    CommandEntry("scan", "scan",
+                 "scan a model's files by content (pickles, NumPy objects, Keras Lambda, ONNX paths, tensor "
+                 "headers) and attach the signed report"),
     CommandEntry("check-registry", "registry_check",
                  "report what a registry supports (chunked uploads, mount, referrers API, OCI 1.1 artifacts)"),
     CommandEntry("list", "store", "list the models of the local store or of a layout", ("ls",)),

@@ -92,6 +92,8 @@ def _push_options(args: argparse.Namespace) -> api_options.PushOptions:
         chunks=chunking.chunks,
         chunk_threshold=chunking.threshold,
         chunk_hash=chunking.algorithm,
+        scan=args.scan,
+        scan_key=args.scan_key,
     )
 
 
@@ -117,6 +119,11 @@ def cmd_push(args: argparse.Namespace) -> int:
         text += evidence_lines(result.extra["evidence"])
     if "signature" in result.extra:
         text += f"\n  OMS signature attached: {result.extra['signature']}"
+    if "scan" in result.extra:
+        scan = result.extra["scan"]
+        held = f"quarantined: {scan['finding']}; " if scan["quarantined"] else ""
+        how = "signed" if scan["signed"] else "unsigned"
+        text += f"\n  scan: {scan['verdict']}, {held}report {scan['report']} ({how})"
     emit(args, result.as_dict(), text)
     return 0
 
@@ -225,6 +232,12 @@ def register(command: CommandAdder) -> None:
                         "files, then attached to the pushed artifact (and left out of its files)")
     p.add_argument("--exclude", action="append", default=[], metavar="GLOB",
                    help="leave out matching files (repeatable)")
+    p.add_argument("--scan", choices=("off", "refuse", "quarantine"), default="off",
+                   help="scan SOURCE's files by content first: refuse it when flagged (nothing is written), or "
+                        "quarantine it (pushed, its flagged report attached: a policy asking for a clean scan "
+                        "refuses its use); the report is attached to what was pushed (pip install "
+                        "'ocibridge[scan]'; default off)")
+    p.add_argument("--scan-key", metavar="KEY", help="sign the scan report with this private key, as sign takes it")
     add_evidence_flags(p)
     p.add_argument("-a", "--annotation", action="append", default=[], metavar="KEY=VALUE",
                    help="manifest annotation (repeatable)")

@@ -117,6 +117,11 @@ def format_inspect(info: dict[str, Any]) -> str:
     for found in info.get("attestations") or []:  # claimed types: `verify --attestation-type` checks them
         how = "attestation (signed)" if found["signed"] else "evidence (unsigned)"
         lines.append(f"{how}: {found['predicateType']} {found['digest']}")
+    scan = info.get("scan")
+    if scan:  # the newest report, as attached (verify or the policy checks its signature)
+        finding = f": {scan['finding']}" if scan.get("finding") else ""
+        lines.append(f"Scan:          {scan['verdict']} ({scan['scannedAt']}, {scan['scanner']}, "
+                     f"{'signed' if scan['signed'] else 'unsigned'}){finding}")
     rows = [("KIND", "VARIANT", "SIZE", "PATH", "MEDIA TYPE")]
     rows += [
         (x["kind"], x["variant"], human_size(x["size"]), x["path"] or "-", x["mediaType"])

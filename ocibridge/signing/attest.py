@@ -128,7 +128,8 @@ def find_attestations(store: Store, subject: Descriptor, held: HeldReferrers | N
     return sorted(found, key=lambda a: (a.predicate_type, a.referrer.digest))
 
 
-EVIDENCE_TYPES = {"application/vnd.cyclonedx+json": CYCLONEDX, "application/vnd.in-toto+json": "in-toto statement"}
+EVIDENCE_TYPES = {"application/vnd.cyclonedx+json": CYCLONEDX, "application/vnd.in-toto+json": "in-toto statement",
+                  "application/vnd.ocibridge.scan.v1+json": "https://ocibridge.dev/scan/v1"}  # (scanning/report.py)
 
 
 def list_evidence(store: Store, subject: Descriptor) -> list[dict[str, Any]]:

@@ -35,7 +35,10 @@ REJECT = "reject"
 SIGNED_BY = "signedBy"
 SIGSTORE_SIGNED = "sigstoreSigned"
 SIGNED_BASE_LAYER = "signedBaseLayer"
-REQUIREMENT_TYPES = (ACCEPT, REJECT, SIGNED_BY, SIGSTORE_SIGNED, SIGNED_BASE_LAYER)
+#: ocibridge's own requirement (docs/scanning.md): the newest scan report signed by one of its keys
+#: is clean. containers/image refuses a file that names it: keep it in a file for ocibridge
+CLEAN_SCAN = "ocibridgeCleanScan"
+REQUIREMENT_TYPES = (ACCEPT, REJECT, SIGNED_BY, SIGSTORE_SIGNED, SIGNED_BASE_LAYER, CLEAN_SCAN)
 
 #: signedIdentity types (``policy_reference_match.go``); matchRepoDigestOrExact is the default
 SIGNED_BY_KEY_TYPES = ("GPGKeys", "signedByGPGKeys", "X509Certificates", "signedByX509CAs")
@@ -234,6 +237,8 @@ class Requirement:
     identity: IdentityRule = field(default_factory=IdentityRule)
 
     def describe(self) -> str:
+        if self.type == CLEAN_SCAN:
+            return f"{CLEAN_SCAN} signed by key " + " or ".join(k.name for k in self.keys)
         if self.type != SIGSTORE_SIGNED:
             return self.type
         who = ("key " + " or ".join(k.name for k in self.keys)) if self.keys else "fulcio" if self.fulcio else "pki"

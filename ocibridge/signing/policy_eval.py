@@ -26,7 +26,7 @@ from ocibridge.signing import keys
 from ocibridge.signing.attach import find_signatures
 from ocibridge.signing.bundle import parse_bundle, statement_claims, verify_envelope
 from ocibridge.signing.classic import SignatureLayer, signature_tag
-from ocibridge.signing.containers_policy import ACCEPT, Decision, Requirement, Scope
+from ocibridge.signing.containers_policy import ACCEPT, CLEAN_SCAN, Decision, Requirement, Scope
 from ocibridge.signing.payload import parse_simple_signing
 from ocibridge.signing.verify import Verified, is_oms
 from ocibridge.stores.base import Store
@@ -37,13 +37,19 @@ Keys = list[tuple[str, keys.PublicKey]]
 
 def evaluate(decision: Decision, store: Store, subject: Descriptor, name: str) -> list[Verified]:
     """Every requirement of ``decision`` holds for ``subject`` (what was accepted, one per
-    ``sigstoreSigned``), or :class:`SignatureError`: ``NAME: refused by the policy FILE (scope): why``."""
+    ``sigstoreSigned``; ``ocibridgeCleanScan`` accepts no signature), or :class:`SignatureError`:
+    ``NAME: refused by the policy FILE (scope): why``."""
     decision.refuse_early(name)
     accepted: list[Verified] = []
     for requirement in decision.requirements:
         if requirement.type == ACCEPT:
             continue
         try:
+            if requirement.type == CLEAN_SCAN:  # a judgement of the files, no signature of the artifact
+                from ocibridge.scanning.policy import require_clean_scan
+
+                require_clean_scan(store, subject, requirement)
+                continue
             accepted.append(sigstore_signed(store, subject, requirement, decision.scope))
         except SignatureError as e:
             raise SignatureError(f"{name}: refused by the policy {decision.where()}: "

@@ -21,6 +21,7 @@ from ocibridge.errors import InvalidReference, TooLarge
 from ocibridge.oci.digest import is_digest
 from ocibridge.signing.containers_policy import (
     ACCEPT,
+    CLEAN_SCAN,
     IDENTITY_TYPES,
     MAX_POLICY_BYTES,
     NO_SCOPE_TRANSPORTS,
@@ -173,6 +174,8 @@ class _Reader:
         if kind == SIGNED_BY:  # read as strictly as containers/image; refused when it applies
             self.signed_by(obj, f"{where} {kind}")
             return Requirement(kind)
+        if kind == CLEAN_SCAN:
+            return self.clean_scan(obj, f"{where} {kind}")
         if kind == SIGNED_BASE_LAYER:
             here = f"{where} {kind}"
             self.only(obj, ("type", "baseLayerIdentity"), here)
@@ -225,6 +228,16 @@ class _Reader:
                 raise self.fail(where, "pki cannot be combined with a Rekor public key")
         return Requirement(SIGSTORE_SIGNED, keys, rekor_keys, fulcio, pki,
                            self.identity(obj.get("signedIdentity"), where))
+
+    def clean_scan(self, obj: Mapping[str, Any], where: str) -> Requirement:
+        """ocibridge's ``ocibridgeCleanScan``: exactly one source of the keys that sign scan reports."""
+        key_fields = ("keyPath", "keyPaths", "keyData", "keyDatas")
+        self.only(obj, ("type", *key_fields), where)
+        sources = [k for k in key_fields if k in obj]
+        if len(sources) != 1:
+            raise self.fail(where, "exactly one of keyPath, keyPaths, keyData and keyDatas must be given "
+                                   f"(found {', '.join(sources) or 'none'})")
+        return Requirement(CLEAN_SCAN, self.key_material(obj, *key_fields, where=where))
 
     def key_material(self, obj: Mapping[str, Any], path: str, paths: str, data: str, datas: str, *,
                      where: str) -> tuple[KeySource, ...]:

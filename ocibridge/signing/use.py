@@ -12,7 +12,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ocibridge.signing.containers_policy import ACCEPT, Decision, DockerName, Scope, UsePolicy, docker_scope, oci_scope
+from ocibridge.signing.containers_policy import (
+    ACCEPT,
+    CLEAN_SCAN,
+    Decision,
+    DockerName,
+    Scope,
+    UsePolicy,
+    docker_scope,
+    oci_scope,
+)
 from ocibridge.signing.coverage import Trusted, covered_by
 from ocibridge.signing.policy_file import load_policy
 
@@ -136,9 +145,10 @@ def check_for_use(store: Store, reference: str | Descriptor, located: Locator | 
 
 def _policy_vouches(decision: Decision, accepted: list[Verified]) -> frozenset[Trusted]:
     """What the policy's requirements vouch for together: each met by the one signature
-    :func:`evaluate` accepted for it; a requirement met otherwise (none is today) vouches for nothing."""
-    asked = [r for r in decision.requirements if r.type != ACCEPT]
-    if len(accepted) != len(asked):
+    :func:`evaluate` accepted for it; a requirement met otherwise (a clean scan: a judgement of the
+    files, no signature of them) vouches for nothing."""
+    asked = [r for r in decision.requirements if r.type not in (ACCEPT, CLEAN_SCAN)]
+    if not asked or len(accepted) != len(asked):
         return frozenset()
     vouched = frozenset(Trusted)
     for verified in accepted:
