@@ -13,6 +13,7 @@ from urllib.parse import quote
 
 from ocibridge.hubserver.repo.sources import RepoNotFound, RevisionNotFound
 from ocibridge.hubserver.upstream.errors import UpstreamDown
+from ocibridge.hubserver.upstream.tokenless import check_tokenless
 
 #: seconds to connect, and to wait for each read of an answer
 TIMEOUT = (10.0, 60.0)
@@ -54,6 +55,7 @@ class UpstreamHub:
         import httpx
 
         self.url = url.rstrip("/")
+        self.token = token
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self._http = httpx.Client(headers=headers, timeout=httpx.Timeout(TIMEOUT[1], connect=TIMEOUT[0]),
                                   follow_redirects=False, verify=upstream_tls())
@@ -77,6 +79,7 @@ class UpstreamHub:
             code = answer.headers.get("X-Error-Code", "")
             if code == "RevisionNotFound":
                 raise RevisionNotFound(f"{repo_id}: no revision {revision} here nor at the upstream {self.url}")
+            check_tokenless(answer.status_code, code, self.token, self.url, f"{repo_id}@{revision}")
             raise not_found(repo_id, self.url)
         if answer.status_code != 200:
             raise UpstreamDown(f"{repo_id}@{revision}: the upstream {self.url} answered {answer.status_code}")
