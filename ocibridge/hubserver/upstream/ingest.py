@@ -37,6 +37,7 @@ from ocibridge.errors import NotFound, OcibridgeError
 from ocibridge.hubserver.repo.sources import commit_of
 from ocibridge.hubserver.repo.upstreamids import by_upstream_id
 from ocibridge.hubserver.upstream.errors import UpstreamDown, UpstreamRefused
+from ocibridge.hubserver.upstream.fetchbounds import FetchBounds, requesting_client
 from ocibridge.hubserver.upstream.streamed import StreamedFetch
 from ocibridge.oci.bookkeeping import commit_tag, upstream_tag
 
@@ -73,6 +74,7 @@ class Flight:
     fetch: StreamedFetch | None = None
     result: Descriptor | None = None
     error: BaseException | None = None
+    release: Callable[[], None] = lambda: None  # its place among the fetches under way (fetchbounds.py)
 
     def ended(self) -> Descriptor:
         """The landed manifest (waiting for it), or the fetch's error raised."""
@@ -94,6 +96,7 @@ class Ingest:
         self._flights: dict[tuple[str, str], Flight] = {}
         self._refused: dict[tuple[str, str], UpstreamRefused] = {}  # commits whose fetch the file rules refused
         self.fetches = 0  # commits fetched from the upstream (not counting those waited for)
+        self.bounds = FetchBounds(settings.max_fetches, settings.max_fetches_per_client)
 
     def commit(self, repo: Repository, repo_id: str, commit: str, revision: str) -> Descriptor:
         """The manifest of the upstream's ``commit`` in ``repo``: found there, else fetched (or
@@ -133,7 +136,9 @@ class Ingest:
             if flight is not None:
                 flight.thens += [then] if then is not None else []
                 return flight
+            release = self.bounds.admit(requesting_client(), f"{repo_id}@{commit}")  # FetchesBusy: over a bound
             flight = self._flights[key] = Flight(threading.Event(), [then] if then is not None else [])
+            flight.release = release
             # made before the thread starts: a read that joins at once finds the files to follow
             # (a flight without it yet would have its readers wait for the whole commit)
             flight.fetch = self._streamed(repo_id, commit)
@@ -170,6 +175,7 @@ class Ingest:
             with self._lock:
                 self._flights.pop(key, None)
         finally:
+            flight.release()  # its place among the fetches under way
             flight.done.set()
 
     def _fetch(self, flight: Flight, repo: Repository, repo_id: str, commit: str, revision: str) -> Descriptor:
