@@ -185,7 +185,9 @@ class ProxyCatalog(Catalog):
         revision's name tagged; what the revision is resolved as now (its name, or the commit).
         ``stream``: a fetch under way is :class:`Fetching` (its files read as they arrive), not
         waited for; its starter's thread tags the revision once the commit landed."""
+        self.revocations.asked(info.repo_id)  # the upstream just gave it: asked of it now (revocation.py)
         self._door_revision(revision, info)
+        self.revocations.given(info.repo_id)  # ... and the door lets it in: not taken back (any more)
         self._reader_may(info.repo_id, info.private, info.gated)
         self._keep_access(repo, info)
         if self._fetched_tag(repo, revision, info.commit) is not None:
