@@ -145,3 +145,27 @@ def test_arrays_of_numbers_and_zips_without_pickles_are_let_in(proxied: Proxied,
     folder = Path(proxied.api().snapshot_download("rules/plain", cache_dir=tmp_path / "hub"))
     assert {p: (folder / p).read_bytes() for p in files} == files
     proxied.landed("proxy/rules/plain", commit)
+
+
+def test_what_the_content_rule_calls_pickle_bearing_and_what_it_lets_through(tmp_path: Path):
+    from ocibridge.hubserver.upstream.pickles import FilesDoor, pickled_file, pickled_head
+    from ocibridge.hubserver.upstream.settings import UpstreamSettings
+
+    for protocol in (2, 3, 4, 5):
+        assert pickled_head(pickle.dumps([1], protocol=protocol)) == f"a pickle (protocol {protocol})"
+    assert pickled_head(b"\x80\x01") is None and pickled_head(b"\x80\x06") is None  # no such protocol
+    assert pickled_head(_npy("<f4", b"\x00" * 4)) is None
+    assert pickled_head(_npy("|O", b"")) is not None
+    assert pickled_head(_zip("archive/data.pkl")) is not None  # torch.save's first entry
+    assert pickled_head(_zip("archive/version", "archive/data.pkl")) is None  # seen once whole:
+    (tmp_path / "late.zip").write_bytes(_zip("archive/version", "archive/data.pkl"))
+    assert pickled_file(tmp_path / "late.zip") == "a zip holding archive/data.pkl (a pickle)"
+    (tmp_path / "plain.zip").write_bytes(_zip("a/version"))
+    assert pickled_file(tmp_path / "plain.zip") is None
+    # --upstream-allow-pickle: nothing read for pickles, the operator's own file globs still decided
+    allowed = FilesDoor(UpstreamSettings("http://up", allow_pickle=True, refuse_files=("*.onnx",)))
+    assert not allowed.sniffs
+    allowed.listed("a/b", "0" * 40, ["model.pkl", "w.bin"])
+    with pytest.raises(Exception, match=r"model.onnx refused by --upstream-refuse-files"):
+        allowed.listed("a/b", "0" * 40, ["model.pkl", "onnx/model.onnx"])
+    assert FilesDoor(UpstreamSettings("http://up")).sniffs

@@ -121,6 +121,10 @@ def test_a_repository_the_upstream_makes_private_or_deletes_is_refused_here_as_o
                                                                        cache_dir=tmp_path / "deleted")
     for repo, commit in commits.items():  # every route, by branch and by commit: as one never seen here
         assert _answers(upstreamed.proxy, repo, commit) == _answers(upstreamed.proxy, "owner/never-asked", never)
+    for repo in commits:  # nor listed, nor its refs told
+        with pytest.raises(RepositoryNotFoundError):
+            api.list_repo_refs(repo)
+    assert not {m.id for m in api.list_models(search="owner/")} & set(commits)
     log = upstreamed.log("proxy")
     for repo in commits:
         assert len(re.findall(rf"upstream: {repo}: .*refused here too", log)) == 1, log
@@ -129,6 +133,7 @@ def test_a_repository_the_upstream_makes_private_or_deletes_is_refused_here_as_o
     up.update_repo_settings("owner/private", private=False)
     time.sleep(FRESH + 0.2)
     assert api.model_info("owner/private").sha == commits["owner/private"]
+    assert "owner/private" in {m.id for m in api.list_models(search="owner/")}
     assert "owner/private: the upstream gives it again" in upstreamed.log("proxy")
 
 

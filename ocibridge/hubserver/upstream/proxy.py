@@ -42,11 +42,11 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ocibridge.errors import NotFound, OcibridgeError
-from ocibridge.hubserver.repo.catalog import Catalog, Resolved
+from ocibridge.hubserver.repo.catalog import Catalog, Refs, Resolved
 from ocibridge.hubserver.repo.refnames import registry_tag, split_revision
 from ocibridge.hubserver.repo.refrules import is_tag
 from ocibridge.hubserver.repo.refsrecord import read_record
@@ -149,6 +149,17 @@ class ProxyCatalog(Catalog):
         if taken is not None:
             raise taken
         return answered
+
+    def repo_ids(self) -> Iterator[tuple[str, Source]]:
+        """Every repo id, but those the upstream took back (revocation.py): never listed."""
+        return ((repo_id, source) for repo_id, source in super().repo_ids()
+                if self.revocations.refusal(repo_id) is None)
+
+    def refs(self, repo_id: str) -> Refs:
+        taken = self.revocations.refusal(repo_id)
+        if taken is not None:
+            raise taken
+        return super().refs(repo_id)
 
     # -- a miss -----------------------------------------------------------------------------
     def _miss(self, repo_id: str, revision: str, missing: OcibridgeError,
@@ -323,8 +334,7 @@ class ProxyCatalog(Catalog):
         except RepoNotFound:
             info = None
         except UpstreamDown as e:
-            log.warning("upstream: %s: not re-checked, %s answered as last fetched: %s", repo_id, found.commit, e)
-            note_stale(f"{repo_id}@{found.commit} answered as last fetched: the upstream did not answer")
+            log.warning("upstream: %s: not re-checked (%s answered as fetched): %s", repo_id, found.commit, e)
             return
         kept_out = self._judged(found.repo, repo_id, info)
         if kept_out is not None:
