@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import re
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -168,15 +169,29 @@ def test_one_client_asking_for_many_unknown_repositories_at_once_starts_a_bounde
     for repo in repos:
         upstreamed.publish(repo)
     slow = upstreamed.counted.add("GET", r"^/api/models/many/r\d+/tree/", delay(4), times=None)
+    pid = _serve_pid(upstreamed.root / "proxy")
+    baseline, peak, asking = _threads(pid), [0], threading.Event()
 
     def ask(repo: str) -> httpx.Response:
         return httpx.get(f"{upstreamed.proxy}/api/models/{repo}/revision/main", timeout=120)
 
+    def watch() -> None:
+        while not asking.is_set():
+            peak[0] = max(peak[0], _threads(pid))
+            time.sleep(0.02)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
     try:
         with concurrent.futures.ThreadPoolExecutor(max_workers=40) as pool:
             answers = list(pool.map(ask, repos))
+        time.sleep(1)  # the fetches started go on: their threads too
     finally:
+        asking.set()
+        watcher.join()
         slow.times = slow.applied
+    # serve's threads: the requests' pool (40 at most) and a thread and 4 file workers a fetch started
+    assert peak[0] <= baseline + 40 + PER_CLIENT * 5 + 8, (baseline, peak)
     started = {r.path.split("/tree/")[0] for r in upstreamed.counted.requests
                if r.path.startswith("/api/models/many/") and "/tree/" in r.path}
     assert 1 <= len(started) <= PER_CLIENT, started
@@ -187,6 +202,23 @@ def test_one_client_asking_for_many_unknown_repositories_at_once_starts_a_bounde
         assert int(answer.headers["retry-after"]) > 0
         assert "--upstream-max-fetches-per-client" in answer.headers["x-error-message"]
         assert "--upstream-max-fetches-per-client" in answer.json()["error"]
+
+
+def _serve_pid(root: Path) -> int:
+    """The serve process whose token file is under ``root``."""
+    wanted = str(root / "tokens.txt").encode()
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and wanted in (entry / "cmdline").read_bytes().split(b"\0"):
+                return int(entry.name)
+        except OSError:
+            continue
+    raise AssertionError(f"no serve process over {root}")
+
+
+def _threads(pid: int) -> int:
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(re.search(r"^Threads:\s+(\d+)", status, re.MULTILINE).group(1))  # type: ignore[union-attr]
 
 
 def test_an_upstream_that_wants_a_token_serve_was_not_given_is_unavailable_and_the_log_says_why(
