@@ -133,7 +133,9 @@ def test_a_gated_upstream_repository_goes_to_its_gates_list_only_and_stays_gated
     assert {r.headers.get("authorization") for r in kept.counted.requests} == {f"Bearer {UP_TOKEN}"}
     kept.landed("gp/gated")
 
-    # gated here, with the upstream's mode: described to every reader, its files to the list only
+    # gated here, with the upstream's mode: described to every reader, its files to the list only,
+    # past a re-check too (--upstream-fresh 1: the upstream asked again, still gated)
+    time.sleep(1.2)
     for token in (PLAIN, False):
         assert kept.api(token).model_info("gp/gated").gated == "auto"
     with pytest.raises(GatedRepoError) as plain:

@@ -354,8 +354,9 @@ class ProxyCatalog(Catalog):
             return self.revocations.take_back(repo_id, gated(info.gated))
         self.revocations.given(repo_id)
         private, gate = (True, "") if info is None else (info.private, info.gated)
-        if (private or gate) and keep_access(repo, private, gate):
-            self.forget(repo_id)
+        if not ((private or gate) and keep_access(repo, private, gate)):
+            return None  # as it was here: this request's route decided its reader by the record already
+        self.forget(repo_id)  # made so just now: this request's reader decided here, the next by its route
         return self._kept_from_reader(repo_id, private, gate)
 
     def _fresh(self, repo_id: str, revision: str, found: Resolved, local: Callable[[str], Resolved]) -> Resolved:
