@@ -133,7 +133,9 @@ def test_a_gated_upstream_repository_goes_to_its_gates_list_only_and_stays_gated
     assert {r.headers.get("authorization") for r in kept.counted.requests} == {f"Bearer {UP_TOKEN}"}
     kept.landed("gp/gated")
 
-    # gated here, with the upstream's mode: described to every reader, its files to the list only
+    # gated here, with the upstream's mode: described to every reader, its files to the list only,
+    # past a re-check too (--upstream-fresh 1: the upstream asked again, still gated)
+    time.sleep(1.2)
     for token in (PLAIN, False):
         assert kept.api(token).model_info("gp/gated").gated == "auto"
     with pytest.raises(GatedRepoError) as plain:
@@ -232,6 +234,25 @@ def test_a_repository_made_private_or_gated_at_the_upstream_after_it_was_fetched
     kept.api(GRANTED).hf_hub_download("gp/later-gated", "config.json", cache_dir=tmp_path / "g")
     with pytest.raises(RepositoryNotFoundError):  # recorded: no re-check needed to keep it so
         kept.api(PLAIN).model_info("gp/later-private")
+
+
+def test_a_repository_the_upstream_no_longer_gives_is_kept_private_here_when_the_allow_flag_names_it(
+        kept: Kept, tmp_path: Path):
+    up = HfApi(endpoint=kept.upstream, token=UP_TOKEN)
+    up.create_repo("gp/later-gone")
+    commit = up.upload_file(path_or_fileobj=b'{"gone": 1}', path_in_repo="config.json", repo_id="gp/later-gone").oid
+    assert kept.api(PLAIN).model_info("gp/later-gone").sha == commit  # public: fetched for anyone
+    kept.commits["gp/later-gone"] = commit
+    kept.landed("gp/later-gone")
+    up.delete_repo("gp/later-gone")  # the upstream refuses serve's token now (404)
+    time.sleep(1.2)  # past --upstream-fresh
+    with pytest.raises(RepositoryNotFoundError):
+        kept.api(PLAIN).model_info("gp/later-gone")
+    assert _answers(kept, "gp/later-gone", commit, PLAIN) == _answers(kept, NOWHERE, commit, PLAIN)
+    got = kept.api(GRANTED).hf_hub_download("gp/later-gone", "config.json", revision=commit,
+                                            cache_dir=tmp_path / "g")
+    assert Path(got).read_bytes() == b'{"gone": 1}'  # --upstream-allow-private gp/*: kept, private here
+    assert kept.api(GRANTED).model_info("gp/later-gone").private is True
 
 
 def test_a_first_fetch_that_fails_leaves_the_repository_private_and_the_upstreams_to_fill(kept: Kept,

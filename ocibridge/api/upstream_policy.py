@@ -10,6 +10,8 @@ from typing import Any
 
 from ocibridge.chunks.choice import UPSTREAM_FLAGS, ChunkChoice, choose
 from ocibridge.errors import UsageError
+from ocibridge.hubserver.upstream.settings import MAX_FETCHES as MOST
+from ocibridge.hubserver.upstream.settings import MAX_FETCHES_PER_CLIENT as PER_CLIENT
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -19,7 +21,7 @@ class UpstreamPolicyOptions:
 
     upstream_allow: tuple[str, ...] = ()  # repo id globs that may be fetched (none: all not denied)
     upstream_deny: tuple[str, ...] = ()  # repo id globs that may not
-    upstream_allow_pickle: bool = False  # fetch pickle formats (*.bin, *.pt, *.pth, *.pkl, *.ckpt) too
+    upstream_allow_pickle: bool = False  # fetch pickle formats (by name: door.PICKLE; by content) too
     upstream_licenses: tuple[str, ...] = ()  # the card must name one of these licenses (none: any)
     upstream_refuse_files: tuple[str, ...] = ()  # file globs that keep a commit out
     upstream_allow_gated: tuple[str, ...] = ()  # repo id globs fetched though gated upstream: gated here
@@ -29,6 +31,9 @@ class UpstreamPolicyOptions:
     upstream_no_chunks: bool = False
     upstream_chunk_threshold: int | None = None
     upstream_chunk_hash: str | None = None
+    # upstream fetches under way at once, over all clients and started by one (its token, else its address)
+    upstream_max_fetches: int = MOST
+    upstream_max_fetches_per_client: int = PER_CLIENT
 
     def upstream_wanted(self, upstream: str | None, *, others_given: bool, tokens: bool, token_flag: str) -> bool:
         """Whether a proxy of ``upstream`` is asked for. The policy (or ``others_given``: the caller's own
@@ -38,9 +43,14 @@ class UpstreamPolicyOptions:
             if others_given or self.upstream_allow or self.upstream_deny or self.upstream_allow_pickle \
                     or self.upstream_licenses or self.upstream_refuse_files or self.upstream_allow_gated \
                     or self.upstream_allow_private or self.upstream_no_chunks \
-                    or self.upstream_chunk_threshold is not None or self.upstream_chunk_hash is not None:
+                    or self.upstream_chunk_threshold is not None or self.upstream_chunk_hash is not None \
+                    or self.upstream_max_fetches != MOST or self.upstream_max_fetches_per_client != PER_CLIENT:
                 raise UsageError("the --upstream-* flags go with --upstream URL")
             return False
+        for flag, value in (("--upstream-max-fetches", self.upstream_max_fetches),
+                            ("--upstream-max-fetches-per-client", self.upstream_max_fetches_per_client)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise UsageError(f"{flag} {value}: expected a number of fetches, 1 or more")
         if (self.upstream_allow_gated or self.upstream_allow_private) and not tokens:
             raise UsageError(f"--upstream-allow-gated and --upstream-allow-private go with {token_flag}: a "
                              "repository kept gated or private here is given to the readers serve's own tokens "
@@ -53,7 +63,9 @@ class UpstreamPolicyOptions:
                 "allow_pickle": self.upstream_allow_pickle, "licenses": tuple(self.upstream_licenses),
                 "refuse_files": tuple(self.upstream_refuse_files),
                 "allow_gated": tuple(self.upstream_allow_gated),
-                "allow_private": tuple(self.upstream_allow_private), "chunks": self.upstream_chunks().policy()}
+                "allow_private": tuple(self.upstream_allow_private), "chunks": self.upstream_chunks().policy(),
+                "max_fetches": self.upstream_max_fetches,
+                "max_fetches_per_client": self.upstream_max_fetches_per_client}
 
     def upstream_chunks(self) -> ChunkChoice:
         """The chunk settings, checked as push checks its flags (in serve's spelling)."""
@@ -74,5 +86,9 @@ class UpstreamPolicyOptions:
             flags += ["--upstream-chunk-threshold", str(self.upstream_chunk_threshold)]
         if self.upstream_chunk_hash is not None:
             flags += ["--upstream-chunk-hash", self.upstream_chunk_hash]
+        if self.upstream_max_fetches != MOST:
+            flags += ["--upstream-max-fetches", str(self.upstream_max_fetches)]
+        if self.upstream_max_fetches_per_client != PER_CLIENT:
+            flags += ["--upstream-max-fetches-per-client", str(self.upstream_max_fetches_per_client)]
         return tuple(flags + (["--upstream-allow-pickle"] if self.upstream_allow_pickle else [])
                      + (["--upstream-no-chunks"] if self.upstream_no_chunks else []))

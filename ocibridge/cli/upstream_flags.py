@@ -10,6 +10,8 @@ from typing import Any
 
 from ocibridge.api import choices
 from ocibridge.api.chunk_options import UPSTREAM_FLAGS, choose
+from ocibridge.hubserver.upstream.settings import MAX_FETCHES as MOST
+from ocibridge.hubserver.upstream.settings import MAX_FETCHES_PER_CLIENT as PER_CLIENT
 
 
 def add_upstream_policy_flags(g: Any) -> None:
@@ -19,7 +21,8 @@ def add_upstream_policy_flags(g: Any) -> None:
     g.add_argument("--upstream-deny", action="append", metavar="GLOB",
                    help="repositories whose id matches are never fetched (repeatable; before --upstream-allow)")
     g.add_argument("--upstream-allow-pickle", action="store_true",
-                   help="fetch repositories with pickle files (*.bin, *.pt, *.pth, *.pkl, *.ckpt), refused by default")
+                   help="fetch repositories with pickle files (*.bin, *.pt, *.pth, *.pkl, *.pickle, *.joblib, *.ckpt, "
+                        "..., or any file whose content is a pickle's), refused by default")
     g.add_argument("--upstream-license", action="append", metavar="ID",
                    help="only repositories whose card names this license (its license: id, e.g. apache-2.0, or "
                         "license_name with license: other) may be fetched (repeatable)")
@@ -34,6 +37,12 @@ def add_upstream_policy_flags(g: Any) -> None:
                    help="repositories whose id matches are fetched though private at the upstream (with the upstream "
                         "token) and kept private here: readers without a private grant learn nothing of them "
                         "(repeatable; needs serve's own tokens; default: private ones refused, as not found)")
+    g.add_argument("--upstream-max-fetches", type=int, default=None, metavar="N",
+                   help=f"upstream fetches under way at once, over all clients (default {MOST}); a read that would "
+                        "start one more is answered 503 with Retry-After")
+    g.add_argument("--upstream-max-fetches-per-client", type=int, default=None, metavar="N",
+                   help=f"upstream fetches one client (its token, else its address) may have under way at once "
+                        f"(default {PER_CLIENT})")
     g.add_argument("--upstream-no-chunks", action="store_true",
                    help="a fetched commit's artifact binds no chunk table (push --no-chunks)")
     g.add_argument("--upstream-chunk-threshold", metavar="SIZE", default=None,
@@ -53,7 +62,10 @@ def upstream_policy(args: argparse.Namespace) -> dict[str, Any]:
             "upstream_licenses": tuple(args.upstream_license or ()),
             "upstream_refuse_files": tuple(args.upstream_refuse_files or ()),
             "upstream_allow_gated": tuple(args.upstream_allow_gated or ()),
-            "upstream_allow_private": tuple(args.upstream_allow_private or ())}
+            "upstream_allow_private": tuple(args.upstream_allow_private or ()),
+            "upstream_max_fetches": MOST if args.upstream_max_fetches is None else args.upstream_max_fetches,
+            "upstream_max_fetches_per_client": PER_CLIENT if args.upstream_max_fetches_per_client is None
+            else args.upstream_max_fetches_per_client}
 
 
 def add_default_tag_flag(p: argparse.ArgumentParser, default: str | None = "latest") -> None:

@@ -74,6 +74,7 @@ from ocibridge.hubserver.uploads.mounts import Mounts
 from ocibridge.hubserver.uploads.relay import handing_for, relay_for, relays
 from ocibridge.hubserver.uploads.staging import Staging
 from ocibridge.hubserver.upstream.errors import FetchedElsewhere
+from ocibridge.hubserver.upstream.fetchbounds import FetchClient
 from ocibridge.hubserver.upstream.proxy import ProxyCatalog
 from ocibridge.hubserver.upstream.staleness import StaleWarning
 from ocibridge.hubserver.web.compare import Compare
@@ -482,7 +483,8 @@ def create_app(catalog: Catalog, lists: FileLists, blobs: Blobs, settings: Serve
                                 *([Middleware(serve.metrics.middleware)] if serve.settings.metrics else []),
                                 Middleware(TrustedForwarded, trusted=serve.settings.trust_forwarded),
                                 Middleware(Guard, limits=limits or Limits()),
-                                *([Middleware(StaleWarning)] if isinstance(catalog, ProxyCatalog) else [])])
+                                *([Middleware(StaleWarning), Middleware(FetchClient)]
+                                  if isinstance(catalog, ProxyCatalog) else [])])
     app.router.redirect_slashes = False  # a trailing "/" is dropped by the routes themselves
     app.state.serve = serve
     return app

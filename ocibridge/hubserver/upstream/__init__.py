@@ -20,6 +20,11 @@ upstream says of the commit, written to the registry and answered from it.
 - :mod:`.proxy`: the catalog that asks the upstream on a miss and re-checks a branch's head.
 - :mod:`.inflight`: a commit whose fetch is under way, as the read routes read it while it arrives.
 - :mod:`.staleness`: the ``Warning`` of an answer given stale because the upstream did not answer.
+- :mod:`.revocation`: a repository the upstream took back since it was fetched, refused here too.
+- :mod:`.refguard`: upstream ref names that would land on serve's own tags (``latest``), never tagged.
+- :mod:`.pickles`: pickle-bearing files by content, and the file rules on the listing the fetch writes.
+- :mod:`.fetchbounds`: at most so many fetches under way, over all and by one client.
+- :mod:`.tokenless`: an upstream that wants a token serve was not given: unavailable, and said so.
 
 No HTTP routing here: the routes resolve through the catalog as they always do (the read routes
 through its :class:`.repo.arriving.ArrivingCatalog` side too)."""

@@ -11,6 +11,7 @@ from typing import Any
 from ocibridge.hubserver.repo.sources import RepoNotFound, RevisionNotFound
 from ocibridge.hubserver.upstream.errors import UpstreamDown
 from ocibridge.hubserver.upstream.session import TIMEOUT, UpstreamSession, refused, upstream_tls
+from ocibridge.hubserver.upstream.tokenless import check_tokenless
 
 __all__ = ["TIMEOUT", "UpstreamHub", "UpstreamRevision", "not_found", "upstream_tls"]
 _SHA = re.compile(r"[0-9a-f]{40}")
@@ -53,6 +54,7 @@ class UpstreamHub:
             code = answer.headers.get("X-Error-Code", "")
             if code == "RevisionNotFound":
                 raise RevisionNotFound(f"{repo_id}: no revision {revision} here nor at the upstream {self.url}")
+            check_tokenless(answer.status_code, code, self.session.token, self.url, f"{repo_id}@{revision}")
             raise not_found(repo_id, self.url)
         if answer.status_code != 200:
             raise UpstreamDown(f"{what}: the upstream {self.url} answered {answer.status_code}")

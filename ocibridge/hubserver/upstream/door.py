@@ -9,8 +9,9 @@ import fnmatch
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-#: files that unpickle when loaded (code runs): refused unless --upstream-allow-pickle
-PICKLE = ("*.bin", "*.pt", "*.pth", "*.pkl", "*.ckpt")
+#: files that unpickle when loaded (code runs): refused unless --upstream-allow-pickle (and any other
+#: file whose content is a pickle's: pickles.py)
+PICKLE = ("*.bin", "*.pt", "*.pth", "*.pth.tar", "*.pkl", "*.pickle", "*.joblib", "*.dill", "*.ckpt")
 
 
 def card_licenses(card: Mapping[str, Any] | None) -> list[str]:

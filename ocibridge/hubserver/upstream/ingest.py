@@ -36,7 +36,8 @@ from typing import TYPE_CHECKING, Any
 from ocibridge.errors import NotFound, OcibridgeError
 from ocibridge.hubserver.repo.sources import commit_of
 from ocibridge.hubserver.repo.upstreamids import by_upstream_id
-from ocibridge.hubserver.upstream.errors import UpstreamDown
+from ocibridge.hubserver.upstream.errors import UpstreamDown, UpstreamRefused
+from ocibridge.hubserver.upstream.fetchbounds import FetchBounds, requesting_client
 from ocibridge.hubserver.upstream.streamed import StreamedFetch
 from ocibridge.oci.bookkeeping import commit_tag, upstream_tag
 
@@ -50,6 +51,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("ocibridge.hubserver")
 Audit = Callable[[dict[str, Any]], None]
+#: commits whose fetch the file rules refused, remembered (past it, all are forgotten)
+REMEMBERED = 4096
 
 
 def writable(repo: Repository) -> WritableStore:
@@ -75,6 +78,7 @@ class Flight:
     fetch: StreamedFetch | None = None
     result: Descriptor | None = None
     error: BaseException | None = None
+    release: Callable[[], None] = lambda: None  # its place among the fetches under way (fetchbounds.py)
 
     def ended(self) -> Descriptor:
         """The landed manifest (waiting for it), or the fetch's error raised."""
@@ -96,7 +100,9 @@ class Ingest:
         self.audit: Audit = audit or (lambda entry: None)
         self._lock = threading.Lock()
         self._flights: dict[tuple[str, str], Flight] = {}
+        self._refused: dict[tuple[str, str], UpstreamRefused] = {}  # commits whose fetch the file rules refused
         self.fetches = 0  # commits fetched from the upstream (not counting those waited for)
+        self.bounds = FetchBounds(settings.max_fetches, settings.max_fetches_per_client)
 
     def commit(self, repo: Repository, repo_id: str, commit: str, revision: str) -> Descriptor:
         """The manifest of the upstream's ``commit`` in ``repo``: found there, else fetched (or
@@ -134,13 +140,17 @@ class Ingest:
             pass
         key = (repo.shown, commit)
         with self._lock:
+            if key in self._refused:  # its files were refused: not fetched again
+                raise UpstreamRefused(str(self._refused[key]), self._refused[key].rule)
             flight = self._flights.get(key)
             if flight is not None:
                 flight.thens += [then] if then is not None else []
                 flight.names.add(revision)
                 return flight
+            release = self.bounds.admit(requesting_client(), f"{repo_id}@{commit}")  # FetchesBusy: over a bound
             flight = self._flights[key] = Flight(threading.Event(), [then] if then is not None else [], commit,
                                                  {revision}, info)
+            flight.release = release
             # made before the thread starts: a read that joins at once finds the files to follow
             # (a flight without it yet would have its readers wait for the whole commit)
             flight.fetch = self._streamed(repo_id, commit, info)
@@ -150,13 +160,14 @@ class Ingest:
 
     def _streamed(self, repo_id: str, commit: str, info: dict[str, Any] | None) -> StreamedFetch:
         """The download of ``commit``'s files, readable as they arrive."""
+        from ocibridge.hubserver.upstream.pickles import FilesDoor
         from ocibridge.kinds.hf.commitdownload import HubSource
         from ocibridge.kinds.hf.hubcache import hub_cache
 
         settings = self.settings
         source = HubSource(repo_id, settings.url, settings.token, None)
         return StreamedFetch(source, commit, settings.concurrency, settings.hub_cache or hub_cache(), self.hub,
-                             settings.chunks, info)
+                             settings.chunks, info, FilesDoor(settings))
 
     def _lead(self, key: tuple[str, str], flight: Flight, repo: Repository, repo_id: str, commit: str,
               revision: str) -> None:
@@ -176,6 +187,7 @@ class Ingest:
             with self._lock:
                 self._flights.pop(key, None)
         finally:
+            flight.release()  # its place among the fetches under way
             flight.done.set()
 
     def _fetch(self, flight: Flight, repo: Repository, repo_id: str, commit: str, revision: str) -> Descriptor:
@@ -209,6 +221,14 @@ class Ingest:
                 attach(store, root, mapping, said, self.evidence)
             tags = [mapping, repo.reference(commit_tag(commit_of(root.digest)))]
             write_artifact(store, root, store.fetch_bytes(root), tags=tags)
+        except UpstreamRefused as e:  # a file the door's rules refuse, in the listing or by its content
+            self._record(line, "refused", 403, reason=str(e))
+            with self._lock:
+                if len(self._refused) > REMEMBERED:
+                    self._refused.clear()
+                self._refused[(repo.shown, commit)] = e
+            log.warning("upstream: %s", e)
+            raise
         except OcibridgeError as e:
             self._record(line, "failed", 503, reason=str(e))
             raise UpstreamDown(f"{repo_id}@{commit}: fetching it from the upstream failed: {e}") from None

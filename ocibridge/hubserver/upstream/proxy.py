@@ -14,7 +14,8 @@ The rules, in the order a miss meets them:
 4. on that metadata (door.py): a repository gated or private at the upstream is refused unless
    ``--upstream-allow-gated``/``--upstream-allow-private`` names it; ``--upstream-license`` (the
    card must name an allowed license); ``--upstream-refuse-files`` globs; pickle formats
-   (door.PICKLE) unless ``--upstream-allow-pickle``;
+   (door.PICKLE) unless ``--upstream-allow-pickle`` (decided again on the listing the fetch
+   downloads, and on each file's content as it arrives: pickles.py);
 5. one let in gated or private: the request's reader must be one serve's own grants would let
    have it were it so here already (``reader_refuses``: :meth:`.access.Gate.upstream_refuses`),
    else nothing is fetched and it is answered as a repository that is not there (private) or the
@@ -25,6 +26,11 @@ The rules, in the order a miss meets them:
    (:meth:`ProxyCatalog.resolve_arriving`): its files streamed as they arrive, its metadata asked
    of the upstream by requests the proxy builds (upstream/session.py), never a client's path;
    every other read waits for the commit to land.
+
+A repository fetched here that the upstream takes back (deleted, made private or gated) is
+refused here too at the next check, by branch or by commit id, unless an allow flag keeps it
+(``_judged``, revocation.py); an upstream ref named as one of serve's own tags (``latest``) is never
+tagged (refguard.py).
 
 Only the writer fetches (``fetches_here``, set by the app): on a ``--writer`` reader, or a standby
 while another serve holds the writer lease, a miss that would ask the upstream is
@@ -38,11 +44,11 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ocibridge.errors import NotFound, OcibridgeError
-from ocibridge.hubserver.repo.catalog import Catalog, Resolved
+from ocibridge.hubserver.repo.catalog import Catalog, Refs, Resolved
 from ocibridge.hubserver.repo.refnames import registry_tag, split_revision
 from ocibridge.hubserver.repo.refrules import is_tag
 from ocibridge.hubserver.repo.refsrecord import read_record
@@ -63,6 +69,8 @@ from ocibridge.hubserver.upstream.errors import FetchedElsewhere, UpstreamDown, 
 from ocibridge.hubserver.upstream.inflight import InFlight, landed
 from ocibridge.hubserver.upstream.ingest import Audit, Ingest, writable
 from ocibridge.hubserver.upstream.keptaccess import ReaderRefuses, keep_access, nobody_reads
+from ocibridge.hubserver.upstream.refguard import onto_serves_tag, skipped
+from ocibridge.hubserver.upstream.revocation import PRIVATE, REFUSED, Revocations, gated
 from ocibridge.hubserver.upstream.session import UpstreamSession
 from ocibridge.hubserver.upstream.staleness import note_stale
 from ocibridge.oci.bookkeeping import is_reserved
@@ -95,6 +103,7 @@ class ProxyCatalog(Catalog):
         self.fetches_here: Callable[[], bool] = lambda: True
         #: why the request's reader may not have a repository were it private or gated (app.py: the Gate's)
         self.reader_refuses: ReaderRefuses = nobody_reads
+        self.revocations = Revocations(upstream.url)  # what the upstream took back since it was fetched
 
     def describe(self) -> str:
         """serve's second start line: where a miss goes and what the door lets in."""
@@ -141,7 +150,26 @@ class ProxyCatalog(Catalog):
             raise
         except (RepoNotFound, RevisionNotFound) as missing:
             return self._miss(repo_id, revision, missing, local, arriving)
-        return self._fresh(repo_id, revision, found, local)
+        if not self._filled_here(found):
+            return found
+        if COMMIT.fullmatch(revision) or DIGEST.fullmatch(revision):
+            self._recheck_repository(repo_id, found)  # not a name _fresh re-checks: asked as often
+        answered = self._fresh(repo_id, revision, found, local)
+        taken = self.revocations.refusal(repo_id)  # what the upstream took back (revocation.py)
+        if taken is not None:
+            raise taken
+        return answered
+
+    def repo_ids(self) -> Iterator[tuple[str, Source]]:
+        """Every repo id, but those the upstream took back (revocation.py): never listed."""
+        return ((repo_id, source) for repo_id, source in super().repo_ids()
+                if self.revocations.refusal(repo_id) is None)
+
+    def refs(self, repo_id: str) -> Refs:
+        taken = self.revocations.refusal(repo_id)
+        if taken is not None:
+            raise taken
+        return super().refs(repo_id)
 
     # -- a miss -----------------------------------------------------------------------------
     def _miss(self, repo_id: str, revision: str, missing: OcibridgeError,
@@ -185,7 +213,9 @@ class ProxyCatalog(Catalog):
         revision's name tagged; what the revision is resolved as now (its name, or the commit).
         ``arriving``: a fetch under way is handed out as :class:`InFlight` (its files read as they
         arrive), not waited for; its starter's thread tags the revision once the commit landed."""
+        self.revocations.asked(info.repo_id)  # the upstream just gave it: asked of it now (revocation.py)
         self._door_revision(revision, info)
+        self.revocations.given(info.repo_id)  # ... and the door lets it in: not taken back (any more)
         self._reader_may(info.repo_id, info.private, info.gated)
         self._keep_access(repo, info)
         if self._fetched_tag(repo, revision, info.commit) is not None:
@@ -202,6 +232,8 @@ class ProxyCatalog(Catalog):
         self.forget(info.repo_id)  # what was read of the repository before it landed
         tag = self._fetched_tag(repo, revision, info.commit)
         if tag is None:
+            if self._onto_serves_tag(repo, revision):
+                skipped(info.repo_id, revision, info.commit, self.default_tag)
             return False
         from ocibridge.transfer.writer import write_artifact
 
@@ -289,17 +321,68 @@ class ProxyCatalog(Catalog):
         if kind is not None or COMMIT.fullmatch(name) or commit.startswith(name):
             return None
         tag = registry_tag(read_record(repo), None, name, self.default_tag)
-        return tag if tag is not None and is_tag(tag) and not is_reserved(tag) else None
+        return tag if tag is not None and is_tag(tag) and not onto_serves_tag(name, tag, self.default_tag) else None
+
+    def _onto_serves_tag(self, repo: Repository, revision: str) -> bool:
+        """Whether the name ``revision`` would be tagged on one of serve's own tags (refguard.py)."""
+        kind, name = split_revision(revision)
+        if kind is not None or COMMIT.fullmatch(name):
+            return False
+        tag = registry_tag(read_record(repo), None, name, self.default_tag)
+        return tag is not None and onto_serves_tag(name, tag, self.default_tag)
 
     # -- a branch's head, re-checked ----------------------------------------------------------
+    def _filled_here(self, found: Resolved) -> bool:
+        """Whether ``found`` is an upstream commit this serve fetched and re-checks (``--upstream-fresh``
+        set; a commit the upstream gave, in the registry it fills; the writer)."""
+        return self.upstream.fresh > 0 and found.commit != commit_of(found.top.digest) \
+            and found.source is self.sources[0] and self.fetches_here()
+
+    def _recheck_repository(self, repo_id: str, found: Resolved) -> None:
+        """A read by commit id: the upstream asked whether it still gives the repository (the
+        commit's model_info), when it was not asked of it for ``--upstream-fresh`` seconds."""
+        if not self.revocations.due(repo_id, self.upstream.fresh):
+            return
+        try:
+            info: UpstreamRevision | None = self.hub.revision(repo_id, found.commit)
+        except RevisionNotFound:  # the repository is there, the commit no longer: still given
+            self.revocations.given(repo_id)
+            return
+        except RepoNotFound:
+            info = None
+        except UpstreamDown as e:
+            log.warning("upstream: %s: not re-checked (%s answered as fetched): %s", repo_id, found.commit, e)
+            return
+        kept_out = self._judged(found.repo, repo_id, info)
+        if kept_out is not None:
+            raise kept_out
+
+    def _judged(self, repo: Repository, repo_id: str, info: UpstreamRevision | None) -> Exception | None:
+        """What the upstream's answer about a repository fetched here (``info``; None: it refused
+        serve's token) makes of it now: taken back unless an allow flag keeps it (revocation.py),
+        else kept private or gated here as the upstream says. None: this reader may have it; else
+        this reader's answer."""
+        u = self.upstream
+        if info is None and not u.keeps_private(repo_id):
+            return self.revocations.take_back(repo_id, REFUSED)
+        if info is not None and info.private and not u.keeps_private(repo_id):
+            return self.revocations.take_back(repo_id, PRIVATE)
+        if info is not None and info.gated and not u.keeps_gated(repo_id):
+            return self.revocations.take_back(repo_id, gated(info.gated))
+        self.revocations.given(repo_id)
+        private, gate = (True, "") if info is None else (info.private, info.gated)
+        if not ((private or gate) and keep_access(repo, private, gate)):
+            return None  # as it was here: this request's route decided its reader by the record already
+        self.forget(repo_id)  # made so just now: this request's reader decided here, the next by its route
+        return self._kept_from_reader(repo_id, private, gate)
+
     def _fresh(self, repo_id: str, revision: str, found: Resolved, local: Callable[[str], Resolved]) -> Resolved:
         """``found``, unless the revision is a name the upstream gave whose head was not asked for
-        ``--upstream-fresh`` seconds and has moved there: then the new head, fetched."""
+        ``--upstream-fresh`` seconds and has moved there: then the new head, fetched; a repository
+        the upstream took back since, refused (revocation.py)."""
         fresh = self.upstream.fresh
-        if fresh <= 0 or COMMIT.fullmatch(revision) or DIGEST.fullmatch(revision) \
-                or found.commit == commit_of(found.top.digest) \
-                or found.source is not self.sources[0] \
-                or not self.fetches_here():  # a commit id; no upstream commit; not filled here; not the writer
+        if COMMIT.fullmatch(revision) or DIGEST.fullmatch(revision) \
+                or self._onto_serves_tag(found.repo, revision):  # a commit id, or a name of serve's own (refguard.py)
             return found
         key = (repo_id.lower(), revision)
         with self._lock_checked:
@@ -310,17 +393,19 @@ class ProxyCatalog(Catalog):
                     note_stale(stale)
                 return found
         self._mark(repo_id, revision)
+        self.revocations.asked(repo_id)
         kept_out: Exception | None = None
         try:
-            info = self.hub.revision(repo_id, revision)
-            if info.private or info.gated:  # made so at the upstream since: so here too (if let), and decided
-                self._door_revision(revision, info)
-                self._keep_access(found.repo, info)
-                kept_out = self._kept_from_reader(repo_id, info.private, info.gated)
-            if kept_out is None and info.commit == found.commit:
+            try:
+                info: UpstreamRevision | None = self.hub.revision(repo_id, revision)
+            except RepoNotFound:  # the upstream refuses serve's token: deleted, or private to others
+                info = None
+            kept_out = self._judged(found.repo, repo_id, info)  # taken back, or kept private or gated
+            if kept_out is None and (info is None or info.commit == found.commit):
                 self._stale.pop(key, None)
                 return found
             if kept_out is None:
+                assert info is not None
                 self._door_repo(repo_id, revision)
                 self._let_in(found.repo, revision, info)
         except UpstreamDown as e:

@@ -17,6 +17,9 @@ from ocibridge.errors import UsageError
 TOKEN_ENV = environment.SERVE_UPSTREAM_TOKEN
 #: seconds a branch's head, once resolved at the upstream, is answered before it is asked again
 FRESH = 300.0
+#: upstream fetches under way at once, over all clients, and started by one client (fetchbounds.py)
+MAX_FETCHES = 16
+MAX_FETCHES_PER_CLIENT = 4
 
 
 @dataclass(frozen=True)
@@ -40,6 +43,8 @@ class UpstreamSettings:
     # --upstream-no-chunks/--upstream-chunk-threshold/--upstream-chunk-hash say otherwise (a raw file from
     # 64 MiB, 1 MiB BLAKE3 chunks), so a commit fetched here is the artifact push makes of the same files
     chunks: ChunkPolicy | None = ChunkPolicy()
+    max_fetches: int = MAX_FETCHES  # commits fetched at once, over all clients (fetchbounds.py)
+    max_fetches_per_client: int = MAX_FETCHES_PER_CLIENT  # ... started by one client (its token, else its address)
 
     def denied_by(self, repo_id: str) -> str | None:
         """The rule that keeps ``repo_id`` out (``--upstream-deny GLOB``, or no ``--upstream-allow``

@@ -23,6 +23,7 @@ import hashlib
 import logging
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -36,6 +37,7 @@ from ocibridge.hubserver.upstream.tee import FileCut, FileFlight
 if TYPE_CHECKING:
     from ocibridge.chunks.chunking import ChunkPolicy
     from ocibridge.hubserver.upstream.client import UpstreamHub
+    from ocibridge.hubserver.upstream.pickles import FilesDoor
     from ocibridge.hubserver.upstream.tee import TeeFile
     from ocibridge.hubserver.upstream.xetfetch import XetGet
     from ocibridge.kinds.hf.commitdownload import HubSource
@@ -65,13 +67,15 @@ class StreamedFetch:
     """One commit's fetch whose files can be read while they arrive (:attr:`files`, once :attr:`listed`)."""
 
     def __init__(self, src: HubSource, commit: str, workers: int, cache: Path, hub: UpstreamHub,
-                 chunking: ChunkPolicy | None = None, info: dict[str, Any] | None = None):
+                 chunking: ChunkPolicy | None = None, info: dict[str, Any] | None = None,
+                 door: FilesDoor | None = None):
         from ocibridge.kinds.hf.commitdownload import CommitDownload
 
         self.src, self.commit, self.workers, self.cache = src, commit, workers, cache
         self.hub = hub  # the proxy's one session with the upstream: every request of the fetch
         self.info = info  # the commit's model_info, as the door read it (commitfacts.py reads it too)
         self.chunking = chunking  # which files the artifact binds a chunk table of (None: none)
+        self.door = door  # the file rules, on the very listing fetched (None: every file let in)
         # .gitattributes kept: the Hub lists it as a file of the commit (push hf: leaves it out)
         self.download = CommitDownload(src, commit, workers, cache, gitattributes=True, http=hub.session.http)
         self.files: dict[str, FileFlight] = {}
@@ -91,6 +95,8 @@ class StreamedFetch:
         src = self.src
         try:
             listed = self.download.listing()
+            if self.door is not None:
+                self.door.listed(src.repo_id, self.commit, [entry.path for entry in listed])
             self.files = {entry.path: self._flight(entry) for entry in listed}
             self.xet = self._over_xet(listed)
         except Exception as e:
@@ -164,8 +170,14 @@ class StreamedFetch:
                                  "sha256 and no blob id: nothing to check it against")
         folder = repo_folder(self.src.repo_id, self.cache)
         named = hashlib.sha256(f"{expected}\0{entry.path}".encode()).hexdigest()
+        refuse = None if self.door is None or not self.door.sniffs else self._pickled(entry.path)
         return FileFlight(entry.path, int(entry.size), kind, expected, folder / PARTIAL / named,
-                          folder / "snapshots" / self.commit / entry.path, self.chunking)
+                          folder / "snapshots" / self.commit / entry.path, self.chunking, refuse)
+
+    def _pickled(self, path: str) -> Callable[[str], Exception]:
+        from ocibridge.hubserver.upstream.pickles import refused
+
+        return lambda why: refused(self.src.repo_id, self.commit, path, why)
 
     def _fetch(self, flight: FileFlight) -> None:
         """One file from the upstream into its partial file (resumed from what it holds), checked,

@@ -17,7 +17,7 @@ import hashlib
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +25,7 @@ from ocibridge.chunks.table import LayerChunks
 
 if TYPE_CHECKING:
     from ocibridge.chunks.chunking import ChunkHasher, ChunkPolicy
+    from ocibridge.hubserver.upstream.pickles import PickleSniff
 
 #: bytes a reader reads from the partial file at once
 CHUNK = 1 << 20
@@ -73,10 +74,12 @@ class FileFlight:
     """One file in flight: written once (by the fetch, through :meth:`opened`), read by many."""
 
     def __init__(self, path: str, size: int, kind: str, expected: str, partial: Path, final: Path,
-                 chunking: ChunkPolicy | None = None):
+                 chunking: ChunkPolicy | None = None, refuse_pickles: Callable[[str], Exception] | None = None):
         self.path, self.size, self.kind, self.expected = path, size, kind, expected
         self.partial, self.final = partial, final
         self.chunking = chunking  # which files get a chunk table, in which chunks (None: none does)
+        #: the refusal of a pickle-bearing file (why -> error, pickles.py); None: pickles let in
+        self.refuse_pickles = refuse_pickles
         self._cond = threading.Condition()
         self.written = 0
         self.checked = False  # the whole file hashed to ``expected`` (and moved to ``final``)
@@ -124,8 +127,12 @@ class FileFlight:
         ``sha256``: their content's, where the writer made it; an LFS file's is ``digest``;
         ``chunks``: their chunk digests by :attr:`chunking`, where the writer made them):
         checked, moved into the snapshot, readers let through; else removed and its readers cut."""
+        pickled = self._pickled_whole() if digest == self.expected and self.written == self.size else None
         with self._cond:
-            if digest != self.expected or self.written != self.size:
+            if pickled is not None:
+                self.partial.unlink(missing_ok=True)
+                self.error = str(pickled)
+            elif digest != self.expected or self.written != self.size:
                 self.partial.unlink(missing_ok=True)
                 self.error = (f"{self.path}: the upstream said {self.kind} {self.expected} ({self.size} bytes), "
                               f"the bytes it sent hash to {digest} ({self.written} bytes): refused")
@@ -136,8 +143,26 @@ class FileFlight:
                 self.sha256 = sha256 if sha256 is not None else digest if self.kind == "sha256" else None
                 self.chunks = self._entry(self.sha256, chunks)
             self._cond.notify_all()
+        if pickled is not None:
+            raise pickled
         if self.error is not None:
             raise FileCut(self.error)
+
+    def _pickled_whole(self) -> Exception | None:
+        """The refusal of the whole file when its zip entries are a pickle's (pickles.py)."""
+        if self.refuse_pickles is None:
+            return None
+        from ocibridge.hubserver.upstream.pickles import pickled_file
+
+        why = pickled_file(self.partial)
+        return None if why is None else self.refuse_pickles(why)
+
+    def refuse(self, error: Exception) -> None:
+        """The file refused as it arrives (its first bytes are a pickle's): removed, readers cut."""
+        with self._cond:
+            self.error = str(error)
+            self.partial.unlink(missing_ok=True)
+            self._cond.notify_all()
 
     def _entry(self, sha256: str | None, chunks: tuple[str, ...] | None) -> LayerChunks | None:
         """The checked file's table entry (None: its content's SHA-256 or its chunks not made, or
@@ -226,8 +251,23 @@ class TeeFile:
     def __init__(self, flight: FileFlight, f: Any):
         self.flight, self._f = flight, f
         self._hash = FileHash(flight.kind, flight.size, flight.chunking)
+        self._sniff = self._sniffer()
+
+    def _sniffer(self) -> PickleSniff | None:
+        from ocibridge.hubserver.upstream.pickles import PickleSniff
+
+        return None if self.flight.refuse_pickles is None else PickleSniff()
+
+    def _sniffed(self, data: bytes | memoryview) -> None:
+        """A pickle's first bytes refused before the rest is written (or read by anyone)."""
+        if self._sniff is not None and (why := self._sniff.update(data)) is not None:
+            assert self.flight.refuse_pickles is not None
+            error = self.flight.refuse_pickles(why)
+            self.flight.refuse(error)
+            raise error
 
     def write(self, data: bytes | memoryview) -> int:
+        self._sniffed(data)
         n = self._f.write(data)
         self._f.flush()
         self._hash.update(data)
@@ -248,9 +288,11 @@ class TeeFile:
     def rehash(self, length: int) -> None:
         """The hash restarted over the partial file's first ``length`` bytes."""
         self._hash = FileHash(self.flight.kind, self.flight.size, self.flight.chunking)
+        self._sniff = self._sniffer()
         self._f.seek(0)
         left = length
         while left > 0 and (chunk := self._f.read(min(CHUNK, left))):
+            self._sniffed(chunk)
             self._hash.update(chunk)
             left -= len(chunk)
         self._f.seek(length)
