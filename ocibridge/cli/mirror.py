@@ -30,7 +30,7 @@ REPORT = "report"
 
 def register(command: CommandAdder) -> None:
     p = command("mirror", cmd_mirror)
-    p.add_argument("job", metavar="JOB", help="job file (TOML, or YAML with PyYAML installed); "
+    p.add_argument("job", metavar="JOB", help="job file (TOML, YAML or JSON); "
                    "or 'report' followed by the shard reports to merge")
     # default=[]: without one, argparse before 3.13 counts a '*' positional as required, and a
     # 'mirror' with no JOB said "required: JOB, REPORT"
