@@ -36,3 +36,24 @@ def test_the_proxy_logs_no_http_request_lines_without_debug(proxied: Proxied, tm
     log = (proxied.root / "proxy" / "serve.log").read_text()
     assert "ocibridge: " in log
     assert [line for line in log.splitlines() if "HTTP Request:" in line] == []
+
+
+def test_a_dateless_repository_s_storage_row_has_the_date_the_hubs_client_needs_and_serve_md_says_so():
+    """``hf repos ls`` showed ``1970-01-01`` for a repository pushed without a date. The row
+    cannot leave the date out, as model_info does: huggingface_hub's ``RepoStorageInfo`` reads
+    ``updatedAt`` unconditionally and parses it. So the epoch stays, and serve.md says what it means."""
+    from huggingface_hub.hf_api import RepoStorageInfo
+
+    from ocibridge.hubserver.reading.storage import storage_row
+
+    row = storage_row("acme/undated", False, None)
+    assert RepoStorageInfo(**row).updated_at.year == 1970
+    without = {k: v for k, v in row.items() if k != "updatedAt"}
+    try:
+        RepoStorageInfo(**without)
+    except KeyError:
+        pass
+    else:
+        raise AssertionError("huggingface_hub now takes a row without updatedAt: leave the date out")
+    text = " ".join((DOCS_DIR / "serve.md").read_text().split())
+    assert "a repository whose artifact names no date, or that has no commit yet, shows `1970-01-01` there" in text
