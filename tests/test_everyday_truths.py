@@ -57,3 +57,28 @@ def test_a_dateless_repository_s_storage_row_has_the_date_the_hubs_client_needs_
         raise AssertionError("huggingface_hub now takes a row without updatedAt: leave the date out")
     text = " ".join((DOCS_DIR / "serve.md").read_text().split())
     assert "a repository whose artifact names no date, or that has no commit yet, shows `1970-01-01` there" in text
+
+
+def test_check_registry_names_what_it_leaves_in_the_registry(registry, unique_repo, capsys):
+    """The probe's mount made ``REPO-ocibridge-probe``, and the artifact manifest stays where the
+    registry refuses deletes (Debian's distribution, as configured here): both were in the catalog
+    afterwards, unsaid. Every repository the catalog gained is named in the report."""
+    import httpx
+
+    from ocibridge.cli import main
+
+    def catalog() -> set[str]:
+        answer = httpx.get(f"{registry.url}/v2/_catalog", params={"n": 1000})
+        assert answer.status_code == 200, answer.text
+        return set(answer.json()["repositories"])
+
+    before = catalog()
+    assert main(["check-registry", f"{registry.host}/{unique_repo}/probed"]) == 0
+    out = capsys.readouterr().out
+    said = [line for line in out.splitlines() if line.startswith("  note: left in the registry: ")]
+    assert len(said) == 1, out
+    gained = catalog() - before
+    assert gained, "the probe left nothing: the note would say too much"
+    named = {word.split("@")[0].strip(";,()") for word in said[0].split()}
+    assert gained <= named, (gained, said)
+    assert "garbage collection" in said[0]
