@@ -82,3 +82,22 @@ def test_check_registry_names_what_it_leaves_in_the_registry(registry, unique_re
     named = {word.split("@")[0].strip(";,()") for word in said[0].split()}
     assert gained <= named, (gained, said)
     assert "garbage collection" in said[0]
+
+
+def test_load_tensors_of_a_missing_name_names_the_nearest_as_pull_does(registry, unique_repo, tmp_path):
+    """``load_tensors`` said the registry's ``manifest not found`` where pull names the nearest
+    repositories (docs/cli.md promises it of the API calls too)."""
+    import pytest
+
+    import ocibridge
+    from ocibridge.errors import NotFound
+    from tests.modelgen import make_model
+
+    prefix = f"{registry.host}/{unique_repo}"
+    ocibridge.push(str(make_model(tmp_path / "m")), f"{prefix}/acme/tiny:latest")
+    with pytest.raises(NotFound) as pulled:
+        ocibridge.pull(f"{prefix}/acme/tinny:latest", str(tmp_path / "out"))
+    with pytest.raises(NotFound) as loaded:
+        ocibridge.load_tensors(f"{prefix}/acme/tinny:latest")
+    assert f"nearest there: {prefix}/acme/tiny" in str(pulled.value)
+    assert str(loaded.value) == str(pulled.value)
