@@ -101,3 +101,25 @@ def test_load_tensors_of_a_missing_name_names_the_nearest_as_pull_does(registry,
         ocibridge.load_tensors(f"{prefix}/acme/tinny:latest")
     assert f"nearest there: {prefix}/acme/tiny" in str(pulled.value)
     assert str(loaded.value) == str(pulled.value)
+
+
+def test_a_destination_whose_parent_is_missing_is_one_line_and_nothing_is_made(tmp_path, capsys):
+    """``pull REF /nonexistent/deep/dir`` and ``push … oci:/nonexistent/store:…`` made the whole
+    tree from the root, unsaid. As cp, oras and skopeo, the destination is made only inside a
+    directory that exists; its parent missing is one line naming it, nothing made."""
+    from ocibridge.cli import main
+    from tests.modelgen import make_model
+
+    model = make_model(tmp_path / "m")
+    missing = tmp_path / "nonexistent"
+    assert main(["push", str(model), f"oci:{missing}/store:v1", "-q"]) == 1
+    assert main(["pull", f"oci:{tmp_path}/ok:v1", str(missing / "deep" / "dir"), "-q"]) == 1  # (before ok exists)
+    assert main(["push", str(model), f"oci:{tmp_path}/ok:v1", "-q"]) == 0
+    capsys.readouterr()
+    assert main(["pull", f"oci:{tmp_path}/ok:v1", str(missing / "deep" / "dir"), "-q"]) == 1
+    said = capsys.readouterr().err
+    assert said == (f"ocibridge: error: {missing}/deep/dir: no such directory {missing}/deep to make dir in "
+                    f"(create it first: mkdir -p {missing}/deep)\n"), said
+    assert not missing.exists()
+    assert main(["pull", f"oci:{tmp_path}/ok:v1", str(tmp_path / "made"), "-q"]) == 0  # its parent exists
+    assert (tmp_path / "made" / "config.json").is_file()
