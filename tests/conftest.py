@@ -129,3 +129,24 @@ def pytest_sessionfinish(session, exitstatus):
 
 
 _BEFORE = pytest.StashKey[dict]()
+
+
+#: ``./scripts/test --no-root`` sets it: the tests that start a private containerd (root only) are
+#: left out, said in the header and counted as deselected; nothing else is
+NO_ROOT = "OCIBRIDGE_TEST_NO_ROOT"
+
+
+def pytest_report_header(config):
+    if os.environ.get(NO_ROOT) == "1":
+        return [f"{NO_ROOT}=1: the tests that start a private containerd (it needs root) are left out; "
+                "the full suite is ./scripts/test as root"]
+    return []
+
+
+def pytest_collection_modifyitems(config, items):
+    if os.environ.get(NO_ROOT) != "1":
+        return
+    left_out = [item for item in items if "containerd" in item.fixturenames]
+    if left_out:
+        items[:] = [item for item in items if "containerd" not in item.fixturenames]
+        config.hook.pytest_deselected(items=left_out)

@@ -121,7 +121,16 @@ def _owners() -> dict[str, set[str]]:
 
 def reader_venv(base: Path, doc: str) -> Path:
     """A virtualenv holding what ``docs/DOC`` says to install (made once per set, under ``base``)."""
-    kept = kept_distributions(doc)
+    return venv_holding(base, kept_distributions(doc))
+
+
+def plain_venv(base: Path) -> Path:
+    """A virtualenv holding ``pip install ocibridge`` with no extra: the README's install."""
+    return venv_holding(base, _closure([("ocibridge", frozenset())]) | VENV_OWN)
+
+
+def venv_holding(base: Path, kept: set[str]) -> Path:
+    """A virtualenv holding the distributions ``kept`` (made once per set, under ``base``)."""
     key = hashlib.sha256(",".join(sorted(kept)).encode()).hexdigest()[:12]
     venv = base / f"reader-{key}"
     if (venv / "ready").exists():

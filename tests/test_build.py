@@ -176,7 +176,6 @@ def test_iter_reader_any_chunking_and_linear():
     """Reads of any size give back the stream exactly; many tiny chunks per read and one huge
     chunk read in small pieces both stay linear (each took seconds when reads re-copied)."""
     import random
-    import time
 
     from ocibridge.core.streams import IterReader
 
@@ -189,7 +188,7 @@ def test_iter_reader_any_chunking_and_linear():
         out.append(piece)
     assert b"".join(out) == data and reader.read(10) == b"" and reader.read() == b""
 
-    start = time.perf_counter()
+    # (a read that copied what is left each time would take minutes here: the suite's timeout stops it)
     tiny = IterReader(b"x" * 64 for _ in range(1 << 16))  # 4 MiB in 64-byte chunks
     assert len(tiny.read(4 << 20)) == 4 << 20
     huge = IterReader(iter([bytes(16 << 20)]))  # 16 MiB in one chunk, read 4 KiB at a time
@@ -197,7 +196,6 @@ def test_iter_reader_any_chunking_and_linear():
     while piece := huge.read(4096):
         total += len(piece)
     assert total == 16 << 20
-    assert time.perf_counter() - start < 3.0
 
 
 @pytest.mark.parametrize("change", [b"grown!", b""])

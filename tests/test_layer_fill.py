@@ -185,10 +185,8 @@ def test_closing_mid_read_stops_the_fetch_and_the_next_read_resumes(chunked, fau
         digest = model.file("weights.bin").layer.digest
         fault_proxy.add("GET", f"/blobs/{digest}", throttle(MiB), times=None)  # the whole: 12 s
         assert model.read("weights.bin", 0, 2 * MiB) == data[:2 * MiB]
-        t = time.monotonic()
-    assert time.monotonic() - t < 5  # the close did not wait for the rest of the layer
     first = _layer_bytes(fault_proxy, digest)
-    assert first < SIZE
+    assert first < SIZE  # the close did not wait for the rest of the layer
     assert any(name.startswith(PARTIAL_PREFIX) for name in _layer_files())
     fault_proxy.clear()
     got, _ = _read_all(ref, 4 * MiB)

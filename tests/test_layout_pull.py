@@ -189,9 +189,15 @@ def _cli(*args):
 
 def test_failed_copy_into_a_new_layout_leaves_no_directory(tmp_path, capsys):
     _built(tmp_path)
-    assert _cli("copy", f"oci:{tmp_path}/layout:missing", f"oci:{tmp_path}/new/deep/store:v") == 1
+    assert _cli("copy", f"oci:{tmp_path}/layout:missing", f"oci:{tmp_path}/new:v") == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("ocibridge: error:") and "tag not found" in err
+    assert not (tmp_path / "new").exists()
+    # one whose parent is missing is refused before anything is made (core/parentdir.py)
+    assert _cli("copy", f"oci:{tmp_path}/layout:v1", f"oci:{tmp_path}/new/deep/store:v") == 1
+    err = capsys.readouterr().err
+    assert err == (f"ocibridge: error: oci:{tmp_path}/new/deep/store:v: no such directory {tmp_path}/new/deep "
+                   f"to make store in (create it first: mkdir -p {tmp_path}/new/deep)\n"), err
     assert not (tmp_path / "new").exists()
     # a directory the user made is kept, and left as it was: empty
     (tmp_path / "mine").mkdir()
@@ -212,10 +218,11 @@ def test_file_vanishing_mid_push_leaves_no_new_layout(tmp_path, capsys, monkeypa
         return package
 
     monkeypatch.setattr(directory, "read_directory", read_then_lose_a_file)
+    (tmp_path / "fresh").mkdir()  # a new layout is made in a directory that exists (core/parentdir.py)
     assert _cli("push", str(model), f"oci:{tmp_path}/fresh/store:v1", "--concurrency", "1") == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "part-2.bin" in err
-    assert not (tmp_path / "fresh").exists()
+    assert list((tmp_path / "fresh").iterdir()) == []
     # into an existing layout: it is left exactly as it was
     _, layout, art = _built(tmp_path)
     before = sorted(p.name for p in (tmp_path / "layout").rglob("*"))

@@ -232,7 +232,6 @@ sync:
     tags: {{semver: ">=1.20.0 <1.25", latest: 3}}
     rate_limit: {{requests_per_second: 40, burst: 2}}
 """))
-    started = time.monotonic()
     summary = run_job(job)
     assert summary.ok, summary.format_text()
     assert all(rule.applied == rule.times for rule in fault_proxy.rules)
@@ -243,7 +242,6 @@ sync:
     assert len(times) >= 35  # enough that an unthrottled run would exceed the limit
     busiest = max(sum(1 for u in times if t <= u < t + 0.5) for t in times)
     assert busiest <= 0.5 * 40 + 2 + 1, busiest
-    assert time.monotonic() - started < 20
 
 
 def test_target_refusing_one_repository_fails_that_entry_only(source, token_registry, tmp_path,

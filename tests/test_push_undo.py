@@ -19,9 +19,10 @@ def test_failed_push_into_a_new_layout_leaves_nothing(tmp_path, monkeypatch, to)
         raise OcibridgeError("disk full (test)")
 
     monkeypatch.setattr(LayoutStore, "push_manifest", refuse)
+    (tmp_path / "new").mkdir()  # a new layout is made in a directory that exists (core/parentdir.py)
     with pytest.raises(OcibridgeError, match="disk full"):
         ocibridge.push(str(model), f"oci:{tmp_path / 'new' / 'layout'}:v1", options=ocibridge.PushOptions(to=to))
-    assert not (tmp_path / "new").exists()  # blobs sent, then taken back with the layout made
+    assert list((tmp_path / "new").iterdir()) == []  # blobs sent, then taken back with the layout made
 
 
 def test_failed_push_into_an_existing_layout_keeps_what_was_there(tmp_path, monkeypatch):

@@ -153,13 +153,12 @@ def _blob_threads() -> list[threading.Thread]:
 def test_close_stops_a_download_blocked_on_the_network(stalling_server, monkeypatch, direct_min):
     monkeypatch.setattr(blobstream, "DIRECT_MIN", direct_min)
     desc = Descriptor(mediaType=OCI_LAYER_TAR, digest="sha256:" + "1" * 64, size=50_000_000)
-    with open_repository(host=stalling_server, repository="stall", read_timeout=10) as store:
+    # a read timeout longer than the suite's: a close that waited for the network would hang here
+    with open_repository(host=stalling_server, repository="stall", read_timeout=3600) as store:
         reader = store.open_blob(desc)
         assert len(reader.read(400_000)) == 400_000
         time.sleep(0.2)  # the thread has taken what was sent and waits for more
-        start = time.monotonic()
         reader.close()
-        assert time.monotonic() - start < 2.0
     assert _blob_threads() == []
 
 

@@ -164,9 +164,7 @@ def test_the_byte_budget_never_raises_inside_a_body():
     budget.take(budget.rate)  # now in debt: the next take waits
     interrupt.CANCELLED.set()
     try:
-        start = time.monotonic()
-        budget.take(4096)  # would wait 4 s; returns at once, no Interrupted
-        assert time.monotonic() - start < 0.5
+        budget.take(1024 * 3600)  # would wait an hour (past the suite's timeout); returns, no Interrupted
     finally:
         interrupt.reset()
 

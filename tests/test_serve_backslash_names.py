@@ -187,6 +187,7 @@ def test_in_a_tar_layer_through_serves_cache_and_pull(served, tmp_path):
     assert not list(served.root.rglob("evil.txt"))  # serve's cache holds it as the one name, in docs/
     assert list(served.root.rglob("..\\..\\evil.txt"))
     out = tmp_path / "deep" / "out"
+    out.parent.mkdir()  # pull makes DIR in a directory that exists (core/parentdir.py)
     before = _tree(tmp_path)
     pulled = served.cli("pull", f"{served.registry.host}/models/{repo}", str(out), "--json")
     assert pulled.returncode == 0, pulled.stderr

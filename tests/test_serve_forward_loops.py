@@ -58,13 +58,10 @@ def test_standbys_whose_peer_leads_back_to_a_standby_answer_one_503_not_a_loop(r
             first.start()
             second.start()
             before = _descriptors(first)
-            began = time.monotonic()
             answer = httpx.post(f"{second.url}/api/models/acme/loop/preupload/main", headers=WRITE, timeout=20,
                                 json={"files": [{"path": "x.txt", "size": 1, "sample": ""}]})
-            took = time.monotonic() - began
             assert answer.status_code == 503, answer.text
             assert "sends no write on twice" in answer.text
-            assert took < 10, took
             assert len(balancer.requests) == 1  # one hop, through the balancer to the first standby
             time.sleep(0.5)
             assert _descriptors(first) < before + 20

@@ -187,8 +187,9 @@ def test_a_prefix_without_a_slash_is_no_prefix_of_a_longer_org(scoped):
     assert evil.status_code == 404
 
 
-def wait_for(check: Any, seconds: float = 10) -> float:
-    """Seconds until ``check()`` holds (fails after ``seconds``)."""
+def wait_for(check: Any, seconds: float = 120) -> float:
+    """Seconds until ``check()`` holds (fails after ``seconds``: a bound for a change never
+    seen, not a speed: the file is looked at every second)."""
     start = time.monotonic()
     while not check():
         assert time.monotonic() - start < seconds, "not within the time allowed"
@@ -209,8 +210,7 @@ def test_the_token_file_is_read_again_without_a_restart(scoped):
     tmp = s.tokens.with_suffix(".new")
     tmp.write_text(TOKENS)  # as an editor saves: a new file renamed over the old
     os.replace(tmp, s.tokens)
-    took = wait_for(lambda: reads("leaving") == 401)
-    assert took < 10
+    wait_for(lambda: reads("leaving") == 401)
     page = httpx.get(f"{s.url}/acme/m", cookies=cookie)
     assert page.status_code == 303 and "/ocibridge/login" in page.headers["location"]  # its cookie ended too
     assert reads("reader") == 200  # the others never stopped

@@ -380,7 +380,6 @@ def test_signing_a_4gib_model_reads_no_weight_bytes(tmp_path, capsys, monkeypatc
     elapsed, read = time.perf_counter() - start, _rchar() - before
     assert ZERO_4G not in opened
     assert read < 1 << 20, f"signing read {read} bytes"
-    assert elapsed < 1.0, f"signing took {elapsed:.2f} s"
     print(f"4 GiB OMS signing: {elapsed * 1000:.0f} ms, {read} bytes read by the process")
     assert main(["verify", ref, "--key", str(public)]) == 0  # the referrer verifies, still unread
     assert ZERO_4G not in opened

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ocibridge.api.lazy_ops import LazyModel, opened_model
+from ocibridge.api.missing import explaining_missing
 from ocibridge.api.options import TransferOptions
 from ocibridge.chunks.table import DEFAULT_THRESHOLD
 from ocibridge.errors import OcibridgeError
@@ -26,6 +27,7 @@ WORKING_SET = 256 * 1024 * 1024
 MAX_INDEX = 64 * 1024 * 1024
 
 
+@explaining_missing  # a name the registry lacks: its nearest names, as pull says them
 def iter_tensors(ref: str | Locator, *, files: str | tuple[str, ...] | list[str] | None = None,
                  framework: str = "numpy", device: str | None = None, concurrency: int | None = None,
                  max_bytes: int | None = WORKING_SET, transfer: TransferOptions | None = None,

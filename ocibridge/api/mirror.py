@@ -34,6 +34,7 @@ from ocibridge.mirror.shard import Shard, parse_shard
 
 if TYPE_CHECKING:
     from ocibridge.mirror.summary import ArtifactResult
+    from ocibridge.transfer.progress_events import ProgressFn
 
 __all__ = [
     "Concurrency", "MergedMirrorReport", "MirrorEntry", "MirrorJob", "MirrorK8sJob", "MirrorK8sOptions",
@@ -58,6 +59,7 @@ class MirrorRunOptions:
     limit_rate: int | None = None  # bytes per second over all the run's transfers together (this call's only)
     user_agent: str | None = None  # the run's requests' User-Agent (None: $OCIBRIDGE_USER_AGENT, a shard's own)
     report_file: str | Path | None = None  # also write the --json report there, whole or not at all
+    blob_progress: ProgressFn | None = None  # (event, descriptor, nbytes) of every blob copied, as push reports them
 
 
 def mirror_plan(job: JobLike, *, shard: Shard | str | None = None, options: MirrorRunOptions | None = None,
@@ -146,7 +148,7 @@ def _mirror(job: JobLike, *, dry_run: bool, shard: Shard | str | None, options: 
     if progress is not None:
         def listen(event: str, result: ArtifactResult) -> None:
             progress(event, MirroredArtifact.of(result))
-    summary = run_job(to_run, dry_run=dry_run, progress=listen, shard=which)
+    summary = run_job(to_run, dry_run=dry_run, progress=listen, shard=which, blob_progress=options.blob_progress)
     report = MirrorReport.of(summary)
     if options.report_file is not None:
         from ocibridge.mirror.merge import write_report

@@ -371,6 +371,10 @@ def pull(
     src_ref, dest_ref = locate(src, Role.MODEL), locate(dest, Role.OUTPUT)  # located once each, here
     dest = text_of(dest_ref)
     fmt = door.destination_format(dest_ref, format)
+    if fmt is not None and fmt.name == "directory":
+        from ocibridge.core.parentdir import parent_must_exist
+
+        parent_must_exist(dest, dest)
     select = PathFilter.of(pulling.include, pulling.exclude)
     if with_signatures and (fmt is None or fmt.name != "directory"):
         raise UsageError(f"--with-signatures writes model.sig beside pulled files, not into {dest}")

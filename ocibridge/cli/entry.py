@@ -139,8 +139,24 @@ def _run(args: argparse.Namespace, *, debug: bool = False) -> int:
         print(one_line(f"ocibridge: error: network: {e}"), file=sys.stderr)
         return EXIT_FAILURE
     except KeyboardInterrupt:
-        print("ocibridge: interrupted", file=sys.stderr)
+        print(f"ocibridge: interrupted{_what_was_kept(args.command)}", file=sys.stderr)
         return EXIT_INTERRUPTED
+
+
+#: commands whose transfer resumes: what an interrupted run leaves for the next one
+KEPT_FOR_RESUME = {
+    "pull": "the blobs received and the part of the one in flight are kept",
+    "copy": "the blobs copied and the part of the one in flight are kept",
+    "path": "the blobs received and the part of the one in flight are kept in the model cache",
+    "push": "the blobs sent are kept by the registry, the upload in flight for as long as it holds it",
+    "mirror": "the artifacts copied are kept, with the blobs of the one in flight",
+}
+
+
+def _what_was_kept(command: str) -> str:
+    """What an interrupted transfer kept and how to go on; nothing for other commands."""
+    kept = KEPT_FOR_RESUME.get(command)
+    return f": {kept}; run the same command again to resume" if kept else ""
 
 
 def _full_disk_hint(args: argparse.Namespace, error: OSError) -> str:

@@ -16,19 +16,21 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from ocibridge.cli.common import CommandAdder, add_pull_secret_flags, add_workload_flags, emit, warn
+from ocibridge.cli.progress_flags import add_progress_flags, progress_display
 from ocibridge.cli.signing import add_policy_flag
 from ocibridge.core.terminal import one_line, printable
 from ocibridge.errors import OcibridgeError, UsageError
 
 if TYPE_CHECKING:
     from ocibridge.api.mirror import MirroredArtifact, MirrorReport, MirrorRunOptions, Shard
+    from ocibridge.transfer.progress_modes import Display
 
 REPORT = "report"
 
 
 def register(command: CommandAdder) -> None:
     p = command("mirror", cmd_mirror)
-    p.add_argument("job", metavar="JOB", help="job file (TOML, or YAML with PyYAML installed); "
+    p.add_argument("job", metavar="JOB", help="job file (TOML, YAML or JSON); "
                    "or 'report' followed by the shard reports to merge")
     # default=[]: without one, argparse before 3.13 counts a '*' positional as required, and a
     # 'mirror' with no JOB said "required: JOB, REPORT"
@@ -40,6 +42,7 @@ def register(command: CommandAdder) -> None:
     p.add_argument("--report", metavar="FILE", help="also write the --json report to FILE (whole or not at all)")
     p.add_argument("--limit-rate", metavar="RATE",
                    help="cap all the job's transfers together at RATE bytes per second (e.g. 20M)")
+    add_progress_flags(p)
     p.add_argument("--emit", choices=["k8s-job"], help="print a Kubernetes ConfigMap and Indexed Job running "
                    "the job in --shards pods (YAML; a List in JSON with --json) instead of running it")
     g = p.add_argument_group("Kubernetes Job (with --emit k8s-job)")
@@ -85,9 +88,16 @@ def cmd_mirror(args: argparse.Namespace) -> int:
             limit_rate = parse_bytes(args.limit_rate)
         except ValueError as e:
             raise UsageError(f"--limit-rate: {e}") from None
-    options = api.MirrorRunOptions(policy=args.policy, limit_rate=limit_rate, report_file=args.report)
-    live = None if args.json or not sys.stderr.isatty() else live_reporter(sys.stderr)
-    report = _run(args.job, dry_run=args.dry_run, shard=shard, options=options, progress=live)
+    display = None if args.dry_run else progress_display(args, "mirror")
+    options = api.MirrorRunOptions(policy=args.policy, limit_rate=limit_rate, report_file=args.report,
+                                   blob_progress=display)
+    quiet = args.json or args.quiet or args.progress == "none"
+    live = None if quiet or (display is None and not sys.stderr.isatty()) else live_reporter(sys.stderr, display)
+    try:
+        report = _run(args.job, dry_run=args.dry_run, shard=shard, options=options, progress=live)
+    finally:
+        if display is not None:
+            display.close()
     emit(args, report.as_dict(), report.format_text())
     return report.exit_code
 
@@ -117,12 +127,21 @@ def mirror_command(job_path: str, *, dry_run: bool = False, as_json: bool = Fals
     except OcibridgeError as e:
         print(one_line(f"ocibridge: error: {e}"), file=err)
         return 2
-    live = None if as_json or not err.isatty() else live_reporter(err)
+    display = None
+    if not as_json and not dry_run and err.isatty():
+        from ocibridge.transfer.progress import ProgressBar
+
+        display = ProgressBar("mirror", file=err)
+    live = None if as_json or not err.isatty() else live_reporter(err, display)
     try:
-        report = _run(job_path, dry_run=dry_run, shard=which, progress=live)
+        report = _run(job_path, dry_run=dry_run, shard=which, progress=live,
+                      options=api.MirrorRunOptions(blob_progress=display))
     except OcibridgeError as e:  # the job file: a run itself never raises for an artifact
         print(one_line(f"ocibridge: {e}"), file=err)
         return 1
+    finally:
+        if display is not None:
+            display.close()
     if as_json:
         print(json.dumps(report.as_dict(), indent=2), file=out)
     else:
@@ -130,12 +149,21 @@ def mirror_command(job_path: str, *, dry_run: bool = False, as_json: bool = Fals
     return report.exit_code
 
 
-def live_reporter(err: TextIO) -> Callable[[str, MirroredArtifact], None]:
-    """One line per finished artifact, so a long job on a terminal is not silent until its summary."""
+def live_reporter(err: TextIO, display: Display | None = None) -> Callable[[str, MirroredArtifact], None]:
+    """One line per finished artifact, so a long job on a terminal is not silent until its
+    summary; above the bar when one is drawn (the job's bytes, as push draws them)."""
+    from ocibridge.transfer.progress import ProgressBar
 
     def report(event: str, result: MirroredArtifact) -> None:
-        if event in ("copied", "failed"):
-            print(one_line(f"{event}: {result.source}"), file=err, flush=True)
+        if event not in ("copied", "failed"):
+            return
+        line = one_line(f"{event}: {result.source}")
+        if isinstance(display, ProgressBar):
+            from tqdm import tqdm
+
+            tqdm.write(line, file=err)
+        else:
+            print(line, file=err, flush=True)
 
     return report
 

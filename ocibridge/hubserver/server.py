@@ -106,8 +106,9 @@ def parse_public_url(text: str | None, flag: str = "--public-url") -> str | None
 def read_tokens(path: str) -> list[str]:
     """The token lines of ``--token-file``: ``TOKEN [read|write] [REPO-PREFIX] [NAME]`` (access.py),
     one a line; blank lines and ``#`` comments skipped; a line that is not UTF-8 or is malformed,
-    or a token on two lines, is a UsageError naming the file and the line (tokenfile.py)."""
-    from ocibridge.hubserver.access import parse_lines
+    or a token on two lines, is a UsageError naming the file and the line (tokenfile.py). Read
+    with the core's modules only: without ``ocibridge[serve]``, serve says which extra it needs."""
+    from ocibridge.hubserver.grants import parse_lines
     from ocibridge.hubserver.tokenfile import numbered_lines
 
     numbers, lines = numbered_lines(path)

@@ -259,7 +259,7 @@ class SyncEntry(Settings):
 
 
 class MirrorJob(_Strict):
-    """A declarative mirror job (TOML, or YAML with PyYAML installed)."""
+    """A declarative mirror job (TOML, YAML or JSON)."""
 
     # (this docstring is the JSON Schema's description.) Read from a file with from_file, or built
     # in Python: MirrorJob(sync=[SyncEntry(source=..., target=...)]), relative paths then relative

@@ -27,6 +27,7 @@ from ocibridge.signing.attach import SignatureCompanions
 from ocibridge.stores.base import WritableStore
 from ocibridge.transfer.bloblocks import BlobLocks
 from ocibridge.transfer.copy import CopyHooks, copy
+from ocibridge.transfer.progress_events import ProgressFn
 from ocibridge.transfer.writer import retag
 
 ProgressCallback = Callable[[str, ArtifactResult], None]
@@ -35,9 +36,10 @@ A copy is reported when it finishes (from a worker thread, one call at a time)."
 
 
 def run_job(job: MirrorJob, *, dry_run: bool = False, progress: ProgressCallback | None = None,
-            shard: Shard | None = None) -> MirrorSummary:
+            shard: Shard | None = None, blob_progress: ProgressFn | None = None) -> MirrorSummary:
     """Run (or, with ``dry_run``, only plan) every sync entry, or only the artifacts ``shard``
-    owns (see :mod:`.shard`); never raises for one artifact."""
+    owns (see :mod:`.shard`); never raises for one artifact. ``blob_progress`` hears every
+    copy's blob events, as a push's bar does."""
     started = time.monotonic()
     summary = MirrorSummary(dry_run=dry_run, shard=shard, job_digest=job.digest() if shard else None)
     for index, entry in enumerate(job.sync):
@@ -53,7 +55,7 @@ def run_job(job: MirrorJob, *, dry_run: bool = False, progress: ProgressCallback
                     summary.artifacts.append(item.result)
             else:
                 siblings = sibling_repositories(job, index) if shard is not None and shard.count > 1 else []
-                summary.artifacts.extend(_execute(plan, progress, siblings))
+                summary.artifacts.extend(_execute(plan, progress, siblings, blob_progress))
         finally:
             plan.close()
     summary.seconds = time.monotonic() - started
@@ -66,7 +68,8 @@ def _emit(progress: ProgressCallback | None, result: ArtifactResult) -> None:
         progress(result.status, result)
 
 
-def _execute(plan: EntryPlan, progress: ProgressCallback | None, siblings: list[str]) -> list[ArtifactResult]:
+def _execute(plan: EntryPlan, progress: ProgressCallback | None, siblings: list[str],
+             blob_progress: ProgressFn | None = None) -> list[ArtifactResult]:
     """Copy the planned artifacts; ``siblings``: repositories of the target registry other shards
     may have written a blob to, offered as mount sources (see :mod:`.siblings`)."""
     if not plan.copies:
@@ -89,7 +92,7 @@ def _execute(plan: EntryPlan, progress: ProgressCallback | None, siblings: list[
 
     def one(item: ArtifactPlan) -> ArtifactResult:
         offer_mounts(target, [d for d, _, action in item.result.blob_actions if action == "send"], siblings)
-        result = _copy_one(target, item, conc.blobs, locks, plan)
+        result = _copy_one(target, item, conc.blobs, locks, plan, blob_progress)
         with said:
             _emit(progress, result)
         return result
@@ -99,7 +102,7 @@ def _execute(plan: EntryPlan, progress: ProgressCallback | None, siblings: list[
 
 
 def _copy_one(target: WritableStore, item: ArtifactPlan, blobs: int, locks: BlobLocks,
-              plan: EntryPlan) -> ArtifactResult:
+              plan: EntryPlan, blob_progress: ProgressFn | None = None) -> ArtifactResult:
     result = item.result
     sent = threading.Lock()
 
@@ -107,6 +110,8 @@ def _copy_one(target: WritableStore, item: ArtifactPlan, blobs: int, locks: Blob
         if event == "done":  # uploaded by this run: the report lists it, so duplicates across shards show
             with sent:
                 result.blobs_sent.append(desc.digest)
+        if blob_progress is not None:
+            blob_progress(event, desc, n)
 
     attached: list[int] = []  # the chunk table's referrer: 0 or 1
 

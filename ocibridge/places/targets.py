@@ -63,6 +63,10 @@ def open_store_target(ref: Locator, *, for_write: bool = False,
     if isinstance(ref, LayoutReference):
         from ocibridge.stores.layout import LayoutStore  # here: a copy between registries needs none of it
 
+        if for_write and not is_local_name(ref):  # the local store makes its own parents
+            from ocibridge.core.parentdir import parent_must_exist
+
+            parent_must_exist(ref.path, ref.text)
         store = LayoutStore(os.path.expanduser(ref.path), create=for_write)
         if for_write:
             rewrite_if_local(store)

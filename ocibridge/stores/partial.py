@@ -221,6 +221,8 @@ def _fetch(fd: int, marker: Path, desc: Descriptor, source: RangedBlobSource, pl
         held = sum(kept)
         notices.say(f"resumed {desc.digest} at {100 * held // max(1, size)}% ({human_size(held)} kept from "
                     "an earlier run)")
+        if on_bytes is not None:  # the bar starts where the resume does, not at 0 %
+            on_bytes(held)
     todo = [i for i, (a, b) in enumerate(parts) if kept[i] < b - a]
     first = _Stream()
     if len(parts) > 1 and todo:

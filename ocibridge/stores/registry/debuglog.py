@@ -17,9 +17,10 @@ _SECRET_QUERY = re.compile(
 _USERINFO = re.compile(r"(://)[^/@\s]+@")
 
 
-#: the registry client's log layer (stores/registry/transport.py), httpx's own, and how many
-#: ranged parts a pull keeps in flight (stores/part_governor.py)
-REQUEST_LOGGERS = ("ocibridge.http", "httpx", "ocibridge.parts")
+#: the registry client's log layer (stores/registry/transport.py), httpx's own and httpx2's (the
+#: fork huggingface_hub sends the Hub's requests with), and how many ranged parts a pull keeps in
+#: flight (stores/part_governor.py)
+REQUEST_LOGGERS = ("ocibridge.http", "httpx", "httpx2", "ocibridge.parts")
 
 
 def redact(text: str) -> str:

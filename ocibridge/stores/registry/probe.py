@@ -4,7 +4,8 @@ Registries differ in what they take (docs/registry.md); their answers, not their
 With a repository the probe writes there what a push would, but no manifest that stays and no
 tag: two small random blobs (one sent in a PATCH chunk, one in a single PUT), a mount of one
 into ``REPO-ocibridge-probe``, and an OCI 1.1 artifact manifest (``artifactType``, the empty
-config) deleted again where the registry allows deletes. The referrers API is asked with a
+config) deleted again where the registry allows deletes. What stays (the mount's repository, a
+manifest the registry would not delete) is named in the report's notes. The referrers API is asked with a
 GET. What the uploads teach is remembered for the host, as a push would (uploadpolicy.py).
 """
 
@@ -74,10 +75,17 @@ def probe(client: RegistryClient, repository: str | None) -> RegistryReport:
     monolithic_uploads = _upload(client, repository, whole, scopes, chunk=False, notes=notes)
     blob = whole if monolithic_uploads else chunked
     mount = artifacts = None
+    left: list[str] = []  # what stays in the registry, said in the notes
     if monolithic_uploads or chunked_uploads:
+        left.append(f"unreferenced 64-byte blobs in {repository}")
         mount = _mount(client, repository, sha256_bytes(blob), notes)
-        artifacts = _artifact(client, repository, notes)
+        if mount:
+            left.append(f"the repository {repository}-ocibridge-probe (the mounted blob)")
+        artifacts = _artifact(client, repository, notes, left)
     referrers_api = _referrers(client, repository)
+    if left:
+        notes.append(f"left in the registry: {'; '.join(left)}; the distribution API deletes no "
+                     "repository: the registry's admin or garbage collection removes them")
     return RegistryReport(client.host, repository, api_version, chunked_uploads=chunked_uploads,
                           monolithic_uploads=monolithic_uploads, mount=mount, referrers_api=referrers_api,
                           oci_1_1_artifacts=artifacts, max_body=client.uploads.max_body,
@@ -161,8 +169,9 @@ def _mount(client: RegistryClient, repository: str, digest: str, notes: list[str
     return None
 
 
-def _artifact(client: RegistryClient, repository: str, notes: list[str]) -> bool | None:
-    """PUT an OCI 1.1 artifact manifest (artifactType, empty config), by digest; delete it."""
+def _artifact(client: RegistryClient, repository: str, notes: list[str], left: list[str]) -> bool | None:
+    """PUT an OCI 1.1 artifact manifest (artifactType, empty config), by digest; delete it (what
+    the registry does not let go is added to ``left``)."""
     scopes = push_scopes(repository)
     if not _upload(client, repository, EMPTY_JSON, scopes, chunk=False, notes=notes):
         return None
@@ -179,9 +188,12 @@ def _artifact(client: RegistryClient, repository: str, notes: list[str]) -> bool
     if response.status_code not in (200, 201):
         notes.append(f"an artifact manifest: HTTP {response.status_code}")
         return None
+    deleted = None
     with contextlib.suppress(RegistryError, httpx.HTTPError):
-        client.send("DELETE", f"/v2/{repository}/manifests/{digest}",
-                    scopes=(f"repository:{repository}:delete",), retry=False)
+        deleted = client.send("DELETE", f"/v2/{repository}/manifests/{digest}",
+                              scopes=(f"repository:{repository}:delete",), retry=False)
+    if deleted is None or deleted.status_code not in (200, 202, 204):
+        left.append(f"the probe manifest {repository}@{digest} (untagged; deletes refused)")
     return True
 
 
