@@ -65,6 +65,7 @@ from ocibridge.hubserver.grants import parse_line as parse_line
 from ocibridge.hubserver.grants import parse_lines as parse_lines
 from ocibridge.hubserver.grants import within as within
 from ocibridge.hubserver.grants import writes_of
+from ocibridge.hubserver.repo.keys import hub_id, noun
 from ocibridge.hubserver.signer import TOKEN_LIFE as TOKEN_LIFE
 from ocibridge.hubserver.signer import Signer as Signer
 
@@ -399,11 +400,12 @@ class Gate:
 def _off_the_list(grant: Grant | None, repo_id: str) -> Denied | None:
     """Why ``grant`` (None: an anonymous reader) is not on the list of ``repo_id``'s gate
     (:meth:`Gate.may_fetch`), None when it is."""
+    what = f"{noun(repo_id)} {hub_id(repo_id)}"
     if grant is None:
-        return Denied(401, f"Access to model {repo_id} is restricted. You must have access to it and be "
+        return Denied(401, f"Access to {what} is restricted. You must have access to it and be "
                       "authenticated to access it. Please log in.", code="GatedRepo")
     if not (grant.may_write(repo_id) or grant.may_read_private(repo_id)):
-        return Denied(403, f"Access to model {repo_id} is restricted and you are not in the authorized list. "
+        return Denied(403, f"Access to {what} is restricted and you are not in the authorized list. "
                       "On this server the list is the tokens whose write or private prefixes cover it "
                       "(serve's --token-file): ask its operator", code="GatedRepo")
     return None
