@@ -147,7 +147,7 @@ def test_a_model_and_a_dataset_of_one_name_stay_apart(served, tmp_path, monkeypa
     hub.upload_file(path_or_fileobj=b"dataset", path_in_repo="which.txt", repo_id="acme/x", repo_type="dataset")
 
     def read(token: str, dataset: bool) -> httpx.Response:
-        path = f"/datasets/acme/x/resolve/main/which.txt" if dataset else "/acme/x/resolve/main/which.txt"
+        path = "/datasets/acme/x/resolve/main/which.txt" if dataset else "/acme/x/resolve/main/which.txt"
         return httpx.get(url + path, headers={"Authorization": f"Bearer {token}"})
 
     assert (read("reader-token", False).text, read("reader-token", True).text) == ("model", "dataset")
