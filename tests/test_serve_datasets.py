@@ -218,3 +218,34 @@ def test_hf_file_system_reads_dataset_paths(served, tmp_path, monkeypatch):
         f.seek(32)
         assert f.read(32) == hashlib.sha256(b"x").digest()
     assert not fs.exists("acme/fs/data/train.csv")  # the model of that name: there is none
+
+
+def test_pages_list_and_show_datasets(served, tmp_path):
+    url, _ = served
+    hub = api(url)
+    hub.create_repo("acme/web", repo_type="dataset")
+    hub.create_repo("acme/web")
+    hub.upload_folder(repo_id="acme/web", repo_type="dataset", folder_path=data_dir(tmp_path / "d"),
+                      commit_message="the shards")
+    hub.upload_file(path_or_fileobj=b"---\nlicense: mit\n---\n# The model web\n", path_in_repo="README.md",
+                    repo_id="acme/web")
+    login = httpx.post(f"{url}/ocibridge/login", data={"token": "writer-token", "next": "/"})
+    assert login.status_code == 303
+    cookies = login.cookies
+
+    def page(path: str) -> str:
+        answer = httpx.get(url + path, cookies=cookies, timeout=30)
+        assert answer.status_code == 200, (path, answer.status_code, answer.text[:300])
+        return answer.text
+
+    listing = page("/datasets?search=web")
+    assert "1 dataset matching" in listing and 'href="/datasets/acme/web"' in listing
+    assert 'href="/acme/web"' not in page("/datasets") and 'href="/datasets/acme/web"' not in page("/models")
+    shown = page("/datasets/acme/web")
+    assert 'Dataset card</h2>' in shown and '<div class="card"><h3>x</h3>' in shown  # its card, rendered
+    assert "load_dataset(&#39;acme/web&#39;)" in shown and "repo_type=&#39;dataset&#39;" in shown
+    assert 'href="/datasets/acme/web/tree/main"' in shown and 'href="/datasets/acme/web/commits/main"' in shown
+    assert "The model web" in page("/acme/web") and "The model web" not in shown
+    assert "train.csv" in page("/datasets/acme/web/tree/main/data")
+    assert "hello,1" in page("/datasets/acme/web/blob/main/data/train.csv")
+    assert "the shards" in page("/datasets/acme/web/commits/main")

@@ -1,0 +1,86 @@
+"""A dataset of many small shards through ``ocibridge serve`` (issue 104): created with one
+``upload_folder``, listed (the recursive tree, dataset_info) and loaded with ``load_dataset``, the
+registry's requests counted by a proxy in front of it. A listing is one manifest read, not a request
+per file; a load fetches each shard's blob once and nothing else per file.
+
+The suite runs :data:`SHARDS` shards; ``OCIBRIDGE_DATASET_SHARDS=2000`` runs the issue's figure.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from huggingface_hub import HfApi
+from support.faultproxy import FaultProxy
+from test_serve_datasets import serve_process
+from test_serve_datasets_library import run_program
+
+from tests.support.fixtures import new_repo
+
+SHARDS = int(os.environ.get("OCIBRIDGE_DATASET_SHARDS", "300"))
+
+LOAD = r"""
+import json, sys
+from datasets import load_dataset
+
+rows = load_dataset(sys.argv[1], split="train")
+print(json.dumps({"rows": rows.num_rows, "first": rows[0], "total": sum(rows["n"])}))
+"""
+
+
+def shards(root: Path, count: int) -> Path:
+    """``count`` jsonl shards of two rows each under data/, in directories of 500."""
+    for i in range(count):
+        folder = root / "data" / f"part-{i // 500:02d}"
+        folder.mkdir(parents=True, exist_ok=True)
+        rows = [json.dumps({"n": 2 * i}), json.dumps({"n": 2 * i + 1})]
+        (folder / f"shard-{i:05d}.jsonl").write_text("\n".join(rows) + "\n")
+    return root
+
+
+@contextlib.contextmanager
+def counted_serve(registry: Any, root: Path) -> Iterator[tuple[str, FaultProxy]]:
+    """serve over a proxy in front of the registry: (serve's URL, the proxy that counts)."""
+    with FaultProxy(registry) as proxy, serve_process(root, f"{proxy.host}/{new_repo('shards')}") as url:
+        yield url, proxy
+
+
+def registry_requests(proxy: FaultProxy) -> dict[str, int]:
+    """The registry's requests since the proxy was cleared, by what they asked for."""
+    counts: dict[str, int] = {}
+    for r in proxy.requests:
+        what = "blob" if "/blobs/" in r.path else "manifest" if "/manifests/" in r.path else \
+            "tags" if "/tags/list" in r.path else "other"
+        counts[f"{r.method} {what}"] = counts.get(f"{r.method} {what}", 0) + 1
+    return counts
+
+
+def test_many_shards_one_upload_one_listing(registry, tmp_path):
+    folder = shards(tmp_path / "d", SHARDS)
+    with counted_serve(registry, tmp_path) as (url, proxy):
+        hub = HfApi(endpoint=url, token="writer-token")
+        hub.create_repo("acme/many", repo_type="dataset")
+        proxy.clear()
+        hub.upload_folder(repo_id="acme/many", repo_type="dataset", folder_path=folder)
+        uploaded = registry_requests(proxy)
+        proxy.clear()
+        tree = [f.path for f in hub.list_repo_tree("acme/many", repo_type="dataset", recursive=True)
+                if f.path.endswith(".jsonl")]
+        info = hub.dataset_info("acme/many")
+        listed = registry_requests(proxy)
+        proxy.clear()
+        loaded = run_program(LOAD, url, tmp_path, "acme/many")
+        load = registry_requests(proxy)
+    print(f"{SHARDS} shards: upload {uploaded}; listing {listed}; load {load}")
+    assert len(tree) == SHARDS and len(info.siblings or []) == SHARDS + 1  # and .gitattributes
+    assert loaded["rows"] == 2 * SHARDS and loaded["total"] == sum(range(2 * SHARDS))
+    # a listing is the manifest, once: no request per file (the tree pages and dataset_info together)
+    assert sum(listed.values()) <= 10, listed
+    # a load reads each shard's blob once, and per file nothing else
+    assert load.get("GET blob", 0) <= SHARDS + 5, load
+    assert sum(n for what, n in load.items() if what != "GET blob") <= 20, load
