@@ -11,10 +11,12 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
 from huggingface_hub import HfApi
 from support.faultproxy import FaultProxy
 from test_serve_datasets import serve_process
@@ -60,23 +62,28 @@ def registry_requests(proxy: FaultProxy) -> dict[str, int]:
     return counts
 
 
+@pytest.mark.timeout(900)  # a few hundred blobs up and down, on a machine the suite shares
 def test_many_shards_one_upload_one_listing(registry, tmp_path):
     folder = shards(tmp_path / "d", SHARDS)
     with counted_serve(registry, tmp_path) as (url, proxy):
         hub = HfApi(endpoint=url, token="writer-token")
         hub.create_repo("acme/many", repo_type="dataset")
         proxy.clear()
+        started = time.monotonic()
         hub.upload_folder(repo_id="acme/many", repo_type="dataset", folder_path=folder)
-        uploaded = registry_requests(proxy)
+        uploaded, took = registry_requests(proxy), [time.monotonic() - started]
         proxy.clear()
         tree = [f.path for f in hub.list_repo_tree("acme/many", repo_type="dataset", recursive=True)
                 if f.path.endswith(".jsonl")]
         info = hub.dataset_info("acme/many")
         listed = registry_requests(proxy)
+        took.append(time.monotonic() - started - sum(took))
         proxy.clear()
         loaded = run_program(LOAD, url, tmp_path, "acme/many")
         load = registry_requests(proxy)
-    print(f"{SHARDS} shards: upload {uploaded}; listing {listed}; load {load}")
+        took.append(time.monotonic() - started - sum(took))
+    print(f"{SHARDS} shards (seconds: upload, listing, load {[round(t, 1) for t in took]}): "
+          f"upload {uploaded}; listing {listed}; load {load}")
     assert len(tree) == SHARDS and len(info.siblings or []) == SHARDS + 1  # and .gitattributes
     assert loaded["rows"] == 2 * SHARDS and loaded["total"] == sum(range(2 * SHARDS))
     # a listing is the manifest, once: no request per file (the tree pages and dataset_info together)

@@ -80,8 +80,8 @@ def summary(key: str, private: bool = False, gated: str = "") -> dict[str, Any]:
     (``gated``: "auto", "manual", or "" for false): by the repo id the Hub shows."""
     repo_id = hub_id(key)
     author = repo_id.split("/", 1)[0] if "/" in repo_id else None
-    listed = {"_id": repo_id, "id": repo_id, "author": author, "private": private,
-              "gated": gated or False, "downloads": 0, "likes": 0, "tags": []}
+    listed: dict[str, Any] = {"_id": repo_id, "id": repo_id, "author": author, "private": private,
+                              "gated": gated or False, "downloads": 0, "likes": 0, "tags": []}
     return {**listed, "modelId": repo_id} if type_of(key) == MODEL else listed
 
 
