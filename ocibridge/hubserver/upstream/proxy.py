@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 from ocibridge.errors import NotFound, OcibridgeError
 from ocibridge.hubserver.repo.catalog import Catalog, Resolved
+from ocibridge.hubserver.repo.keys import type_of
 from ocibridge.hubserver.repo.refnames import registry_tag, split_revision
 from ocibridge.hubserver.repo.refrules import is_tag
 from ocibridge.hubserver.repo.refsrecord import read_record
@@ -62,6 +63,7 @@ from ocibridge.hubserver.upstream.inflight import Fetching
 from ocibridge.hubserver.upstream.ingest import Audit, Ingest, writable
 from ocibridge.hubserver.upstream.keptaccess import ReaderRefuses, keep_access, nobody_reads
 from ocibridge.hubserver.upstream.staleness import note_stale
+from ocibridge.kinds.hf.repotype import DATASET
 from ocibridge.oci.bookkeeping import is_reserved
 
 if TYPE_CHECKING:
@@ -138,6 +140,8 @@ class ProxyCatalog(Catalog):
               local: Callable[[str], Resolved]) -> Resolved:
         parts = repo_parts(repo_id)
         if parts is None or DIGEST.fullmatch(revision) or not revision_named(revision) or is_reserved(revision):
+            raise missing
+        if type_of(repo_id) == DATASET:  # a dataset is answered from the registry alone: none is fetched yet
             raise missing
         repo = self.sources[0].repository(parts)
         if repo is None or isinstance(missing, RevisionNotFound) and not (
