@@ -163,6 +163,9 @@ def test_a_model_and_a_dataset_of_one_name_stay_apart(served, tmp_path, monkeypa
     api(url, "acme-token").upload_file(path_or_fileobj=b"m3", path_in_repo="three.txt", repo_id="acme/x")
     api(url, "acme-token").upload_file(path_or_fileobj=b"d3", path_in_repo="three.txt", repo_id="acme/x",
                                        repo_type="dataset")
+    # hf repos ls: the namespace's model and dataset, each its own row
+    rows = httpx.get(f"{url}/api/settings/repositories", headers={"Authorization": "Bearer acme-token"}).json()
+    assert {(r["id"], r["type"]) for r in rows} >= {("acme/x", "model"), ("acme/x", "dataset")}
     # private and gated are each repository's own
     hub.update_repo_settings("acme/x", repo_type="dataset", private=True)
     assert read("reader-token", True).status_code == 404 and read("reader-token", False).text == "model"
