@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -39,18 +40,18 @@ CARD = b"---\nlicense: mit\ntask_categories:\n- text-classification\n---\n# x\n"
 def serve_process(root: Path, prefix: str) -> Iterator[str]:
     (root / "tokens.txt").write_text(TOKENS)
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OCIBRIDGE_CACHE": str(root / "cache")}
-    with serve_as_process([prefix, "--no-access-log", "--token-file", str(root / "tokens.txt")], env,
-                          root / "serve.log") as url:
+    with serve_as_process([prefix, "--no-access-log", "--token-file", str(root / "tokens.txt"),
+                           "--audit-log", str(root / "audit.jsonl")], env, root / "serve.log") as url:
         yield url
 
 
 @pytest.fixture(scope="module")
-def served(registry: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
-    """serve over a prefix of its own of the session's registry: (its URL, the prefix)."""
+def served(registry: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str, Path]]:
+    """serve over a prefix of its own of the session's registry: (its URL, the prefix, its audit log)."""
     root = tmp_path_factory.mktemp("datasets")
     prefix = f"{registry.host}/{new_repo('datasets')}"
     with serve_process(root, prefix) as url:
-        yield url, prefix
+        yield url, prefix, root / "audit.jsonl"
     assert "Traceback" not in (root / "serve.log").read_text()
 
 
@@ -75,14 +76,12 @@ def registry_manifest(prefix: str, repository: str, tag: str = "latest") -> tupl
     host, _, path = prefix.partition("/")
     store = open_repository(RegistryReference(host, f"{path}/{repository}"), None)
     desc = store.resolve(tag)
-    import json
-
     return json.loads(store.fetch_bytes(desc)), store
 
 
 @pytest.mark.parametrize("xet", [False, True], ids=["lfs", "xet"])
 def test_a_dataset_through_huggingface_hub(served, tmp_path, monkeypatch, xet):
-    url, prefix = served
+    url, prefix, audit = served
     repo = f"acme/d-{'xet' if xet else 'lfs'}"
     point_hub_at(monkeypatch, url, tmp_path / "hub", xet=xet)
     hub = api(url)
@@ -124,6 +123,10 @@ def test_a_dataset_through_huggingface_hub(served, tmp_path, monkeypatch, xet):
     assert Path(old).read_bytes() == hashlib.sha256(b"x").digest() * 4096
     raw = httpx.get(f"{url}/datasets/{repo}/raw/dev/data/blob.bin", headers={"Authorization": "Bearer writer-token"})
     assert raw.status_code == 200 and raw.text.startswith("version https://git-lfs.github.com/spec/v1")
+    # the audit names the dataset by its key, never as the model of its name
+    lines = [json.loads(line) for line in audit.read_text().splitlines()]
+    commits = {line["repository"] for line in lines if line["action"] == "commit" and line["outcome"] == "landed"}
+    assert f"datasets/{repo}" in commits and repo not in commits
     # the model API and the model paths do not see it
     with pytest.raises(RepositoryNotFoundError):
         hub.model_info(repo)
@@ -138,7 +141,7 @@ def test_a_dataset_through_huggingface_hub(served, tmp_path, monkeypatch, xet):
 
 
 def test_a_model_and_a_dataset_of_one_name_stay_apart(served, tmp_path, monkeypatch):
-    url, _ = served
+    url, *_ = served
     point_hub_at(monkeypatch, url, tmp_path / "hub")
     hub = api(url)
     hub.create_repo("acme/x")
@@ -189,7 +192,7 @@ def test_a_model_and_a_dataset_of_one_name_stay_apart(served, tmp_path, monkeypa
 
 
 def test_reserved_names_and_spaces_are_refused(served):
-    url, _ = served
+    url, *_ = served
     hub = api(url)
     for name in ("datasets/x", "spaces/x"):
         with pytest.raises(HfHubHTTPError) as refused:
@@ -206,7 +209,7 @@ def test_reserved_names_and_spaces_are_refused(served):
 
 
 def test_hf_file_system_reads_dataset_paths(served, tmp_path, monkeypatch):
-    url, _ = served
+    url, *_ = served
     point_hub_at(monkeypatch, url, tmp_path / "hub")
     hub = api(url)
     hub.create_repo("acme/fs", repo_type="dataset")
@@ -224,7 +227,7 @@ def test_hf_file_system_reads_dataset_paths(served, tmp_path, monkeypatch):
 
 
 def test_pages_list_and_show_datasets(served, tmp_path):
-    url, _ = served
+    url, *_ = served
     hub = api(url)
     hub.create_repo("acme/web", repo_type="dataset")
     hub.create_repo("acme/web")
