@@ -27,16 +27,15 @@ as on the Hub. A private repository (``create_repo(private=True)``, :mod:`.visib
 only by tokens whose private prefixes cover it: by default the new form's write prefixes and its
 own ``user/``; the first form reads privately what it reads.
 
-A prefix matches at a ``/`` boundary (:func:`within`): ``acme`` and ``acme/`` both take
-``acme/x``, neither takes ``acme-evil/x``. Every rule here is keyed by a repository's key
-(:mod:`.repo.keys`: a dataset's is ``datasets/ORG/NAME``), one code for models and datasets: a
-namespace prefix (``acme/``) takes the namespace's datasets too, ``datasets/acme/`` only those.
-A repository a token may not read is answered as a missing one (``missing``), on every route
-and page, so that its existence does not leak. The
+A prefix matches at a ``/`` boundary (:func:`within`): ``acme`` and ``acme/`` both take ``acme/x``,
+neither takes ``acme-evil/x``. Every rule is keyed by a repository's key (:mod:`.repo.keys`: a
+dataset's is ``datasets/ORG/NAME``), one code for both types: a namespace prefix (``acme/``) takes
+its datasets too, ``datasets/acme/`` only those. A repository a token may not read is answered as
+a missing one (``missing``), on every route and page, so that its existence does not leak. The
 name (what ``whoami`` answers and the author a commit records) is the fourth field, else
 ``token-`` and the first 8 hex digits of the token's SHA-256, so a secret never appears in a
-manifest. A prefix ``*`` is every repository (to name the token without a prefix). One token
-is on one line only: two lines for it would leave which one was meant to a guess.
+manifest. A prefix ``*`` is every repository (to name the token without a prefix). One token is
+on one line only: two lines for it would leave which one was meant to a guess.
 
 The token file (:mod:`.tokenfile`) is re-read when it changes; what a removed token was given
 stops working with it: its bearer at once, its page cookie (an HMAC over its current line) and

@@ -19,10 +19,9 @@ Starlette route (:mod:`.routing`: matched on the raw path, so a revision or a pa
     GET  /REPO/commits/{rev}, /REPO/commit/{rev}, /REPO/compare/{a}...{b}   history pages (:mod:`.web.historypages`)
     ...  the write API (create_repo, preupload, LFS batch and uploads, commit, whoami): :mod:`.writes`, :mod:`.lfs`
 
-Every ``/api/models/...`` route is also ``/api/datasets/...``, and every file, upload, Xet and page
-path ``/REPO/...`` also ``/datasets/REPO/...``: a dataset's, keyed apart from any model
-(:mod:`.repo.keys`), through the same handlers and the same access rules. A repo id of two parts
-is tried before one of a single part; under ``/api/models/REPO/`` the
+Every ``/api/models/...`` route is also ``/api/datasets/...``, every file, upload, Xet and page path
+``/REPO/...`` also ``/datasets/REPO/...`` (a dataset's: :mod:`.repo.keys`), the same handlers and
+access rules. A repo id of two parts is tried before one of a single part; under ``/api/models/REPO/`` the
 word after REPO names the route (a path no route of that word takes is not found, never read
 another way). Every other path is a 404, after the read token is checked (but under ``/xet/``,
 whose routes have their own grants). Not-found answers carry the Hub's ``X-Error-Code``
@@ -69,7 +68,7 @@ from ocibridge.hubserver.repo.lfsobjects import LfsObjects
 from ocibridge.hubserver.repo.repos import Repos
 from ocibridge.hubserver.repo.sources import RegistrySource, RepoMoved, RepoNotFound
 from ocibridge.hubserver.requestid import RequestId
-from ocibridge.hubserver.routing import HubRoute, route_path
+from ocibridge.hubserver.routing import KEY_FORMS, REPO_FORMS, HubRoute, route_path
 from ocibridge.hubserver.settings import ServeSettings
 from ocibridge.hubserver.tokenfile import TokenFile
 from ocibridge.hubserver.uploads.ingest import ingest_for
@@ -109,11 +108,6 @@ Handler = Callable[[Request], Awaitable[Response]]
 
 #: what a write answers as the Hub's 507 (its disk or quota full) rather than a 500 clients retry
 DISK_FULL = frozenset({errno.ENOSPC, errno.EDQUOT})
-#: a repo id in a route: ORG/NAME, then NAME
-REPO_FORMS = ("{org:hub_part}/{name:hub_part}", "{name:hub_part}")
-#: a repository's key (repo/keys.py) in a path, as the Hub's file, upload and Xet paths write it:
-#: datasets/REPO first (a model id never starts with "datasets"), then a model's REPO
-KEY_FORMS = (*(f"{{repo_type:hub_dataset}}/{form}" for form in REPO_FORMS), *REPO_FORMS)
 GET, GET_HEAD, ANY = ("GET",), ("GET", "HEAD"), ("GET", "HEAD", "POST")
 
 

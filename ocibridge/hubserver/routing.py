@@ -86,6 +86,12 @@ class _Dataset(_ApiType):
     regex = "datasets"
 
 
+#: a repo id in a route: ORG/NAME, then NAME
+REPO_FORMS = ("{org:hub_part}/{name:hub_part}", "{name:hub_part}")
+#: a repository's key (repo/keys.py) in a path, as the Hub's file, upload, Xet and page paths write
+#: it: datasets/REPO first (a model id never starts with "datasets"), then a model's REPO
+KEY_FORMS = (*(f"{{repo_type:hub_dataset}}/{form}" for form in REPO_FORMS), *REPO_FORMS)
+
 register_url_convertor("hub_part", _Part())
 register_url_convertor("hub_rest", _Rest())
 register_url_convertor("hub_keyword", _Keyword())

@@ -29,7 +29,7 @@ from ocibridge.hubserver.failures import CAUGHT, failure_of
 from ocibridge.hubserver.repo.files import read_small
 from ocibridge.hubserver.repo.keys import hub_id
 from ocibridge.hubserver.repo.sources import RepoNotFound, RevisionNotFound
-from ocibridge.hubserver.routing import HubRoute
+from ocibridge.hubserver.routing import KEY_FORMS, HubRoute
 from ocibridge.hubserver.web import auth, facts, render
 from ocibridge.hubserver.web.listing import Listing
 from ocibridge.hubserver.web.model import ModelPages, ModelView
@@ -47,10 +47,9 @@ Handler = Callable[[Request], Awaitable[Response]]
 PAGE_METHODS = ("GET", "HEAD")
 #: first path segments that are never a repository's page (the API's, serve's own)
 RESERVED = frozenset({"api", "xet", "xet-write", "ocibridge", "healthz", "readyz", "metrics", "models", "static"})
-#: REPO in a page's path: a dataset's datasets/ORG/NAME and datasets/NAME, then a model's ORG/NAME
-#: and NAME (app.py's KEY_FORMS: a key, repo/keys.py, is the repository's web path)
-REPO_FORMS = ("{repo_type:hub_dataset}/{org:hub_part}/{name:hub_part}", "{repo_type:hub_dataset}/{name:hub_part}",
-              "{org:hub_part}/{name:hub_part}", "{name:hub_part}")
+#: REPO in a page's path: a dataset's datasets/ORG/NAME and datasets/NAME, then a model's ORG/NAME and
+#: NAME (a key, repo/keys.py, is the repository's web path)
+REPO_FORMS = KEY_FORMS
 #: models per catalog page
 CATALOG_PAGE = 50
 #: bytes of a file shown as text on its page (larger ones: a download link)
