@@ -52,10 +52,15 @@ def counted_serve(registry: Any, root: Path) -> Iterator[tuple[str, FaultProxy]]
         yield url, proxy
 
 
+#: the dataset's registry repository, under the prefix: the requests counted are its own (serve's
+#: writer lease renews itself on a timer, whatever is asked)
+MANY = "/datasets/acme/many/"
+
+
 def registry_requests(proxy: FaultProxy) -> dict[str, int]:
-    """The registry's requests since the proxy was cleared, by what they asked for."""
+    """The registry's requests for the dataset since the proxy was cleared, by what they asked for."""
     counts: dict[str, int] = {}
-    for r in proxy.requests:
+    for r in (r for r in proxy.requests if MANY in r.path):
         what = "blob" if "/blobs/" in r.path else "manifest" if "/manifests/" in r.path else \
             "tags" if "/tags/list" in r.path else "other"
         counts[f"{r.method} {what}"] = counts.get(f"{r.method} {what}", 0) + 1
@@ -81,7 +86,6 @@ def test_many_shards_one_upload_one_listing(registry, tmp_path):
         proxy.clear()
         loaded = run_program(LOAD, url, tmp_path, "acme/many")
         load = registry_requests(proxy)
-        asked = [r for r in proxy.requests if "/datasets/acme/many/" in r.path and "/blobs/" not in r.path]
         took.append(time.monotonic() - started - sum(took))
     print(f"{SHARDS} shards (seconds: upload, listing, load {[round(t, 1) for t in took]}): "
           f"upload {uploaded}; listing {listed}; load {load}")
@@ -92,4 +96,4 @@ def test_many_shards_one_upload_one_listing(registry, tmp_path):
     # a load reads each shard's blob once, and per file nothing else: the dataset's tags and refs
     # record are asked again only as serve's few seconds of keeping them run out
     assert load.get("GET blob", 0) <= SHARDS + 5, load
-    assert len(asked) < SHARDS // 2, load
+    assert sum(n for what, n in load.items() if what != "GET blob") < SHARDS // 2, load
