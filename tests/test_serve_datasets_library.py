@@ -20,7 +20,6 @@ import pytest
 from test_serve_datasets import registry_manifest, serve_process
 
 from ocibridge.oci.mediatypes import Family
-from ocibridge.oci.models import Descriptor
 from tests.support.fixtures import new_repo
 
 #: push_to_hub twice (a split, then a config), load each way; prints what it saw, and the SHA-256
@@ -127,7 +126,7 @@ def test_push_to_hub_and_load_dataset(served, tmp_path):
 
 
 def test_csv_json_data_files_and_configs_of_the_card(served, tmp_path):
-    url, prefix = served
+    url, _ = served
     (tmp_path / "csv" / "data").mkdir(parents=True)
     (tmp_path / "csv" / "data" / "train.csv").write_text("word,n\nalpha,1\nbeta,2\n")
     (tmp_path / "csv" / "data" / "test.csv").write_text("word,n\ngamma,3\n")
@@ -149,9 +148,3 @@ def test_csv_json_data_files_and_configs_of_the_card(served, tmp_path):
     assert seen["json"] == {"q": ["why", "how"], "a": [42, 7]}
     assert seen["first"] == ["delta"]
     assert seen["second"] == {"train": [1, 2], "validation": [3]}
-    # the card's front matter in the artifact, as a model card's is: license, task categories, configs
-    manifest, store = registry_manifest(prefix, "datasets/acme/configs")
-    assert manifest["annotations"]["io.ocibridge.card.task_categories"] == "text-classification"
-    assert manifest["annotations"]["io.ocibridge.card.configs"] == "first,second"
-    config = json.loads(store.fetch_bytes(Descriptor.model_validate(manifest["config"])))
-    assert config["descriptor"]["licenses"] == ["apache-2.0"]

@@ -13,10 +13,6 @@ front matter       artifact
 ``pipeline_tag``   annotation ``io.ocibridge.card.pipeline_tag``
 =================  ==============================================================
 
-A dataset's card adds ``task_categories`` (annotation ``io.ocibridge.card.task_categories``,
-comma-joined) and ``configs`` (annotation ``io.ocibridge.card.configs``: each ``config_name``,
-comma-joined; the data files each names stay in the card, which is a layer of its own).
-
 The card comes from whoever wrote the model: read bounded (:data:`FRONT_MAX` bytes), parsed
 with YAML's safe loader, every value kept only when it is a short string (a list of at most
 :data:`MAX_VALUES`); anything else is left out, never a reason to fail a push. A README without
@@ -42,11 +38,6 @@ MAX_VALUE = 256
 ANNOTATION_BASE_MODEL = "io.ocibridge.card.base_model"
 ANNOTATION_TAGS = "io.ocibridge.card.tags"
 ANNOTATION_PIPELINE = "io.ocibridge.card.pipeline_tag"
-ANNOTATION_TASKS = "io.ocibridge.card.task_categories"
-ANNOTATION_CONFIGS = "io.ocibridge.card.configs"
-#: the list fields kept as annotations, comma-joined (a dataset card's task categories among them)
-_LISTED = (("base_model", ANNOTATION_BASE_MODEL), ("tags", ANNOTATION_TAGS), ("pipeline_tag", ANNOTATION_PIPELINE),
-           ("task_categories", ANNOTATION_TASKS))
 #: the block opens the card, after blank lines (as huggingface_hub's REGEX_YAML_BLOCK and the Hub read it)
 _FRONT = re.compile(r"\A\s*---[ \t]*\r?\n(.*?)\r?\n---[ \t]*(?:\r?\n|\Z)", re.S)
 _LANGUAGE = re.compile(r"^[a-z]{2}$")  # ModelPack's capabilities.languages: ISO 639-1
@@ -105,14 +96,11 @@ def card_fields(front: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any
     languages = list(dict.fromkeys(v for v in languages if _LANGUAGE.match(v)))
     if languages:
         config["capabilities"] = {"languages": languages}
-    for key, annotation in _LISTED:
+    for key, annotation in (("base_model", ANNOTATION_BASE_MODEL), ("tags", ANNOTATION_TAGS),
+                            ("pipeline_tag", ANNOTATION_PIPELINE)):
         found = _values(front.get(key))
         if found:
             annotations[annotation] = ",".join(found if key != "pipeline_tag" else found[:1])
-    configs = front.get("configs")
-    names = _values([c.get("config_name") for c in configs if isinstance(c, dict)] if isinstance(configs, list) else [])
-    if names:
-        annotations[ANNOTATION_CONFIGS] = ",".join(names)
     return descriptor, config, annotations
 
 
@@ -130,11 +118,9 @@ def card_data(config_doc: Mapping[str, Any], annotations: Mapping[str, str]) -> 
     languages = _values(capabilities.get("languages")) if isinstance(capabilities, dict) else []
     if languages:
         data["language"] = languages
-    for key, annotation in _LISTED:
+    for key, annotation in (("base_model", ANNOTATION_BASE_MODEL), ("tags", ANNOTATION_TAGS),
+                            ("pipeline_tag", ANNOTATION_PIPELINE)):
         found = _values(annotations.get(annotation, "").split(","))
         if found:
-            data[key] = found if key in ("tags", "task_categories") or len(found) > 1 else found[0]
-    configs = _values(annotations.get(ANNOTATION_CONFIGS, "").split(","))
-    if configs:
-        data["configs"] = [{"config_name": name} for name in configs]
+            data[key] = found if key == "tags" or len(found) > 1 else found[0]
     return data
