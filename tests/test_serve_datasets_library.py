@@ -20,6 +20,7 @@ import pytest
 from test_serve_datasets import registry_manifest, serve_process
 
 from ocibridge.oci.mediatypes import Family
+from ocibridge.oci.models import Descriptor
 from tests.support.fixtures import new_repo
 
 #: push_to_hub twice (a split, then a config), load each way; prints what it saw, and the SHA-256
@@ -126,7 +127,7 @@ def test_push_to_hub_and_load_dataset(served, tmp_path):
 
 
 def test_csv_json_data_files_and_configs_of_the_card(served, tmp_path):
-    url, _ = served
+    url, prefix = served
     (tmp_path / "csv" / "data").mkdir(parents=True)
     (tmp_path / "csv" / "data" / "train.csv").write_text("word,n\nalpha,1\nbeta,2\n")
     (tmp_path / "csv" / "data" / "test.csv").write_text("word,n\ngamma,3\n")
@@ -148,3 +149,7 @@ def test_csv_json_data_files_and_configs_of_the_card(served, tmp_path):
     assert seen["json"] == {"q": ["why", "how"], "a": [42, 7]}
     assert seen["first"] == ["delta"]
     assert seen["second"] == {"train": [1, 2], "validation": [3]}
+    # the card's license in the artifact's config, as a model card's is
+    manifest, store = registry_manifest(prefix, "datasets/acme/configs")
+    config = json.loads(store.fetch_bytes(Descriptor.model_validate(manifest["config"])))
+    assert config["descriptor"]["licenses"] == ["apache-2.0"]
