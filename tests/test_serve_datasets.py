@@ -18,7 +18,7 @@ import httpx
 import pytest
 from huggingface_hub import CommitOperationAdd, CommitOperationDelete, HfApi, HfFileSystem, hf_hub_download
 from huggingface_hub.errors import GatedRepoError, HfHubHTTPError, RepositoryNotFoundError
-from serving import ROOT, point_hub_at, serve_as_process
+from serving import ROOT, point_hub_at, serve_as_process, serving
 
 from ocibridge.oci.mediatypes import Family
 from tests.support.fixtures import new_repo
@@ -255,3 +255,24 @@ def test_pages_list_and_show_datasets(served, tmp_path):
     assert "train.csv" in page("/datasets/acme/web/tree/main/data")
     assert "hello,1" in page("/datasets/acme/web/blob/main/data/train.csv")
     assert "the shards" in page("/datasets/acme/web/commits/main")
+
+
+def test_a_dataset_in_an_oci_layout(tmp_path, monkeypatch):
+    """A layout source keeps a dataset as the registry does: named datasets/ORG/NAME:TAG, beside
+    a model of the same name."""
+    from ocibridge.hubserver.repo.publishing import Publishing
+    from ocibridge.stores.layout import LayoutStore
+
+    LayoutStore(tmp_path / "lay", create=True).close()
+    with serving([f"oci:{tmp_path / 'lay'}"], tokens=("writer write * ci-bot",), publish=Publishing()) as s:
+        point_hub_at(monkeypatch, s.url, tmp_path / "hub")
+        hub = HfApi(endpoint=s.url, token="writer")
+        hub.create_repo("acme/lay", repo_type="dataset")
+        hub.create_repo("acme/lay")
+        hub.upload_file(path_or_fileobj=b"n\n1\n", path_in_repo="data/a.csv", repo_id="acme/lay", repo_type="dataset")
+        got = hf_hub_download("acme/lay", "data/a.csv", repo_type="dataset", token="writer")
+        assert Path(got).read_bytes() == b"n\n1\n"
+        assert [d.id for d in hub.list_datasets()] == ["acme/lay"] and [m.id for m in hub.list_models()] == ["acme/lay"]
+        assert not hub.file_exists("acme/lay", "data/a.csv")  # the model of that name holds no such file
+    names = LayoutStore(tmp_path / "lay").tags()
+    assert "datasets/acme/lay:latest" in names and "acme/lay:latest" in names
