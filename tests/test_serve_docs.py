@@ -10,12 +10,14 @@ import shutil
 import socket
 
 import httpx
+import pytest
 from serving import serving
 
 import ocibridge
 from tests.docrun import EXAMPLE_MODEL, doc_env, doc_text, reader_venvs, run_block, runnable_blocks  # noqa: F401
 
 
+@pytest.mark.timeout(600)  # every block of the page, a dataset's push and load among them
 def test_serve_md_examples_run(doc_env):  # noqa: F811
     work, env = doc_env("serve.md")
     with socket.socket() as s, socket.socket() as t:  # :8080 and :8081, as the examples name them

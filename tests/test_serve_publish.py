@@ -117,9 +117,12 @@ def test_publish_through_serve_is_a_modelpack_commit(tmp_path, registry, unique_
             api.create_repo("acme/tiny")
         assert exists.value.response.status_code == 409
         api.create_repo("acme/tiny", exist_ok=True)
-        with pytest.raises(HfHubHTTPError) as dataset:
-            api.create_repo("acme/data", repo_type="dataset")
-        assert dataset.value.response.status_code == 400 and "models only" in str(dataset.value)
+        with pytest.raises(HfHubHTTPError) as space:
+            api.create_repo("acme/app", repo_type="space", space_sdk="static")
+        assert space.value.response.status_code == 400 and "models and datasets only" in str(space.value)
+        with pytest.raises(HfHubHTTPError) as reserved:  # the Hub keeps these names: no model may take them
+            api.create_repo("datasets/tiny")
+        assert reserved.value.response.status_code == 400 and "reserved" in str(reserved.value)
 
         first = api.upload_folder(repo_id="acme/tiny", folder_path=src, commit_message="first")
         assert lfs_client == ["model.safetensors"]  # binary; the small JSON files are regular: sent inline

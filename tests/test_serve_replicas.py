@@ -161,8 +161,9 @@ def test_forwarded_host_is_believed_only_from_trusted_peers(pair, tmp_path):
 
 
 #: what a reader answers itself though its method is not GET: reads with a body, the login form
-READS_NOT_GET = {("/api/models", "POST"), ("/api/validate-yaml", "POST"), ("/ocibridge/login", "POST"),
-                 ("/v1/telemetry", "POST")}  # hf_xet's report: taken and dropped where it lands
+#: (list_models and list_datasets at /api/{repo_type}; /v1/telemetry: hf_xet's report, taken and dropped where it lands)
+READS_NOT_GET = {("/api/{repo_type:hub_api_type}", "POST"), ("/api/validate-yaml", "POST"),
+                 ("/ocibridge/login", "POST"), ("/v1/telemetry", "POST")}
 
 
 def test_every_route_that_writes_is_forwarded(registry):
@@ -182,6 +183,8 @@ def test_every_route_that_writes_is_forwarded(registry):
         "/preupload/", "/commit/{revision", "/{kind:hub_ref_kind}/", "/xet-write-token/", "/api/repos/create",
         "/api/repos/delete", ".git/info/lfs/objects/batch", "/ocibridge/lfs/verify", "/ocibridge/lfs/part/",
         "/ocibridge/lfs/complete/", "/xet-write/{org:hub_part}/{name:hub_part}/v1/xorbs/",
+        "/xet-write/{repo_type:hub_dataset}/{org:hub_part}/{name:hub_part}/v1/xorbs/",
+        "/{repo_type:hub_dataset}/{org:hub_part}/{name:hub_part}.git/info/lfs/objects/batch",
         "/v1/xorb-grants/", "/{version:xet_version}/shards", "/v1/chunks/")), written
     for path, methods in kept:  # what is answered here either reads or is a catch-all
         others = set(methods.split(",")) - {"GET", "HEAD"} if methods else set()

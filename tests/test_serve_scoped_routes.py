@@ -52,6 +52,9 @@ def scoped(registry: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
     for repo in ("acme/m", "acme", "acme-evil/m", "secret/m", "secret"):
         model = make_model(root / "models" / repo.replace("/", "_"))
         assert main(["push", str(model), f"{prefix}/{repo}:latest", "-q"]) == 0
+    for repo in ("acme/m", "acme", "secret/m", "secret"):  # datasets of the same names, at their registry path
+        files = make_model(root / "datasets" / repo.replace("/", "_"))
+        assert main(["push", str(files), f"{prefix}/datasets/{repo}:latest", "-q"]) == 0
     tokens = root / "tokens.txt"
     tokens.write_text(TOKENS)
     audit = root / "audit.jsonl"
@@ -84,11 +87,13 @@ FILL = {"revision": "main", "path": "config.json", "kind": "branch", "ref": "dev
 VERB = "commit"
 
 
-def concrete(route: Route, repo: tuple[str, str]) -> str | None:
-    """The route's path for the repository (ORG/NAME routes the first, NAME routes the second)."""
+def concrete(route: Route, repo: tuple[str, str], kind: str = "models") -> str | None:
+    """The route's path for the repository (ORG/NAME routes the first, NAME routes the second),
+    a model's or (``kind``) a dataset's: a route of datasets' paths takes datasets only."""
     two = "{org:" in route.path
     org, name = (repo[0].split("/") if two else ("", repo[1]))
-    values = {**FILL, "org": org, "name": name, "verb": VERB}
+    kind = "datasets" if ":hub_dataset}" in route.path else kind
+    values = {**FILL, "org": org, "name": name, "verb": VERB, "repo_type": kind}
     if "/tree/" in route.path:
         values["path"] = "extra"  # a directory of make_model's
     return re.sub(r"{(\w+)(:[\w]+)?}", lambda m: values[m.group(1)], route.path)
@@ -114,8 +119,8 @@ def repo_routes(routes: list[Route]) -> list[tuple[Route, str]]:
 
 
 def ask(s: Scoped, route: Route, method: str, repo: tuple[str, str], token: str,
-        cookies: httpx.Cookies) -> httpx.Response:
-    path = concrete(route, repo)
+        cookies: httpx.Cookies, kind: str = "models") -> httpx.Response:
+    path = concrete(route, repo, kind)
     assert path is not None
     assert first_match(s.routes, method, path) is route, f"{method} {path} is not {route.path}'s"
     body = b'{"paths": ["config.json"]}' if method == "POST" else None
@@ -139,17 +144,21 @@ def test_every_route_and_page_hides_what_a_token_may_not_read(scoped):
     walked = repo_routes(s.routes)
     assert len(walked) > 40  # the API's, Xet's, the pages'
     reader, everyone = login(s.url, "reader"), login(s.url, "everyone")
-    for route, method in walked:
-        where = f"{method} {route.path}"
-        inside = ask(s, route, method, IN, "reader", reader)
-        outside = ask(s, route, method, OUT, "reader", reader)
+    assert sum(":hub_dataset}" in route.path for route, _ in walked) > 10  # datasets' file, Xet and page routes
+    # the API's routes are walked for models and for datasets (/api/models/..., /api/datasets/...)
+    cases = [(route, method, kind) for route, method in walked
+             for kind in (("models", "datasets") if ":hub_api_type}" in route.path else ("models",))]
+    for route, method, kind in cases:
+        where = f"{method} {route.path} ({kind})"
+        inside = ask(s, route, method, IN, "reader", reader, kind)
+        outside = ask(s, route, method, OUT, "reader", reader, kind)
         if route.path.startswith(GRANTED):
             assert outside.status_code in (401, 403, 404), where  # no grant: nobody's bytes
             continue
         assert outside.status_code == 404, (where, outside.status_code, outside.text[:200])
         assert inside.headers.get("x-error-code") != "RepoNotFound", (where, inside.text[:200])
         # out of scope, held or not, answer alike: existence does not leak
-        nothing = ask(s, route, method, MISSING, "reader", reader)
+        nothing = ask(s, route, method, MISSING, "reader", reader, kind)
         assert same(outside, nothing, (OUT, MISSING)), (where, outside.text[:200], nothing.text[:200])
         if method != "GET" or re.search(r"{(verb|rest):", route.path) or "xet-write-token" in route.path \
                 or route.path.endswith("/auth-check/write"):  # a write's question: a reader is refused
@@ -159,7 +168,7 @@ def test_every_route_and_page_hides_what_a_token_may_not_read(scoped):
         else:
             assert inside.status_code == 200, (where, inside.status_code, inside.text[:200])
         # a read of a hidden repository is answered as one of a repository no source holds
-        missing = ask(s, route, method, MISSING, "everyone", everyone)
+        missing = ask(s, route, method, MISSING, "everyone", everyone, kind)
         assert same(outside, missing, (OUT, MISSING)), (where, outside.text[:200], missing.text[:200])
 
 
@@ -175,6 +184,13 @@ def test_listings_show_only_what_a_token_reads(scoped):
     assert "acme/m" in catalog and "secret" not in catalog and "acme-evil" not in catalog
     assert "2 models matching" in catalog  # the others are not counted either
     assert "5 models" in httpx.get(f"{s.url}/models", cookies=login(s.url, "everyone")).text
+    # datasets: their own listing, by the ids the Hub shows, under the same scopes
+    datasets = httpx.get(f"{s.url}/api/datasets", headers=auth("reader")).json()
+    assert sorted(d["id"] for d in datasets) == ["acme", "acme/m"] and "modelId" not in datasets[0]
+    every = httpx.get(f"{s.url}/api/datasets", headers=auth("everyone")).json()
+    assert sorted(d["id"] for d in every) == ["acme", "acme/m", "secret", "secret/m"]
+    page = httpx.get(f"{s.url}/datasets", cookies=login(s.url, "everyone")).text
+    assert "4 datasets" in page and 'href="/datasets/secret/m"' in page
 
 
 def test_a_prefix_without_a_slash_is_no_prefix_of_a_longer_org(scoped):

@@ -206,3 +206,15 @@ def test_a_branch_answered_from_its_last_head_while_the_upstream_is_down_says_it
             assert miss.status_code == 503 and int(miss.headers["retry-after"]) > 0
     finally:
         door.stop()
+
+
+def test_a_dataset_is_not_fetched_from_the_upstream(proxied: Proxied):
+    """serve --upstream keeps datasets of its registry only: a dataset it lacks is not found, and
+    the upstream is never asked for it (nor for a model id the Hub reserves)."""
+    headers = {"Authorization": f"Bearer {CLIENT_TOKEN}"}
+    for path in ("/api/datasets/acme/tiny", "/api/datasets/acme/tiny/revision/main",
+                 "/datasets/acme/tiny/resolve/main/config.json", "/api/models/datasets/acme"):
+        answer = httpx.get(f"{proxied.proxy}{path}", headers=headers)
+        assert answer.status_code == 404 and answer.headers["x-error-code"] == "RepoNotFound", path
+    assert [p for p in proxied.asked("datasets")] == []
+    assert proxied.tags("proxy/datasets/acme/tiny") == []

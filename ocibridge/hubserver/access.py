@@ -27,13 +27,15 @@ as on the Hub. A private repository (``create_repo(private=True)``, :mod:`.visib
 only by tokens whose private prefixes cover it: by default the new form's write prefixes and its
 own ``user/``; the first form reads privately what it reads.
 
-A prefix matches at a ``/`` boundary (:func:`within`): ``acme`` and ``acme/`` both take
-``acme/x``, neither takes ``acme-evil/x``. A repository a token may not read is answered as a
-missing one (``missing``), on every route and page, so that its existence does not leak. The
+A prefix matches at a ``/`` boundary (:func:`within`): ``acme`` and ``acme/`` both take ``acme/x``,
+neither takes ``acme-evil/x``. Every rule is keyed by a repository's key (:mod:`.repo.keys`: a
+dataset's is ``datasets/ORG/NAME``), one code for both types: a namespace prefix (``acme/``) takes
+its datasets too, ``datasets/acme/`` only those. A repository a token may not read is answered as
+a missing one (``missing``), on every route and page, so that its existence does not leak. The
 name (what ``whoami`` answers and the author a commit records) is the fourth field, else
 ``token-`` and the first 8 hex digits of the token's SHA-256, so a secret never appears in a
-manifest. A prefix ``*`` is every repository (to name the token without a prefix). One token
-is on one line only: two lines for it would leave which one was meant to a guess.
+manifest. A prefix ``*`` is every repository (to name the token without a prefix). One token is
+on one line only: two lines for it would leave which one was meant to a guess.
 
 The token file (:mod:`.tokenfile`) is re-read when it changes; what a removed token was given
 stops working with it: its bearer at once, its page cookie (an HMAC over its current line) and
@@ -65,6 +67,7 @@ from ocibridge.hubserver.grants import parse_line as parse_line
 from ocibridge.hubserver.grants import parse_lines as parse_lines
 from ocibridge.hubserver.grants import within as within
 from ocibridge.hubserver.grants import writes_of
+from ocibridge.hubserver.repo.keys import hub_id, noun
 from ocibridge.hubserver.signer import TOKEN_LIFE as TOKEN_LIFE
 from ocibridge.hubserver.signer import Signer as Signer
 
@@ -399,11 +402,12 @@ class Gate:
 def _off_the_list(grant: Grant | None, repo_id: str) -> Denied | None:
     """Why ``grant`` (None: an anonymous reader) is not on the list of ``repo_id``'s gate
     (:meth:`Gate.may_fetch`), None when it is."""
+    what = f"{noun(repo_id)} {hub_id(repo_id)}"
     if grant is None:
-        return Denied(401, f"Access to model {repo_id} is restricted. You must have access to it and be "
+        return Denied(401, f"Access to {what} is restricted. You must have access to it and be "
                       "authenticated to access it. Please log in.", code="GatedRepo")
     if not (grant.may_write(repo_id) or grant.may_read_private(repo_id)):
-        return Denied(403, f"Access to model {repo_id} is restricted and you are not in the authorized list. "
+        return Denied(403, f"Access to {what} is restricted and you are not in the authorized list. "
                       "On this server the list is the tokens whose write or private prefixes cover it "
                       "(serve's --token-file): ask its operator", code="GatedRepo")
     return None

@@ -13,6 +13,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from ocibridge.core import boundedjson
+from ocibridge.hubserver.repo.keys import key_of
+from ocibridge.hubserver.repo.sources import RepoNotFound
+from ocibridge.kinds.hf.repotype import MODEL, model_id_allowed
 
 _T = TypeVar("_T")
 
@@ -38,9 +41,16 @@ def error(status: int, code: str | None, message: str, extra: dict[str, str] | N
 
 
 def requested_repo(request: Request) -> str:
-    """The repo id a route matched (``{org}/{name}`` or ``{name}``: app.py's ``REPO_FORMS``)."""
+    """The key (:mod:`.repo.keys`) of the repository a route matched: its type (``repo_type``,
+    a model when the route names none) and ``{org}/{name}`` or ``{name}`` (app.py's
+    ``REPO_FORMS``). A model id whose first part the Hub reserves (``datasets``, ``spaces``) is
+    no model: :class:`RepoNotFound`, never read as the dataset its path would be."""
     params = request.path_params
-    return f"{params['org']}/{params['name']}" if "org" in params else str(params["name"])
+    repo_id = f"{params['org']}/{params['name']}" if "org" in params else str(params["name"])
+    repo_type = str(params.get("repo_type", MODEL))
+    if repo_type == MODEL and not model_id_allowed(repo_id.lower().split("/")):
+        raise RepoNotFound(f"{repo_id}: a model id never starts with 'datasets' or 'spaces' (the Hub keeps them)")
+    return key_of(repo_type, repo_id)
 
 
 def bearer(request: Request) -> str:

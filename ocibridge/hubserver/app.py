@@ -19,7 +19,9 @@ Starlette route (:mod:`.routing`: matched on the raw path, so a revision or a pa
     GET  /REPO/commits/{rev}, /REPO/commit/{rev}, /REPO/compare/{a}...{b}   history pages (:mod:`.web.historypages`)
     ...  the write API (create_repo, preupload, LFS batch and uploads, commit, whoami): :mod:`.writes`, :mod:`.lfs`
 
-A repo id of two parts is tried before one of a single part; under ``/api/models/REPO/`` the
+Every ``/api/models/...`` route is also ``/api/datasets/...``, every file, upload, Xet and page path
+``/REPO/...`` also ``/datasets/REPO/...`` (a dataset's: :mod:`.repo.keys`), the same handlers and
+access rules. A repo id of two parts is tried before one of a single part; under ``/api/models/REPO/`` the
 word after REPO names the route (a path no route of that word takes is not found, never read
 another way). Every other path is a 404, after the read token is checked (but under ``/xet/``,
 whose routes have their own grants). Not-found answers carry the Hub's ``X-Error-Code``
@@ -66,7 +68,7 @@ from ocibridge.hubserver.repo.lfsobjects import LfsObjects
 from ocibridge.hubserver.repo.repos import Repos
 from ocibridge.hubserver.repo.sources import RegistrySource, RepoMoved, RepoNotFound
 from ocibridge.hubserver.requestid import RequestId
-from ocibridge.hubserver.routing import HubRoute, route_path
+from ocibridge.hubserver.routing import KEY_FORMS, REPO_FORMS, HubRoute, route_path
 from ocibridge.hubserver.settings import ServeSettings
 from ocibridge.hubserver.tokenfile import TokenFile
 from ocibridge.hubserver.uploads.ingest import ingest_for
@@ -106,8 +108,6 @@ Handler = Callable[[Request], Awaitable[Response]]
 
 #: what a write answers as the Hub's 507 (its disk or quota full) rather than a 500 clients retry
 DISK_FULL = frozenset({errno.ENOSPC, errno.EDQUOT})
-#: a repo id in a route: ORG/NAME, then NAME
-REPO_FORMS = ("{org:hub_part}/{name:hub_part}", "{name:hub_part}")
 GET, GET_HEAD, ANY = ("GET",), ("GET", "HEAD"), ("GET", "HEAD", "POST")
 
 
@@ -285,7 +285,7 @@ class ServeApp:
         """Every route, in the order they are tried (the module's docstring)."""
         api: list[BaseRoute] = []
         for repo in REPO_FORMS:
-            base = f"/api/models/{repo}"
+            base = f"/api/{{repo_type:hub_api_type}}/{repo}"
             api += [
                 HubRoute(f"{base}/preupload/{{revision:hub_part}}",
                          self.writing(refusing_reserved(self.lfs.preupload), audit="preupload",
@@ -326,12 +326,12 @@ class ServeApp:
                 HubRoute(f"{base}/{{verb:hub_keyword}}/{{rest:hub_rest}}", self.guarded(self.no_route),
                          methods=ANY),
             ]
-        api += [HubRoute(f"/api/models/{repo}", self.guarded(self.reads.model_info), methods=GET)
-                for repo in REPO_FORMS]
+        api += [HubRoute(f"/api/{{repo_type:hub_api_type}}/{repo}", self.guarded(self.reads.model_info),
+                         methods=GET) for repo in REPO_FORMS]
         files = [HubRoute(f"/{repo}/{route}/{{revision:hub_part}}{tail}",
                           self.guarded(answer, files=True), methods=GET_HEAD)
                  for route, answer in (("resolve", self.reads.resolve_file), ("raw", self.reads.raw_file))
-                 for repo in REPO_FORMS for tail in ("", "/{path:hub_rest}")]
+                 for repo in KEY_FORMS for tail in ("", "/{path:hub_rest}")]
         writes: list[BaseRoute] = [
             HubRoute("/api/whoami-v2", self.guarded(self.account.whoami, needs_token=False), methods=GET),
             HubRoute("/api/settings/repositories", self.guarded(self.reads.repositories), methods=GET),
@@ -347,7 +347,7 @@ class ServeApp:
                      methods=("POST",)),
             *[HubRoute(f"/{repo}.git/info/lfs/objects/batch",
                        self.writing(self.lfs.lfs_batch, audit="lfs_batch", refusals_only=True), methods=("POST",))
-              for repo in REPO_FORMS],
+              for repo in KEY_FORMS],
             HubRoute(f"{UPLOAD_PATH}verify", self.writing(self.lfs.lfs_verify), methods=("POST",)),
             # multipart (lfs/multipart.py): signed URLs, as the single PUT's
             HubRoute(f"{UPLOAD_PATH}part/{{oid:hub_part}}/{{size:hub_part}}/{{chunk:hub_part}}/{{repo:hub_part}}/"
@@ -361,7 +361,7 @@ class ServeApp:
                      self.writing(self.lfs.lfs_put, needs_token=False), methods=("PUT",)),
         ]
         xet: list[BaseRoute] = []
-        for repo in REPO_FORMS:
+        for repo in KEY_FORMS:
             base = f"/xet/{{commit:hub_part}}/{repo}"
             xet += [
                 HubRoute(f"{base}/{{version:xet_version}}/reconstructions/{{file_id:hub_part}}",
@@ -369,7 +369,7 @@ class ServeApp:
                 HubRoute(f"{base}/xorbs/{{sha256:hub_part}}/{{size:hub_number}}/{{k:hub_number}}",
                          self.guarded(self.xet.xorb, needs_token=False), methods=GET),
             ]
-        for repo in REPO_FORMS:  # uploads over Xet (:mod:`.xet.upload`): their own grants, as reads
+        for repo in KEY_FORMS:  # uploads over Xet (:mod:`.xet.upload`): their own grants, as reads
             cas, up = f"/xet-write/{repo}", self.xet_upload
             xet += [HubRoute(f"{cas}/v1/xorbs/{{prefix:hub_part}}/{{hash:hub_part}}",
                              self.writing(up.xorb, needs_token=False), methods=("POST",)),
@@ -386,9 +386,9 @@ class ServeApp:
             Route("/v1/telemetry", housekeeping.telemetry, methods=["POST"]),  # hf_xet's, at its host's root
             *([self.metrics.route()] if self.settings.metrics else []),
             *writes,
-            HubRoute("/api/models", self.guarded(self.reads.list_models), methods=ANY),
+            HubRoute("/api/{repo_type:hub_api_type}", self.guarded(self.reads.list_models), methods=ANY),
             *api,
-            HubRoute("/api/models/{rest:hub_rest}", self.guarded(self.no_route), methods=ANY),
+            HubRoute("/api/{repo_type:hub_api_type}/{rest:hub_rest}", self.guarded(self.no_route), methods=ANY),
             *xet,  # its own grants: hf_xet sends no read token
             HubRoute("/xet/{rest:hub_rest}", self.guarded(self.no_route, needs_token=False), methods=ANY),
             *files,

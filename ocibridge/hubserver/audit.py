@@ -33,6 +33,8 @@ from ocibridge.errors import UsageError
 from ocibridge.hubserver.access import grant_of
 from ocibridge.hubserver.answers import error
 from ocibridge.hubserver.repo.committing import Landed
+from ocibridge.hubserver.repo.keys import key_of
+from ocibridge.kinds.hf.repotype import MODEL
 
 Handler = Callable[[Request], Awaitable[Response]]
 #: where a route leaves what its write did, in the request's scope
@@ -102,8 +104,9 @@ def entry(action: str, request: Request, response: Response) -> dict[str, Any]:
     facts: dict[str, Any] = dict(request.scope.get(NOTE, {}))
     params = request.path_params
     repo = facts.pop("repository", None)
-    if repo is None and "name" in params:
-        repo = f"{params['org']}/{params['name']}" if "org" in params else params["name"]
+    if repo is None and "name" in params:  # its key (repo/keys.py): a dataset's is datasets/ORG/NAME
+        repo = key_of(str(params.get("repo_type", MODEL)), f"{params['org']}/{params['name']}"
+                      if "org" in params else str(params["name"]))
     grant = grant_of(request)
     status = response.status_code
     line: dict[str, Any] = {

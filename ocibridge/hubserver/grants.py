@@ -18,6 +18,7 @@ from typing import Any, NamedTuple
 from urllib.parse import unquote_plus
 
 from ocibridge.errors import UsageError
+from ocibridge.kinds.hf.repotype import DATASETS_PART
 
 SCOPES = ("read", "write")
 
@@ -103,13 +104,19 @@ def writes_of(grant: Grant) -> str:
 
 
 def within(prefix: str, repo_id: str) -> bool:
-    """Whether ``repo_id`` is under ``prefix`` at a ``/`` boundary, case-insensitively as the
-    Hub's ids: ``acme`` and ``acme/`` take ``acme`` and ``acme/x``, not ``acme-evil/x``; "" takes all."""
+    """Whether the repository keyed ``repo_id`` (a model's id, ``datasets/`` and a dataset's:
+    repo/keys.py) is under ``prefix`` at a ``/`` boundary, case-insensitively as the Hub's ids:
+    ``acme`` and ``acme/`` take ``acme`` and ``acme/x``, not ``acme-evil/x``; "" takes all. A
+    namespace (a prefix of one part, ``acme/``) takes its datasets too (``datasets/acme/x``), as a
+    Hub namespace holds both; ``datasets/acme/`` takes only those, ``acme/x`` only the model."""
     head = prefix.lower().rstrip("/")
     if not head:
         return True
     repo = repo_id.lower()
-    return repo == head or repo.startswith(head + "/")
+    if repo == head or repo.startswith(head + "/"):
+        return True
+    dataset = DATASETS_PART + "/"
+    return "/" not in head and repo.startswith(dataset) and within(head, repo[len(dataset):])
 
 
 #: the token word of the line that says what requests without a token read

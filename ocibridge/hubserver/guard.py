@@ -50,8 +50,8 @@ UPLOADS = "/ocibridge/lfs/"
 #: bytes of a commit's body (the Hub's limit of a commit's inline files); its route reads it a
 #: line at a time, staging each file as it comes (writes/commit.py), one line at most 16 MiB
 COMMIT_MAX = 1 << 30
-#: a commit's route (raw: ``/api/models/REPO/commit/REVISION``, the revision's ``/`` quoted)
-COMMIT_PATH = re.compile(r"/api/models/[^/]+(?:/[^/]+)?/commit/[^/]+")
+#: a commit's route (raw: ``/api/models/REPO/commit/REVISION``, or a dataset's, the revision's ``/`` quoted)
+COMMIT_PATH = re.compile(r"/api/(?:models|datasets)/[^/]+(?:/[^/]+)?/commit/[^/]+")
 #: headers of a request (:mod:`.protocol` counts them as they are parsed)
 HEADERS_MAX = 100
 #: bytes of a request's URL and headers together

@@ -33,6 +33,7 @@ from ocibridge.hubserver.answers import in_thread
 from ocibridge.hubserver.guard import BODY_READ, UPLOAD_PATHS, UPLOADS
 from ocibridge.hubserver.routing import route_path
 from ocibridge.hubserver.zerocopy import BODY_SENT
+from ocibridge.kinds.hf.repotype import REPO_TYPES
 
 PATH = "/metrics"
 _CONVERTER = re.compile(r":[a-z_]+}")
@@ -106,9 +107,14 @@ class Metrics:
 
 def template(scope: Scope) -> str:
     """The route template the request matched, its converters left out (``{org}``, not
-    ``{org:hub_part}``); ``unmatched`` when none did (a 413 before routing)."""
+    ``{org:hub_part}``) and its repository type written out (``/api/models/{org}/{name}``,
+    ``/datasets/{org}/{name}/resolve/...``); ``unmatched`` when none did (a 413 before routing)."""
     route = scope.get("route")
-    return _CONVERTER.sub("}", route.path) if isinstance(route, Route) else "unmatched"
+    if not isinstance(route, Route):
+        return "unmatched"
+    kind = (scope.get("path_params") or {}).get("repo_type")
+    shown = _CONVERTER.sub("}", route.path)
+    return shown.replace("{repo_type}", f"{kind}s") if kind in REPO_TYPES else shown
 
 
 def _is_upload(scope: Scope) -> bool:

@@ -10,7 +10,9 @@ converters decode each value once matched:
 - ``{x:hub_keyword}``: the word that names an API route after a repo id;
 - ``{x:hub_ref_kind}``: ``branch`` or ``tag`` (the write API's refs);
 - ``{x:hub_number}``: a number of at most 20 digits;
-- ``{x:xet_version}``: ``v1`` or ``v2``, as 1 or 2.
+- ``{x:xet_version}``: ``v1`` or ``v2``, as 1 or 2;
+- ``{repo_type:hub_api_type}``: ``models`` or ``datasets`` (the API's), as ``model`` or ``dataset``;
+- ``{repo_type:hub_dataset}``: ``datasets`` (a dataset's web, file and upload paths), as ``dataset``.
 
 A route answers only the methods it names (no implied HEAD): a request for another method
 falls through to the routes after it.
@@ -70,12 +72,34 @@ class _XetVersion(Convertor[int]):
         return f"v{value}"
 
 
+class _ApiType(Convertor[str]):
+    regex = "models|datasets"
+
+    def convert(self, value: str) -> str:
+        return value[:-1]
+
+    def to_string(self, value: str) -> str:
+        return value + "s"
+
+
+class _Dataset(_ApiType):
+    regex = "datasets"
+
+
+#: a repo id in a route: ORG/NAME, then NAME
+REPO_FORMS = ("{org:hub_part}/{name:hub_part}", "{name:hub_part}")
+#: a repository's key (repo/keys.py) in a path, as the Hub's file, upload, Xet and page paths write
+#: it: datasets/REPO first (a model id never starts with "datasets"), then a model's REPO
+KEY_FORMS = (*(f"{{repo_type:hub_dataset}}/{form}" for form in REPO_FORMS), *REPO_FORMS)
+
 register_url_convertor("hub_part", _Part())
 register_url_convertor("hub_rest", _Rest())
 register_url_convertor("hub_keyword", _Keyword())
 register_url_convertor("hub_ref_kind", _RefKind())
 register_url_convertor("hub_number", _Number())
 register_url_convertor("xet_version", _XetVersion())
+register_url_convertor("hub_api_type", _ApiType())
+register_url_convertor("hub_dataset", _Dataset())
 
 
 def route_path(scope: Scope) -> str:

@@ -26,6 +26,7 @@ from ocibridge.model.builder import BuildOptions, PlannedArtifact
 from ocibridge.model.classify import DEFAULT_EXCLUDES, classify, excluded
 from ocibridge.model.package import ModelFile, ModelPackage
 from ocibridge.oci.digest import check_digest
+from ocibridge.oci.mediatypes import Kind
 from ocibridge.oci.models import Descriptor
 from ocibridge.stores.base import ReadableStore
 
@@ -62,14 +63,20 @@ class KnownFile:
         return cls(desc.digest, desc.size, lambda: store.open_blob(desc), chunks, chunk_size, mode)
 
 
+#: a file's layer kind from its path and size (push's :func:`.classify.classify`, unless told another)
+KindOf = Callable[[str, int], Kind]
+
+
 def known_package(files: Mapping[str, KnownFile], name: str,
-                  excludes: tuple[str, ...] = DEFAULT_EXCLUDES, *, allow_empty: bool = False) -> ModelPackage:
+                  excludes: tuple[str, ...] = DEFAULT_EXCLUDES, *, allow_empty: bool = False,
+                  kind_of: KindOf = classify) -> ModelPackage:
     """The package push reads from a directory ``name`` holding ``files`` (path -> file): the
     same files left out (``excludes``: push's, ``.gitattributes``, ...), kinds, order, name and
     metadata. serve keeps every file a commit names (``excludes=()``): on the Hub,
     ``.gitattributes`` is a file of the repository like any other. No file at all is refused
-    unless ``allow_empty`` (a Hub repository whose last file was deleted)."""
-    chosen = [ModelFile(path, classify(path, known.size), known.size, known.opener, mode=known.mode,
+    unless ``allow_empty`` (a Hub repository whose last file was deleted). ``kind_of``: each
+    file's kind (a dataset's files are data: ocibridge.kinds.hf.repotype)."""
+    chosen = [ModelFile(path, kind_of(path, known.size), known.size, known.opener, mode=known.mode,
                         digest=known.digest)
               for path, known in files.items() if not excluded(path, excludes)]
     if not chosen and not allow_empty:
@@ -81,15 +88,17 @@ def known_package(files: Mapping[str, KnownFile], name: str,
 
 
 def plan_known(files: Mapping[str, KnownFile], name: str, options: BuildOptions | None = None,
-               chunks: ChunkPolicy | None = None, excludes: tuple[str, ...] = DEFAULT_EXCLUDES) -> PlannedArtifact:
+               chunks: ChunkPolicy | None = None, excludes: tuple[str, ...] = DEFAULT_EXCLUDES,
+               kind_of: KindOf = classify) -> PlannedArtifact:
     """The artifact ``push`` builds of a directory ``name`` of ``files`` with ``options`` and
     chunk ``chunks`` (push's default: ``ChunkPolicy()``), no file hashed again: a table given
-    in another chunk size or hash than the policy's is made again by reading its file."""
+    in another chunk size or hash than the policy's is made again by reading its file
+    (``kind_of``: :func:`known_package`'s)."""
     tables = {known.digest: known.chunks for known in files.values()
               if known.chunks is not None and chunks is not None and known.chunk_size == chunks.chunk_size
               and known.chunks.algorithm == chunks.algorithm}
     options = options or BuildOptions()
-    package = known_package(files, name, excludes, allow_empty=options.allow_empty)
+    package = known_package(files, name, excludes, allow_empty=options.allow_empty, kind_of=kind_of)
     return PlannedArtifact(package, options, chunks, tables)
 
 

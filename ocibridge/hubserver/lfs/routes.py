@@ -50,6 +50,7 @@ from ocibridge.hubserver.lfs import modes
 from ocibridge.hubserver.lfs.gitignore import GITIGNORE, GITIGNORE_MAX, ignoring
 from ocibridge.hubserver.lfs.multipart import Multipart
 from ocibridge.hubserver.repo.commits import clean_path
+from ocibridge.hubserver.repo.keys import api_path
 from ocibridge.hubserver.repo.repos import Repos
 from ocibridge.hubserver.uploads.relay import Handed, HandingFor, Relay
 from ocibridge.hubserver.uploads.staging import Staging, hash_pieces, write_pieces
@@ -181,7 +182,7 @@ class LfsRoutes:
         no actions (the client skips them)."""
         assert self.xet_grant is not None
         cas, token, expires = self.xet_grant(request, repo_id)
-        refresh = f"{self.writers.base(request)}/api/models/{repo_id}/xet-write-token/{quote(branch, safe='')}"
+        refresh = f"{self.writers.base(request)}{api_path(repo_id)}/xet-write-token/{quote(branch, safe='')}"
         author = self.writers.author(grant)
         header = {"X-Xet-Cas-Url": cas, "X-Xet-Access-Token": token, "X-Xet-Token-Expiration": str(expires)}
         answered: list[dict[str, Any]] = []

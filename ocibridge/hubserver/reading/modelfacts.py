@@ -11,7 +11,8 @@ change), through serve's blob cache, kept for :data:`KEPT` manifests.
 
 The tags are the Hub's: the card's own, then the ones the Hub derives from the files (the
 library, ``safetensors`` or ``gguf`` when such a file is there, the config's ``model_type``,
-the pipeline tag), each once, in that order.
+the pipeline tag), each once, in that order; a dataset's also its card's task categories,
+languages, license and size (``task_categories:text-classification``) and its data formats.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ from typing import Any
 from ocibridge.core import boundedjson
 from ocibridge.hubserver.repo.catalog import Resolved
 from ocibridge.hubserver.repo.files import HubFile, ModelFiles
+from ocibridge.hubserver.repo.keys import type_of
+from ocibridge.kinds.hf.repotype import DATASET
 from ocibridge.model.cardmeta import split_front_matter
 
 #: bytes of README.md and config.json read (the Hub's own cards and configs are far smaller)
@@ -93,7 +96,25 @@ def read_facts(resolved: Resolved, files: ModelFiles, texts: Mapping[str, bytes 
     if config:
         facts["config"] = config
     facts["tags"] = _tags(card, config, files, facts.get("library_name"), facts.get("pipeline_tag"))
+    if type_of(resolved.repo_id) == DATASET:
+        facts["tags"] = list(dict.fromkeys(facts["tags"] + _dataset_tags(card, files)))
     return facts
+
+
+#: the card fields a dataset's tags name (``task_categories:text-classification``), as the Hub's
+DATASET_TAG_FIELDS = ("task_categories", "task_ids", "language", "license", "size_categories", "modality")
+#: the data formats a dataset's tags name by their files' endings (``format:parquet``)
+DATASET_FORMATS = {".parquet": "parquet", ".csv": "csv", ".json": "json", ".jsonl": "json", ".arrow": "arrow"}
+
+
+def _dataset_tags(card: dict[str, Any], files: ModelFiles) -> list[str]:
+    tags = []
+    for field in DATASET_TAG_FIELDS:
+        value = card.get(field)
+        tags += [f"{field}:{v}" for v in (value if isinstance(value, list) else [value]) if isinstance(v, str) and v]
+    endings = {"." + p.rsplit(".", 1)[-1].lower() for p in files.files if "." in p}
+    tags += sorted(f"format:{name}" for name in {DATASET_FORMATS[e] for e in endings if e in DATASET_FORMATS})
+    return tags
 
 
 def _card(resolved: Resolved, data: bytes | None) -> dict[str, Any]:

@@ -2,6 +2,7 @@
 the sources: what a repo id and a revision name, a model's files, and their bytes.
 
     GET  /api/models?search=&author=&limit=                 what the sources hold
+    (each route also as /api/datasets/..., a dataset's: repo/keys.py)
     GET  /api/models/REPO[/revision/{rev}][?blobs=true]     model_info
     GET  /api/models/REPO/tree/{rev}[/{path}][?recursive=]  list_repo_tree (pages: Link rel="next")
     GET  /api/models/REPO/refs                              list_repo_refs (main: the default tag)
@@ -42,11 +43,13 @@ from ocibridge.hubserver.repo import hubjson
 from ocibridge.hubserver.repo.arriving import Arriving, ArrivingCatalog, ArrivingFile, SaidAbove
 from ocibridge.hubserver.repo.catalog import Catalog, Resolved
 from ocibridge.hubserver.repo.files import FileLists, HubFile, ModelFiles, Resolver, directories
+from ocibridge.hubserver.repo.keys import hub_id, type_of
 from ocibridge.hubserver.repo.lastcommits import LastCommits
 from ocibridge.hubserver.repo.refsrecord import RecordUnread
 from ocibridge.hubserver.repo.regular import git_blob_id
 from ocibridge.hubserver.repo.sources import RepoNotFound
 from ocibridge.hubserver.repo.states import listed_only
+from ocibridge.kinds.hf.repotype import MODEL
 
 if TYPE_CHECKING:
     from ocibridge.hubserver.reading.ranges import ChunkRanges
@@ -89,7 +92,9 @@ class ReadRoutes:
     facts: ModelFacts = field(default_factory=ModelFacts)
 
     async def list_models(self, request: Request) -> Response:
+        """``list_models`` and ``list_datasets``: the repositories of the route's type."""
         params = request.query_params
+        repo_type = str(request.path_params.get("repo_type", MODEL))
         search = (params.get("search") or "").lower()
         author = params.get("author")
         limit = int_param(params.get("limit"))
@@ -106,7 +111,9 @@ class ReadRoutes:
             for r, _ in self.catalog.repo_ids():
                 if limit is not None and len(found) >= limit:
                     break
-                if search not in r.lower() or (author is not None and (r.split("/", 1)[0] != author or "/" not in r)) \
+                shown = hub_id(r)  # searched by the id the Hub shows, among repositories of the route's type
+                if type_of(r) != repo_type or search not in shown.lower() \
+                        or (author is not None and (shown.split("/", 1)[0] != author or "/" not in shown)) \
                         or not visible(r):
                     continue
                 try:

@@ -16,13 +16,15 @@ from typing import Any
 from ocibridge.hubserver.repo.catalog import Resolved
 from ocibridge.hubserver.repo.files import ModelFiles
 from ocibridge.hubserver.repo.hubjson import hub_date
+from ocibridge.hubserver.repo.keys import hub_id, type_of
 
 EPOCH = "1970-01-01T00:00:00.000Z"
 
 
 def under(namespace: str, repo_id: str) -> bool:
-    """Whether ``repo_id`` is in ``namespace`` (case-insensitively, as the Hub's ids)."""
-    return repo_id.lower().startswith(namespace.lower().rstrip("/") + "/")
+    """Whether the repository keyed ``repo_id`` (repo/keys.py: a model or a dataset) is in
+    ``namespace`` (case-insensitively, as the Hub's ids)."""
+    return hub_id(repo_id).lower().startswith(namespace.lower().rstrip("/") + "/")
 
 
 def storage_row(repo_id: str, private: bool, main: tuple[Resolved, ModelFiles] | None) -> dict[str, Any]:
@@ -31,7 +33,7 @@ def storage_row(repo_id: str, private: bool, main: tuple[Resolved, ModelFiles] |
     if main is not None:
         storage = sum(f.size for f in main[1].files.values())
         updated = hub_date(main[0].created) or EPOCH
-    return {"id": repo_id, "type": "model", "updatedAt": updated,
+    return {"id": hub_id(repo_id), "type": type_of(repo_id), "updatedAt": updated,
             "visibility": "private" if private else "public", "storage": storage}
 
 

@@ -25,12 +25,14 @@ from ocibridge.errors import OcibridgeError
 from ocibridge.hubserver.repo import commits
 from ocibridge.hubserver.repo.catalog import Resolved
 from ocibridge.hubserver.repo.files import HubFile
+from ocibridge.hubserver.repo.keys import type_of
 from ocibridge.hubserver.repo.mountable import admitted
 from ocibridge.hubserver.repo.ports import Author
 from ocibridge.hubserver.repo.publishing import Publishing, publish
 from ocibridge.hubserver.repo.regular import REGULAR, annotation
 from ocibridge.hubserver.repo.repos import Repos
 from ocibridge.hubserver.repo.sources import CREATED, RepoNotFound, commit_of, repo_parts
+from ocibridge.kinds.hf.repotype import DATASET
 
 if TYPE_CHECKING:
     from ocibridge.chunks.table import ChunkTable
@@ -132,7 +134,7 @@ class Committer:
                 annotations[REGULAR] = annotation(regular)
             # named as push names a directory of these files: after the repository
             digest = publish(self.publishing, tree, (parts or [repo_id])[-1], repo, tag, annotations, mounts,
-                             self.repos.lease.ensure)
+                             self.repos.lease.ensure, dataset=type_of(repo_id) == DATASET)
             # answered as landed only while the writer lease still names this serve: a takeover
             # meanwhile may not keep it (replicas/writerlease.py), so it is not acknowledged
             self.repos.lease.confirm()

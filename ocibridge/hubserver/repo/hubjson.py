@@ -17,8 +17,10 @@ from typing import Any
 
 from ocibridge.hubserver.repo.catalog import Refs, Resolved
 from ocibridge.hubserver.repo.files import HubFile, ModelFiles
+from ocibridge.hubserver.repo.keys import hub_id, type_of
 from ocibridge.hubserver.repo.regular import git_blob_id
 from ocibridge.hubserver.repo.upstreamids import REPO_CREATED
+from ocibridge.kinds.hf.repotype import MODEL
 
 
 def pointer(f: HubFile) -> bytes:
@@ -73,17 +75,20 @@ def hub_date(text: str | None) -> str | None:
     return when.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.") + f"{when.microsecond // 1000:03d}Z"
 
 
-def summary(repo_id: str, private: bool = False, gated: str = "") -> dict[str, Any]:
-    """A model as ``/api/models`` lists it (``gated``: "auto", "manual", or "" for false)."""
+def summary(key: str, private: bool = False, gated: str = "") -> dict[str, Any]:
+    """A repository (its key: :mod:`.keys`) as ``/api/models`` or ``/api/datasets`` lists it
+    (``gated``: "auto", "manual", or "" for false): by the repo id the Hub shows."""
+    repo_id = hub_id(key)
     author = repo_id.split("/", 1)[0] if "/" in repo_id else None
-    return {"_id": repo_id, "id": repo_id, "modelId": repo_id, "author": author, "private": private,
-            "gated": gated or False, "downloads": 0, "likes": 0, "tags": []}
+    listed: dict[str, Any] = {"_id": repo_id, "id": repo_id, "author": author, "private": private,
+                              "gated": gated or False, "downloads": 0, "likes": 0, "tags": []}
+    return {**listed, "modelId": repo_id} if type_of(key) == MODEL else listed
 
 
 def model_info(resolved: Resolved, files: ModelFiles, blobs: bool, private: bool = False,
                gated: str = "", facts: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """``GET /api/models/{repo}[/revision/{rev}]``; ``facts``: what its card and config say
-    (cardData, library_name, pipeline_tag, tags, config: :mod:`.modelfacts`)."""
+    """``GET /api/models/{repo}[/revision/{rev}]`` (a dataset's: ``/api/datasets/...``); ``facts``:
+    what its card and config say (cardData, library_name, pipeline_tag, tags, config: :mod:`.modelfacts`)."""
     date = hub_date(resolved.created)  # the artifact's date, the same at every request
     info = summary(resolved.repo_id, private, gated)
     if date is not None:  # a commit fetched from an upstream: the repository's createdAt there

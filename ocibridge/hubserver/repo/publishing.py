@@ -14,6 +14,9 @@ from typing import TYPE_CHECKING
 from ocibridge.hubserver.repo.commits import BadCommit
 from ocibridge.hubserver.repo.evidence import EvidenceFailed
 from ocibridge.hubserver.repo.landing import land
+from ocibridge.kinds.hf.datasetpackage import mark_dataset
+from ocibridge.kinds.hf.repotype import DATASET, REPO_TYPE_KEY, dataset_file_kind
+from ocibridge.oci.mediatypes import Kind
 from ocibridge.oci.reference import LayoutReference, RegistryReference
 from ocibridge.stores.base import Store, WritableStore
 
@@ -34,11 +37,14 @@ class Publishing:
 
 def publish(publishing: Publishing, files: Mapping[str, KnownFile], name: str, repo: Repository, tag: str,
             annotations: Mapping[str, str], mounts: Mapping[str, Store],
-            before_branch: Callable[[], None] | None = None) -> str:
+            before_branch: Callable[[], None] | None = None, *, dataset: bool = False) -> str:
     """Write the commit of ``files`` (path -> what serve knows of it) as the model ``name`` into
     ``repo`` under ``tag``, the commit's ``annotations`` on its manifest; its manifest digest.
     ``mounts``: digest -> a repository to mount that blob from; ``before_branch``: called right
-    before the branch's tag moves, which it stops by raising (the writer lease's check)."""
+    before the branch's tag moves, which it stops by raising (the writer lease's check).
+    ``dataset``: the files are a dataset's (:mod:`ocibridge.kinds.hf.repotype`): each a data layer
+    of its own (its card a doc), never packed into a tar, so that every file is a blob of its exact
+    bytes however many shards there are, and the manifest says the repository's type."""
     from ocibridge.chunks.chunking import ChunkPolicy
     from ocibridge.model.builder import BuildOptions
     from ocibridge.model.deliver import deliver
@@ -51,8 +57,12 @@ def publish(publishing: Publishing, files: Mapping[str, KnownFile], name: str, r
     # push's artifact, but every file kept: .gitattributes is a file of a Hub repository; and no
     # file at all is a commit (the Hub's empty repository: the empty descriptor its one layer);
     # its chunk table in the hash the files' tables mostly have (BLAKE3, unless the head's is SHA-256)
-    options = BuildOptions(annotations=dict(annotations), allow_empty=True)
-    artifact = plan_known(files, name, options, ChunkPolicy(algorithm=cheapest_hash(files)), excludes=())
+    said = {**annotations, REPO_TYPE_KEY: DATASET} if dataset else dict(annotations)
+    options = BuildOptions(annotations=said, allow_empty=True, auto_group=not dataset)
+    kinds = {"kind_of": _dataset_kind} if dataset else {}
+    artifact = plan_known(files, name, options, ChunkPolicy(algorithm=cheapest_hash(files)), excludes=(), **kinds)
+    if dataset:  # the card's dataset fields, as push hf:datasets/... maps them (kinds/hf/datasetpackage.py)
+        mark_dataset(artifact.package)
     with _writable(repo) as store:
         reference = repo.reference(tag)
         # by digest into a registry, then its commit tag, then the branch's (landing.py); a layout,
@@ -64,6 +74,10 @@ def publish(publishing: Publishing, files: Mapping[str, KnownFile], name: str, r
         digest = delivered.descriptor.digest
         land(store, digest, reference, annotations, evidence, before_branch)
     return digest
+
+
+def _dataset_kind(path: str, size: int) -> Kind:
+    return dataset_file_kind(path)
 
 
 @contextlib.contextmanager

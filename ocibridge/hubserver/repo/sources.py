@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 
 from ocibridge.errors import InvalidReference, NotFound, OcibridgeError, RegistryError, UsageError
 from ocibridge.hubserver.repo.refrules import hub_ref_name
+from ocibridge.kinds.hf.repotype import DATASETS_PART, model_id_allowed
 from ocibridge.oci.bookkeeping import LEASE_REPO, SHORT_MIN
 from ocibridge.oci.reference import LayoutReference, RegistryReference, path_like
 from ocibridge.stores.base import close_store
@@ -82,9 +83,13 @@ class Refused(OcibridgeError):
 
 
 def repo_parts(repo_id: str) -> list[str] | None:
-    """The repo id's parts, lowercased; None when no source could hold it."""
+    """The parts of a repository's key (:mod:`.keys`: a model's repo id, or ``datasets/`` and a
+    dataset's), lowercased; None when no source could hold it (a model id whose first part the
+    Hub reserves is none: :func:`ocibridge.kinds.hf.repotype.model_id_allowed`)."""
     parts = repo_id.lower().split("/")
-    if not 1 <= len(parts) <= 2 or not all(len(p) <= PART_MAX and _PART.fullmatch(p) for p in parts):
+    named = parts[1:] if parts[0] == DATASETS_PART else parts
+    if not 1 <= len(named) <= 2 or not model_id_allowed(named) \
+            or not all(len(p) <= PART_MAX and _PART.fullmatch(p) for p in named):
         return None
     return parts
 

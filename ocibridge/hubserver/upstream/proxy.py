@@ -49,6 +49,7 @@ from typing import TYPE_CHECKING, Any
 
 from ocibridge.errors import NotFound, OcibridgeError
 from ocibridge.hubserver.repo.catalog import Catalog, Refs, Resolved
+from ocibridge.hubserver.repo.keys import type_of
 from ocibridge.hubserver.repo.refnames import registry_tag, split_revision
 from ocibridge.hubserver.repo.refrules import is_tag
 from ocibridge.hubserver.repo.refsrecord import read_record
@@ -73,6 +74,7 @@ from ocibridge.hubserver.upstream.refguard import onto_serves_tag, skipped
 from ocibridge.hubserver.upstream.revocation import PRIVATE, REFUSED, Revocations, gated
 from ocibridge.hubserver.upstream.session import UpstreamSession
 from ocibridge.hubserver.upstream.staleness import note_stale
+from ocibridge.kinds.hf.repotype import DATASET
 from ocibridge.oci.bookkeeping import is_reserved
 
 if TYPE_CHECKING:
@@ -176,6 +178,8 @@ class ProxyCatalog(Catalog):
               local: Callable[[str], Resolved], arriving: bool) -> Resolved | InFlight:
         parts = repo_parts(repo_id)
         if parts is None or DIGEST.fullmatch(revision) or not revision_named(revision) or is_reserved(revision):
+            raise missing
+        if type_of(repo_id) == DATASET:  # a dataset is answered from the registry alone: none is fetched yet
             raise missing
         repo = self.sources[0].repository(parts)
         if repo is None or isinstance(missing, RevisionNotFound) and not (

@@ -20,6 +20,7 @@ from typing import Any
 from ocibridge.core.freshcache import FreshCache
 from ocibridge.errors import NotFound, OcibridgeError, RegistryError
 from ocibridge.hubserver.repo.catalog import Catalog, Resolved
+from ocibridge.hubserver.repo.keys import type_of
 from ocibridge.hubserver.repo.rules import rules_in_force
 from ocibridge.hubserver.repo.sources import Refused, repo_parts
 from ocibridge.hubserver.repo.states import listed_only
@@ -87,15 +88,17 @@ class Listing:
         return ids
 
     def page(self, search: str, number: int, size: int,
-             visible: Callable[[str], bool] = lambda repo_id: True) -> CatalogPage:
+             visible: Callable[[str], bool] = lambda repo_id: True, repo_type: str | None = None) -> CatalogPage:
         """Page ``number`` of the repositories whose id holds ``search`` and that the visitor
         may read (``visible``: :func:`.access.reads`; the others are not counted either). A
         repository deleted or moved through serve (its refs record says so) is neither listed nor
-        counted, as ``list_models`` leaves it out: its tags name only the tombstone."""
+        counted, as ``list_models`` leaves it out: its tags name only the tombstone. ``repo_type``:
+        repositories of that type only (None: models and datasets)."""
         wanted = search.lower()
         listed = listed_only(visible)  # one whose refs record was not read: left out (states.py)
         states = self.catalog.states  # (deleted or moved: neither listed nor counted)
-        chosen = [r for r in self.repo_ids() if wanted in r.lower() and listed(r) and not states.of(r).deleted]
+        chosen = [r for r in self.repo_ids() if wanted in r.lower() and (repo_type in (None, type_of(r)))
+                  and listed(r) and not states.of(r).deleted]
         pages = max((len(chosen) + size - 1) // size, 1)
         number = min(number, pages)
         shown = chosen[(number - 1) * size:number * size]

@@ -21,6 +21,7 @@ from ocibridge.core.freshcache import FreshCache
 from ocibridge.errors import OcibridgeError, SignatureError
 from ocibridge.hubserver.repo.catalog import Catalog, Refs, Resolved
 from ocibridge.hubserver.repo.files import HubFile, ModelFiles, read_small
+from ocibridge.hubserver.repo.keys import type_of
 from ocibridge.hubserver.web import facts
 from ocibridge.hubserver.web.card import Card, render_card
 from ocibridge.hubserver.web.glance import Glance, glance
@@ -107,6 +108,11 @@ class ModelView:
     refs: Refs
     gathered: Gathered
     default_tag: str
+
+    @property
+    def noun(self) -> str:
+        """What the page calls the repository: model, dataset (its key's type: repo/keys.py)."""
+        return type_of(self.repo_id)
 
     @property
     def glance(self) -> Glance:

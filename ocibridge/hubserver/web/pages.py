@@ -1,8 +1,8 @@
 """The page routes of serve, at the Hub's own web paths (so a link pasted from the Hub works
 with serve's host), registered after every API route (app.py) so none is shadowed:
 
-    GET  /  and  /models[?search=TEXT&p=N]      the catalog (:mod:`.listing`)
-    GET  /REPO                                  a model (:mod:`.model`)
+    GET  /, /models, /datasets[?search=TEXT&p=N] the catalog (:mod:`.listing`): both, models, datasets
+    GET  /REPO                                  a model (:mod:`.model`), a dataset (REPO: datasets/ORG/NAME)
     GET  /REPO/tree/{rev}[/{path}]              a directory of its files
     GET  /REPO/blob/{rev}/{path}                one file: text shown, else its size and a download link
     GET|POST /ocibridge/login                   the token form (with --token-file; :mod:`.auth`)
@@ -27,11 +27,13 @@ from ocibridge.hubserver.access import Denied, Gate, grant_of, reads
 from ocibridge.hubserver.answers import in_thread, int_param, requested_repo
 from ocibridge.hubserver.failures import CAUGHT, failure_of
 from ocibridge.hubserver.repo.files import read_small
+from ocibridge.hubserver.repo.keys import hub_id
 from ocibridge.hubserver.repo.sources import RepoNotFound, RevisionNotFound
-from ocibridge.hubserver.routing import HubRoute
+from ocibridge.hubserver.routing import KEY_FORMS, HubRoute
 from ocibridge.hubserver.web import auth, facts, render
 from ocibridge.hubserver.web.listing import Listing
 from ocibridge.hubserver.web.model import ModelPages, ModelView
+from ocibridge.kinds.hf.repotype import DATASET, MODEL
 from ocibridge.oci.reference import RegistryReference
 
 if TYPE_CHECKING:
@@ -45,8 +47,9 @@ Handler = Callable[[Request], Awaitable[Response]]
 PAGE_METHODS = ("GET", "HEAD")
 #: first path segments that are never a repository's page (the API's, serve's own)
 RESERVED = frozenset({"api", "xet", "xet-write", "ocibridge", "healthz", "readyz", "metrics", "models", "static"})
-#: REPO in a page's path: ORG/NAME, then NAME (app.py's REPO_FORMS)
-REPO_FORMS = ("{org:hub_part}/{name:hub_part}", "{name:hub_part}")
+#: REPO in a page's path: a dataset's datasets/ORG/NAME and datasets/NAME, then a model's ORG/NAME and
+#: NAME (a key, repo/keys.py, is the repository's web path)
+REPO_FORMS = KEY_FORMS
 #: models per catalog page
 CATALOG_PAGE = 50
 #: bytes of a file shown as text on its page (larger ones: a download link)
@@ -91,8 +94,9 @@ class WebPages:
         async def endpoint(request: Request) -> Response:
             if repo_route and self._reserved(request):
                 return await self.serve.not_found(request)
-            repo_id = requested_repo(request) if "name" in request.path_params else None
+            repo_id = None
             try:
+                repo_id = requested_repo(request) if "name" in request.path_params else None
                 if not self.gate.page_allowed(request, repo_id):  # one it may not read: missing (failures.py)
                     return auth.to_login(request)
                 if files and repo_id is not None:
@@ -138,7 +142,7 @@ class WebPages:
             Route(auth.LOGIN_PATH, self.login_form, methods=list(PAGE_METHODS)),
             Route(auth.LOGIN_PATH, self.login, methods=["POST"]),
             HubRoute("/", self.page(self.catalog), methods=PAGE_METHODS),
-            HubRoute("/models", self.page(self.catalog), methods=PAGE_METHODS),
+            HubRoute("/{repo_type:hub_api_type}", self.page(self.catalog), methods=PAGE_METHODS),
         ]
         for repo in REPO_FORMS:
             pages += [
@@ -175,9 +179,10 @@ class WebPages:
     async def catalog(self, request: Request) -> Response:
         search = (request.query_params.get("search") or "").strip()
         number = max(int_param(request.query_params.get("p")) or 1, 1)
-        found = await self.serve._run(self.listing.page, search, number, CATALOG_PAGE, reads(request))
+        kind = request.path_params.get("repo_type")  # /models, /datasets: that type only (/: both)
+        found = await self.serve._run(self.listing.page, search, number, CATALOG_PAGE, reads(request), kind)
         return render.page("catalog.html", search=search, found=found, default_tag=self.serve.catalog.default_tag,
-                           **self.common(request))
+                           noun=kind or MODEL, **self.common(request))
 
     async def model(self, request: Request) -> Response:
         repo_id = requested_repo(request)
@@ -205,17 +210,25 @@ class WebPages:
     def snippets(self, request: Request, view: ModelView) -> list[tuple[str, str]]:
         """Copy-ready commands with this server's URL and the model's real reference."""
         host = self.host(request)
-        repo, resolved = view.repo_id, view.resolved
+        repo, resolved = hub_id(view.repo_id), view.resolved
         revision = "" if view.revision == "main" else f", revision={view.revision!r}"
         token = "HF_TOKEN=YOUR_TOKEN " if self.gate.pages_need_login else ""
         where = resolved.repo.located(resolved.tag, resolved.top.digest)
         ref = str(where) if where is not None else resolved.repo.shown
-        out = [("Transformers (through this server)",
-                f"{token}HF_ENDPOINT={host} python -c \"from transformers import AutoConfig; "
-                f"print(AutoConfig.from_pretrained({repo!r}{revision}))\""),
+        if view.noun == DATASET:
+            load = ("datasets (through this server)",
+                    f"{token}HF_ENDPOINT={host} python -c \"from datasets import load_dataset; "
+                    f"print(load_dataset({repo!r}{revision}))\"")
+            kind = ", repo_type='dataset'"
+        else:
+            load = ("Transformers (through this server)",
+                    f"{token}HF_ENDPOINT={host} python -c \"from transformers import AutoConfig; "
+                    f"print(AutoConfig.from_pretrained({repo!r}{revision}))\"")
+            kind = ""
+        out = [load,
                ("huggingface_hub (every file, into the Hub cache)",
                 f"{token}HF_ENDPOINT={host} python -c \"from huggingface_hub import snapshot_download; "
-                f"print(snapshot_download({repo!r}{revision}))\""),
+                f"print(snapshot_download({repo!r}{revision}{kind}))\""),
                ("ocibridge pull", f"ocibridge pull {ref} -o {repo.rsplit('/', 1)[-1]}")]
         if isinstance(where, RegistryReference):
             out.append(("Kubernetes image volume", f"ocibridge k8s volume {ref}"))

@@ -1,8 +1,9 @@
 """Making a repository and setting who sees it: ``create_repo`` and ``update_repo_settings``
 (huggingface_hub's hf_api.py).
 
-    POST /api/repos/create                  {name, organization, visibility|private, files, license}
+    POST /api/repos/create                  {name, organization, type, visibility|private, files, license}
     PUT  /api/models/REPO/settings          {visibility|private, gated: "auto"|"manual"|false}
+    PUT  /api/datasets/REPO/settings        (a dataset's)
 
 A bare name (no organization, no ``/``: what ``push_to_hub("name")`` sends) lands in the token's
 namespace (:attr:`.access.Grant.namespace`, the name ``whoami`` answers), as the Hub does. A new
@@ -25,8 +26,10 @@ from ocibridge.hubserver.repo import initial
 from ocibridge.hubserver.repo.commits import BadCommit
 from ocibridge.hubserver.repo.committing import Committer
 from ocibridge.hubserver.repo.creates import create_repo, set_settings
+from ocibridge.hubserver.repo.keys import hub_id, key_of, noun
 from ocibridge.hubserver.repo.refsrecord import GATES
 from ocibridge.hubserver.writers import Writers
+from ocibridge.kinds.hf.repotype import MODEL, REPO_TYPES, model_id_allowed
 
 
 def visibility_of(body: dict[str, object]) -> bool | None:
@@ -54,26 +57,36 @@ def gate_of(body: dict[str, object]) -> str | None:
     raise BadCommit(f"Invalid gated {gated!r}: expected 'auto', 'manual' or false")
 
 
-async def model_repo_body(request: Request) -> dict[str, Any]:
-    """The JSON body of a repository route (create, delete, move); raises :class:`BadCommit` (the
-    400 the failure table answers, as for the body's other faults) for no JSON object, or a
-    repository type other than a model (datasets and spaces are not OCI models)."""
+async def repo_body(request: Request) -> tuple[dict[str, Any], str]:
+    """The JSON body of a repository route (create, delete, move) and the repository type it
+    names (``type``: a model when absent); raises :class:`BadCommit` (the 400 the failure table
+    answers, as for the body's other faults) for no JSON object, or a type serve does not keep
+    (spaces are applications, not OCI artifacts)."""
     body = await json_body(request)
     if body is NOT_JSON or not isinstance(body, dict):
         raise BadCommit("expected a JSON body")
-    kind = body.get("type") or "model"
-    if kind != "model":
-        raise BadCommit(f"serve publishes models only: a {kind} repository is refused "
-                        "(datasets and spaces are not OCI models)")
-    return body
+    kind = body.get("type") or MODEL
+    if kind not in REPO_TYPES:
+        raise BadCommit(f"serve keeps models and datasets only: a {kind} repository is refused "
+                        "(a space is an application, not an OCI artifact)")
+    return body, str(kind)
+
+
+def repo_key(repo_type: str, repo_id: str) -> str:
+    """The key (:mod:`.repo.keys`) of ``repo_id`` of ``repo_type``; a model id whose first part the
+    Hub reserves is refused as the Hub refuses it (400)."""
+    if repo_type == MODEL and not model_id_allowed(repo_id.lower().split("/")):
+        raise BadCommit(f"Invalid repo name: {repo_id!r}: 'datasets' and 'spaces' are reserved names "
+                        "(a dataset is created with repo_type='dataset')")
+    return key_of(repo_type, repo_id)
 
 
 async def named_repo(writers: Writers, request: Request) -> tuple[dict[str, Any], Grant, str]:
     """The body of a create or delete, the writer's grant (any repository: the name is read from the
-    body), and the repo id it names (:func:`repo_id_of`)."""
-    body = await model_repo_body(request)
+    body), and the key of the repository it names (:func:`repo_id_of`, of the body's type)."""
+    body, repo_type = await repo_body(request)
     grant = writers.writer(request, None)
-    return body, grant, repo_id_of(body.get("name"), body.get("organization"), grant)
+    return body, grant, repo_key(repo_type, repo_id_of(body.get("name"), body.get("organization"), grant))
 
 
 def repo_id_of(name: object, organization: object, grant: Grant) -> str:
@@ -97,7 +110,7 @@ class Creating:
     async def create_repo(self, request: Request) -> Response:
         body, grant, repo_id = await named_repo(self.writers, request)
         if self.committer.repos.first_repository(repo_id) is None:
-            return error(400, None, f"Invalid repo name: {repo_id}")
+            return error(400, None, f"Invalid repo name: {hub_id(repo_id)}")
         note(request, repository=repo_id)  # its audit line names it (audit.py)
         try:
             self.writers.writer(request, repo_id)
@@ -109,12 +122,12 @@ class Creating:
             raise
         private = visibility_of(body)
         files = initial.first_files(body)  # a malformed one: 400 before anything is made
-        url = f"{self.writers.base(request)}/{repo_id}"
+        url = f"{self.writers.base(request)}/{repo_id}"  # a key is the repository's web path
         made = await in_thread(create_repo, self.committer, repo_id, self.writers.author(grant), bool(private), files)
         if not made:
-            return JSONResponse({"error": "You already created this model repo", "url": url}, status_code=409,
-                                headers={"X-Error-Message": "You already created this model repo"})
-        return JSONResponse({"url": url, "name": repo_id, "id": repo_id})
+            exists = f"You already created this {noun(repo_id)} repo"
+            return JSONResponse({"error": exists, "url": url}, status_code=409, headers={"X-Error-Message": exists})
+        return JSONResponse({"url": url, "name": hub_id(repo_id), "id": hub_id(repo_id)})
 
     async def settings(self, request: Request) -> Response:
         """``update_repo_settings``: the visibility and the gate (who may fetch the files:

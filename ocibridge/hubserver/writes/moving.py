@@ -1,4 +1,4 @@
-"""``move_repo`` (``POST /api/repos/move`` ``{fromRepo, toRepo}``, huggingface_hub's hf_api.py):
+"""``move_repo`` (``POST /api/repos/move`` ``{fromRepo, toRepo, type}``, huggingface_hub's hf_api.py):
 the request read and answered; the move itself (the new refs record first, every live tag
 copied, then the old repository deleted) is :mod:`ocibridge.hubserver.repo.moves`'s.
 """
@@ -14,7 +14,7 @@ from ocibridge.hubserver.repo.moves import Conflict, move_repo
 from ocibridge.hubserver.repo.repos import Repos
 from ocibridge.hubserver.repo.sources import repo_parts
 from ocibridge.hubserver.writers import Writers
-from ocibridge.hubserver.writes.creating import model_repo_body
+from ocibridge.hubserver.writes.creating import repo_body, repo_key
 
 
 class Moving:
@@ -25,10 +25,12 @@ class Moving:
         self.repos = repos
 
     async def move_repo(self, request: Request) -> Response:
-        body = await model_repo_body(request)
+        body, repo_type = await repo_body(request)
         old, new = body.get("fromRepo"), body.get("toRepo")
-        if not isinstance(old, str) or not isinstance(new, str) or repo_parts(old) is None \
-                or repo_parts(new) is None or "/" not in old or "/" not in new:
+        if not isinstance(old, str) or not isinstance(new, str) or "/" not in old or "/" not in new:
+            return error(400, "BadRequest", "Invalid repo_id: fromRepo and toRepo are namespace/repo_name")
+        old, new = repo_key(repo_type, old), repo_key(repo_type, new)  # both of the body's type
+        if repo_parts(old) is None or repo_parts(new) is None:
             return error(400, "BadRequest", "Invalid repo_id: fromRepo and toRepo are namespace/repo_name")
         note(request, repository=old, revision=new)
         self.writers.writer(request, old)

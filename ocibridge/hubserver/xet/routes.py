@@ -18,6 +18,7 @@ from ocibridge.hubserver.guard import Shares, turn_of
 from ocibridge.hubserver.reading.blobs import Blobs, Checked, CheckedFile, TableOf
 from ocibridge.hubserver.repo.catalog import Resolved
 from ocibridge.hubserver.repo.files import HubFile, ModelFiles, Resolver
+from ocibridge.hubserver.repo.keys import api_path
 from ocibridge.hubserver.routing import route_path
 from ocibridge.hubserver.xet import layouts, xorbs
 from ocibridge.hubserver.xet.pinned import Pinned, PinnedCommits
@@ -119,7 +120,7 @@ class XetRoutes:
 
     def token_route(self, request: Request, repo_id: str, commit: str) -> str:
         """``X-Xet-Refresh-Route``: where huggingface_hub asks for a token for the commit."""
-        return f"{self.base(request)}/api/models/{repo_id}/xet-read-token/{commit}"
+        return f"{self.base(request)}{api_path(repo_id)}/xet-read-token/{commit}"
 
     async def token(self, request: Request, repo_id: str, revision: str) -> Response:
         """A token for the revision's commit and the CAS URL naming repo and commit, as headers
