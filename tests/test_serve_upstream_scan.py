@@ -1,0 +1,91 @@
+"""serve's ``--upstream-scan refuse``: each file the proxy fetches is scanned by its content
+(ocibridge/scanning) before its last byte reaches a reader; a flagged one refuses its commit as the
+pickle rule does (the Hub's 403 naming the file, the finding and the scanner; nothing tagged), with
+``--upstream-allow-pickle`` too: that flag lets pickles in, not pickles that run code. A clean
+commit lands with its scan report attached. Against the real processes of tests/upstream_proxy.py:
+one more serve over the same registry and upstream, the attack files of tests/support/attacks.py
+published there one repository each."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import huggingface_hub
+import pytest
+from huggingface_hub import HfApi
+from serving import serve_over
+from support.attacks import attack_tree
+from upstream_proxy import CLIENT_TOKEN, UP_TOKEN, Proxied, lfs_only  # noqa: F401 - autouse: over LFS
+
+from ocibridge.oci.models import parse_manifest_bytes
+from ocibridge.scanning.report import REPORT_MEDIA_TYPE
+from ocibridge.stores.registry import open_repository
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+HEADERS = {"Authorization": f"Bearer {CLIENT_TOKEN}"}
+ATTACKS = attack_tree()
+PREFIX = "scanning"
+
+
+@pytest.fixture(scope="module")
+def scanning(proxied: Proxied, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
+    """(the scanning proxy, its audit log), every attack published upstream as attack/<n>."""
+    up = HfApi(endpoint=proxied.upstream, token=UP_TOKEN)
+    for n, (path, data) in enumerate(ATTACKS.items()):
+        up.create_repo(f"attack/a{n}")
+        up.upload_file(path_or_fileobj=b"{}", path_in_repo="config.json", repo_id=f"attack/a{n}")
+        up.upload_file(path_or_fileobj=data, path_in_repo=path, repo_id=f"attack/a{n}")
+    root = tmp_path_factory.mktemp("scanproxy")
+    flags = ["--upstream", proxied.upstream, "--upstream-token-file", str(proxied.root / "up-token.txt"),
+             "--upstream-scan", "refuse", "--upstream-allow-pickle", "--audit-log", str(root / "audit.jsonl")]
+    with serve_over(proxied.registry, root, f"{CLIENT_TOKEN}\n",
+                    lambda host: [f"{host}/{PREFIX}", "--plain-http", *flags], HF_HUB_DISABLE_XET="1") as proxy:
+        yield proxy, root / "audit.jsonl"
+
+
+def _ingests(audit: Path, repo: str, timeout: float = 60) -> list[dict]:
+    until = time.monotonic() + timeout
+    while True:
+        lines = [json.loads(x) for x in audit.read_text().splitlines()] if audit.exists() else []
+        found = [e for e in lines if e["action"] == "upstream_ingest" and e["repository"] == repo]
+        if found or time.monotonic() > until:
+            return found
+        time.sleep(0.1)
+
+
+@pytest.mark.parametrize("n", range(len(ATTACKS)), ids=list(ATTACKS))
+def test_an_attack_file_is_refused_naming_the_file_the_finding_and_the_scanner(proxied: Proxied, scanning, n: int,
+                                                                             tmp_path: Path):
+    proxy, audit = scanning
+    repo, path = f"attack/a{n}", list(ATTACKS)[n]
+    httpx.get(f"{proxy}/api/models/{repo}/revision/main", headers=HEADERS, timeout=60)  # starts the fetch
+    [line] = _ingests(audit, repo)
+    assert line["outcome"] == "refused" and line["status"] == 403
+    assert f"{path}" in line["reason"] and "[scanner: ocibridge-scan" in line["reason"], line
+    with pytest.raises(huggingface_hub.errors.HfHubHTTPError) as refused:  # the file itself: never served
+        huggingface_hub.hf_hub_download(repo, path, endpoint=proxy, token=CLIENT_TOKEN, cache_dir=tmp_path)
+    assert refused.value.response.status_code == 403
+    said = refused.value.response.headers["x-error-message"]
+    assert path in said and "[scanner: ocibridge-scan" in said and "--upstream-scan" in said
+    assert ": high: " in said or ": critical: " in said  # the finding, with its severity
+    assert [t for t in proxied.tags(f"{PREFIX}/{repo}") if t != "ocibridge-refs"] == []
+
+
+def test_a_benign_model_lands_with_its_clean_scan_report(proxied: Proxied, scanning, tmp_path: Path):
+    proxy, audit = scanning
+    api = HfApi(endpoint=proxy, token=CLIENT_TOKEN)
+    got = api.hf_hub_download("acme/tiny", "model.safetensors", revision=proxied.main, cache_dir=tmp_path)
+    assert Path(got).read_bytes() == (proxied.model / "model.safetensors").read_bytes()
+    proxied.landed(f"{PREFIX}/acme/tiny", proxied.main)
+    assert [e["outcome"] for e in _ingests(audit, "acme/tiny")] == ["landed"]
+    with open_repository(host=proxied.registry.host, repository=f"{PREFIX}/acme/tiny", plain_http=True) as store:
+        subject = store.resolve(f"ocibridge-upstream-{proxied.main}")
+        (referrer,) = store.referrers(subject, REPORT_MEDIA_TYPE)
+        held = parse_manifest_bytes(store.fetch_bytes(referrer), referrer.mediaType)
+        report = json.loads(store.fetch_bytes(held.layers[0]))
+    assert report["verdict"] == "clean" and report["subject"] == subject.digest
+    assert {"model.safetensors", "config.json", "extra/notes.md"} <= {f["path"] for f in report["files"]}
