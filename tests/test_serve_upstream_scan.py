@@ -89,3 +89,40 @@ def test_a_benign_model_lands_with_its_clean_scan_report(proxied: Proxied, scann
         report = json.loads(store.fetch_bytes(held.layers[0]))
     assert report["verdict"] == "clean" and report["subject"] == subject.digest
     assert {"model.safetensors", "config.json", "extra/notes.md"} <= {f["path"] for f in report["files"]}
+
+
+@pytest.fixture(scope="module")
+def writing(proxied: Proxied, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """serve's own write routes with ``--scan refuse``, over the session's registry."""
+    root = tmp_path_factory.mktemp("scanwrite")
+    with serve_over(proxied.registry, root, "writer write\n",
+                    lambda host: [f"{host}/scanwrite", "--plain-http", "--scan", "refuse"]) as url:
+        yield url
+
+
+@pytest.mark.parametrize("n", range(len(ATTACKS)), ids=list(ATTACKS))
+def test_a_commit_of_an_attack_file_through_serve_is_refused_and_nothing_lands(proxied: Proxied, writing: str,
+                                                                              n: int):
+    api = HfApi(endpoint=writing, token="writer")
+    repo, path = f"attack/w{n}", list(ATTACKS)[n]
+    api.create_repo(repo)
+    before = api.model_info(repo).sha
+    with pytest.raises(huggingface_hub.errors.HfHubHTTPError) as refused:
+        api.upload_file(path_or_fileobj=ATTACKS[path], path_in_repo=path, repo_id=repo)
+    assert refused.value.response.status_code == 400
+    said = refused.value.response.headers["x-error-message"]
+    assert path in said and "[scanner: ocibridge-scan" in said and "was not moved" in said, said
+    assert api.model_info(repo).sha == before  # the branch where it was
+    assert path not in api.list_repo_files(repo)
+
+
+def test_a_benign_commit_through_serve_lands_with_its_clean_report(proxied: Proxied, writing: str):
+    api = HfApi(endpoint=writing, token="writer")
+    api.create_repo("benign/tiny")
+    sha = api.upload_folder(repo_id="benign/tiny", folder_path=proxied.model).oid
+    assert api.model_info("benign/tiny").sha == sha
+    with open_repository(host=proxied.registry.host, repository="scanwrite/benign/tiny", plain_http=True) as store:
+        subject = store.resolve("latest")
+        reports = store.referrers(subject, REPORT_MEDIA_TYPE)
+        held = parse_manifest_bytes(store.fetch_bytes(reports[-1]), reports[-1].mediaType)
+        assert json.loads(store.fetch_bytes(held.layers[0]))["verdict"] == "clean"
