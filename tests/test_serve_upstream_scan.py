@@ -18,11 +18,14 @@ import huggingface_hub
 import pytest
 from huggingface_hub import HfApi
 from serving import serve_over
+from signing_keys import key_pair
 from support.attacks import attack_tree
 from upstream_proxy import CLIENT_TOKEN, UP_TOKEN, Proxied, lfs_only  # noqa: F401 - autouse: over LFS
 
 from ocibridge.oci.models import parse_manifest_bytes
 from ocibridge.scanning.report import REPORT_MEDIA_TYPE
+from ocibridge.scanning.stored import stored_reports
+from ocibridge.signing.keys import load_public_key
 from ocibridge.stores.registry import open_repository
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
@@ -33,15 +36,18 @@ PREFIX = "scanning"
 
 @pytest.fixture(scope="module")
 def scanning(proxied: Proxied, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
-    """(the scanning proxy, its audit log), every attack published upstream as attack/<n>."""
+    """(the scanning proxy, its audit log; it signs with keys/cosign.key), every attack published
+    upstream as attack/a<n>."""
     up = HfApi(endpoint=proxied.upstream, token=UP_TOKEN)
     for n, (path, data) in enumerate(ATTACKS.items()):
         up.create_repo(f"attack/a{n}")
         up.upload_file(path_or_fileobj=b"{}", path_in_repo="config.json", repo_id=f"attack/a{n}")
         up.upload_file(path_or_fileobj=data, path_in_repo=path, repo_id=f"attack/a{n}")
     root = tmp_path_factory.mktemp("scanproxy")
+    key, _ = key_pair(root / "keys")
     flags = ["--upstream", proxied.upstream, "--upstream-token-file", str(proxied.root / "up-token.txt"),
-             "--upstream-scan", "refuse", "--upstream-allow-pickle", "--audit-log", str(root / "audit.jsonl")]
+             "--upstream-scan", "refuse", "--upstream-allow-pickle", "--audit-log", str(root / "audit.jsonl"),
+             "--sign-key", str(key)]
     with serve_over(proxied.registry, root, f"{CLIENT_TOKEN}\n",
                     lambda host: [f"{host}/{PREFIX}", "--plain-http", *flags], HF_HUB_DISABLE_XET="1") as proxy:
         yield proxy, root / "audit.jsonl"
@@ -75,8 +81,9 @@ def test_an_attack_file_is_refused_naming_the_file_the_finding_and_the_scanner(p
     assert [t for t in proxied.tags(f"{PREFIX}/{repo}") if t != "ocibridge-refs"] == []
 
 
-def test_a_benign_model_lands_with_its_clean_scan_report(proxied: Proxied, scanning, tmp_path: Path):
+def test_a_benign_model_lands_with_its_clean_scan_report_signed(proxied: Proxied, scanning, tmp_path: Path):
     proxy, audit = scanning
+    public = load_public_key(audit.parent / "keys" / "cosign.pub")
     api = HfApi(endpoint=proxy, token=CLIENT_TOKEN)
     got = api.hf_hub_download("acme/tiny", "model.safetensors", revision=proxied.main, cache_dir=tmp_path)
     assert Path(got).read_bytes() == (proxied.model / "model.safetensors").read_bytes()
@@ -84,11 +91,10 @@ def test_a_benign_model_lands_with_its_clean_scan_report(proxied: Proxied, scann
     assert [e["outcome"] for e in _ingests(audit, "acme/tiny")] == ["landed"]
     with open_repository(host=proxied.registry.host, repository=f"{PREFIX}/acme/tiny", plain_http=True) as store:
         subject = store.resolve(f"ocibridge-upstream-{proxied.main}")
-        (referrer,) = store.referrers(subject, REPORT_MEDIA_TYPE)
-        held = parse_manifest_bytes(store.fetch_bytes(referrer), referrer.mediaType)
-        report = json.loads(store.fetch_bytes(held.layers[0]))
-    assert report["verdict"] == "clean" and report["subject"] == subject.digest
-    assert {"model.safetensors", "config.json", "extra/notes.md"} <= {f["path"] for f in report["files"]}
+        (found,) = stored_reports(store, subject, [("proxy", public)])  # signed with serve's key, verified
+    assert found.signed and found.verified_by == "proxy"
+    assert found.report.verdict == "clean" and found.report.subject == subject.digest
+    assert {"model.safetensors", "config.json", "extra/notes.md"} <= {f.path for f in found.report.files}
 
 
 @pytest.fixture(scope="module")
