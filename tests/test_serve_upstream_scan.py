@@ -132,3 +132,23 @@ def test_a_benign_commit_through_serve_lands_with_its_clean_report(proxied: Prox
         reports = store.referrers(subject, REPORT_MEDIA_TYPE)
         held = parse_manifest_bytes(store.fetch_bytes(reports[-1]), reports[-1].mediaType)
         assert json.loads(store.fetch_bytes(held.layers[0]))["verdict"] == "clean"
+
+
+def test_a_file_a_cut_fetch_left_whole_is_scanned_before_it_is_adopted(tmp_path: Path):
+    """A resumed fetch adopts a file the last one left checked in the snapshot: scanned all the same."""
+    import hashlib
+
+    from ocibridge.hubserver.upstream.scanned import CommitScan, ScanFlagged
+    from ocibridge.hubserver.upstream.tee import FileFlight
+
+    data = ATTACKS["model.keras"]
+    final = tmp_path / "snapshots" / "c0" / "model.keras"
+    final.parent.mkdir(parents=True)
+    final.write_bytes(data)
+    scan = CommitScan("attack/kept", "c0")
+    flight = FileFlight("model.keras", len(data), "sha256", hashlib.sha256(data).hexdigest(), tmp_path / "partial",
+                        final, scan=scan.judge)
+    with pytest.raises(ScanFlagged) as refused:
+        flight.adopt()
+    assert "model.keras" in str(refused.value) and "[scanner: ocibridge-scan" in str(refused.value)
+    assert not final.exists() and not flight.checked and flight.error == str(refused.value)
