@@ -48,6 +48,7 @@ class ServeOptions(UpstreamPolicyOptions):
     tokens: tuple[str, ...] = ()  # --token-file lines, "TOKEN [read|write] [REPO-PREFIX] [NAME]"; none: open, no writes
     token_file: str | None = None  # the file of those lines (read when tokens is empty), read again when it changes
     audit_log: str | None = None  # each write asked, landed or refused, as a JSON line here ("-": stdout; --audit-log)
+    scan: str = "off"  # "refuse": each commit's files scanned before its branch moves, a flagged one refused (--scan)
     metrics: bool = True  # GET /metrics in Prometheus' text format (--no-metrics: False)
     xet_min_size: int | None = XET_MIN_SIZE  # files from this size are offered over Xet; None: plain only
     public_url: str | None = None  # the URL clients reach serve at, for the URLs it hands out (--public-url)
@@ -100,7 +101,8 @@ def create_app(
     it was (hubserver/repo/evidence.py). The keys are loaded here."""
     _needs("starlette", "blake3", "lz4", "jinja2", "markdown_it", "nh3", "prometheus_client",  # Xet uploads; pages
            "pathspec")  # preupload's .gitignore
-    return _app(sources, options or ServeOptions(), ListenOptions(), transfer, verify, _evidence(sign, attest))[0]
+    options = options or ServeOptions()
+    return _app(sources, options, ListenOptions(), transfer, verify, _evidence(sign, attest, options.scan))[0]
 
 
 def serve(
@@ -122,7 +124,8 @@ def serve(
     from ocibridge.hubserver.server import run
 
     listening = ListenOptions(listen) if isinstance(listen, str) else listen or ListenOptions()
-    app, settings = _app(sources, options or ServeOptions(), listening, transfer, verify, _evidence(sign, attest))
+    options = options or ServeOptions()
+    app, settings = _app(sources, options, listening, transfer, verify, _evidence(sign, attest, options.scan))
     if any(grant.write for grant in app.state.serve.gate.grants):  # it may be asked to commit
         threading.Thread(target=_load_builder, name="load-builder", daemon=True).start()
     run(app, settings)
@@ -139,17 +142,24 @@ def _load_builder() -> None:
     import ocibridge.model.known  # noqa: F401
 
 
-def _evidence(sign: SignOptions | None, attest: AttestOptions | None) -> Evidence | None:
+def _evidence(sign: SignOptions | None, attest: AttestOptions | None, scan: str = "off") -> Evidence | None:
     """``sign`` and ``attest`` checked and their keys loaded (``$COSIGN_PASSWORD`` for an
-    encrypted one, as push reads it), before serve starts; None: commits carry no evidence."""
-    if sign is None and (attest is None or not attest.wanted):
+    encrypted one, as push reads it), and ``scan``'s library looked for, before serve starts;
+    None: commits carry no evidence and are not scanned."""
+    if scan not in ("refuse", "off"):
+        raise UsageError(f"--scan {scan}: one of refuse, off")
+    if scan == "refuse":
+        from ocibridge.scanning.library import scanner
+
+        scanner()  # ScannerMissing: one line naming the extra
+    if sign is None and (attest is None or not attest.wanted) and scan == "off":
         return None
     from ocibridge.api.evidence import prepare
     from ocibridge.api.signing import sign_forms
     from ocibridge.hubserver.repo.evidence import Evidence
     from ocibridge.signing import keys
 
-    found: dict[str, Any] = {}
+    found: dict[str, Any] = {"scan": scan}
     if sign is not None:
         password = sign.password.encode() if isinstance(sign.password, str) else sign.password
         found.update(forms=sign_forms(sign.forms), identity=sign.identity, claims=dict(sign.claims),

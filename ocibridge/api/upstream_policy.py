@@ -13,6 +13,9 @@ from ocibridge.errors import UsageError
 from ocibridge.hubserver.upstream.settings import MAX_FETCHES as MOST
 from ocibridge.hubserver.upstream.settings import MAX_FETCHES_PER_CLIENT as PER_CLIENT
 
+#: ``--upstream-scan``'s choices
+SCAN_MODES = ("refuse", "off")
+
 
 @dataclass(frozen=True, kw_only=True)
 class UpstreamPolicyOptions:
@@ -22,6 +25,9 @@ class UpstreamPolicyOptions:
     upstream_allow: tuple[str, ...] = ()  # repo id globs that may be fetched (none: all not denied)
     upstream_deny: tuple[str, ...] = ()  # repo id globs that may not
     upstream_allow_pickle: bool = False  # fetch pickle formats (by name: door.PICKLE; by content) too
+    # scan each fetched file by its content, a flagged one refusing its commit: "refuse" (needs the scan
+    # extra) or "off"
+    upstream_scan: str = "off"
     upstream_licenses: tuple[str, ...] = ()  # the card must name one of these licenses (none: any)
     upstream_refuse_files: tuple[str, ...] = ()  # file globs that keep a commit out
     upstream_allow_gated: tuple[str, ...] = ()  # repo id globs fetched though gated upstream: gated here
@@ -41,12 +47,19 @@ class UpstreamPolicyOptions:
         private without serve's own tokens (``tokens``, given by ``token_flag``), which name their readers."""
         if upstream is None:
             if others_given or self.upstream_allow or self.upstream_deny or self.upstream_allow_pickle \
+                    or self.upstream_scan != "off" \
                     or self.upstream_licenses or self.upstream_refuse_files or self.upstream_allow_gated \
                     or self.upstream_allow_private or self.upstream_no_chunks \
                     or self.upstream_chunk_threshold is not None or self.upstream_chunk_hash is not None \
                     or self.upstream_max_fetches != MOST or self.upstream_max_fetches_per_client != PER_CLIENT:
                 raise UsageError("the --upstream-* flags go with --upstream URL")
             return False
+        if self.upstream_scan not in SCAN_MODES:
+            raise UsageError(f"--upstream-scan {self.upstream_scan}: one of {', '.join(SCAN_MODES)}")
+        if self.upstream_scan == "refuse":
+            from ocibridge.scanning.library import scanner
+
+            scanner()  # ScannerMissing: one line naming the extra, before serve starts
         for flag, value in (("--upstream-max-fetches", self.upstream_max_fetches),
                             ("--upstream-max-fetches-per-client", self.upstream_max_fetches_per_client)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -60,7 +73,8 @@ class UpstreamPolicyOptions:
     def upstream_policy(self) -> dict[str, Any]:
         """The policy as serve's ``UpstreamSettings`` takes it (its fields, without ``upstream_``)."""
         return {"allow": tuple(self.upstream_allow), "deny": tuple(self.upstream_deny),
-                "allow_pickle": self.upstream_allow_pickle, "licenses": tuple(self.upstream_licenses),
+                "allow_pickle": self.upstream_allow_pickle, "scan": self.upstream_scan == "refuse",
+                "licenses": tuple(self.upstream_licenses),
                 "refuse_files": tuple(self.upstream_refuse_files),
                 "allow_gated": tuple(self.upstream_allow_gated),
                 "allow_private": tuple(self.upstream_allow_private), "chunks": self.upstream_chunks().policy(),
@@ -88,6 +102,8 @@ class UpstreamPolicyOptions:
             flags += ["--upstream-chunk-hash", self.upstream_chunk_hash]
         if self.upstream_max_fetches != MOST:
             flags += ["--upstream-max-fetches", str(self.upstream_max_fetches)]
+        if self.upstream_scan != "off":
+            flags += ["--upstream-scan", self.upstream_scan]
         if self.upstream_max_fetches_per_client != PER_CLIENT:
             flags += ["--upstream-max-fetches-per-client", str(self.upstream_max_fetches_per_client)]
         return tuple(flags + (["--upstream-allow-pickle"] if self.upstream_allow_pickle else [])

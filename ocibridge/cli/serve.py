@@ -28,7 +28,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     tokens = tuple(api_serve.read_tokens(args.token_file)) if args.token_file else ()
     budget = _size(args, "staging_budget", api_serve.ServeOptions.staging_budget)
     options = api_serve.ServeOptions(default_tag=args.default_tag, tokens=tokens, token_file=args.token_file,
-                                     audit_log=args.audit_log, metrics=not args.no_metrics, xet_min_size=_xet_min(args),
+                                     audit_log=args.audit_log, scan=args.scan, metrics=not args.no_metrics,
+                                     xet_min_size=_xet_min(args),
                                      public_url=args.public_url, send_timeout=args.send_timeout,
                                      staging_budget=budget, staging_expiry=args.staging_expiry,
                                      lfs_multipart_min=_multipart_min(args),
@@ -127,6 +128,10 @@ def register(command: CommandAdder) -> None:
                    help="re-check a branch's head at the upstream at most every SECONDS (default 300; 0: never)")
     add_upstream_policy_flags(g)
     g = p.add_argument_group("evidence on publish (docs/serve.md, Publishing)")
+    g.add_argument("--scan", choices=("refuse", "off"), default="off",
+                   help="scan every commit's files by content before its branch's tag moves (docs/scanning.md) and "
+                        "refuse one with a flagged file, the Hub's 400 naming file, finding and scanner (refuse "
+                        "needs pip install 'ocibridge[scan]'; default off)")
     g.add_argument("--sign-key", metavar="KEY",
                    help="sign every commit published, before its branch's tag moves (ECDSA P-256 PEM or a "
                         "cosign key file; its password in $COSIGN_PASSWORD): a commit that cannot be signed is refused")

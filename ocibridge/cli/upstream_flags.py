@@ -23,6 +23,10 @@ def add_upstream_policy_flags(g: Any) -> None:
     g.add_argument("--upstream-allow-pickle", action="store_true",
                    help="fetch repositories with pickle files (*.bin, *.pt, *.pth, *.pkl, *.pickle, *.joblib, *.ckpt, "
                         "..., or any file whose content is a pickle's), refused by default")
+    g.add_argument("--upstream-scan", choices=("refuse", "off"), default="off",
+                   help="scan each fetched file by its content (pickles under any name, NumPy object arrays, Keras "
+                        "Lambda layers, ONNX external data paths, lying safetensors headers) and refuse a commit "
+                        "with a flagged file (refuse needs pip install 'ocibridge[scan]'; default off)")
     g.add_argument("--upstream-license", action="append", metavar="ID",
                    help="only repositories whose card names this license (its license: id, e.g. apache-2.0, or "
                         "license_name with license: other) may be fetched (repeatable)")
@@ -58,7 +62,7 @@ def upstream_policy(args: argparse.Namespace) -> dict[str, Any]:
     return {"upstream_no_chunks": not chunks.chunks, "upstream_chunk_threshold": chunks.threshold,
             "upstream_chunk_hash": chunks.algorithm,
             "upstream_allow": tuple(args.upstream_allow or ()), "upstream_deny": tuple(args.upstream_deny or ()),
-            "upstream_allow_pickle": args.upstream_allow_pickle,
+            "upstream_allow_pickle": args.upstream_allow_pickle, "upstream_scan": args.upstream_scan,
             "upstream_licenses": tuple(args.upstream_license or ()),
             "upstream_refuse_files": tuple(args.upstream_refuse_files or ()),
             "upstream_allow_gated": tuple(args.upstream_allow_gated or ()),

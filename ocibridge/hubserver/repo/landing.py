@@ -1,7 +1,8 @@
 """How a commit lands in the registry, in the order every reader and a crash rely on:
 
 1. the commit's manifest, pushed by digest only (no tag);
-2. its signature and attestations, when serve signs (:mod:`.evidence`);
+2. its content scan's report, when serve scans (``--scan refuse``: a flagged commit refused here,
+   nothing tagged), then its signature and attestations, when serve signs (:mod:`.evidence`);
 3. its bookkeeping tag ``ocibridge-commit-<id>`` (oci/bookkeeping.py): from here on the commit id
    resolves on any process, and the registry's garbage collection keeps the manifest (only a
    tag protects one from distribution's ``garbage-collect --delete-untagged``);
@@ -23,11 +24,13 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 from ocibridge.errors import InvalidReference, NotFound, OcibridgeError
+from ocibridge.hubserver.repo.commits import BadCommit
 from ocibridge.hubserver.repo.evidence import Evidence, EvidenceFailed, attach
 from ocibridge.hubserver.repo.sources import commit_of
 from ocibridge.oci.bookkeeping import commit_tag
 
 if TYPE_CHECKING:
+    from ocibridge.oci.models import Descriptor
     from ocibridge.stores.base import WritableStore
 
 log = logging.getLogger("ocibridge.hubserver")
@@ -48,6 +51,8 @@ def land(store: WritableStore, digest: str, tag: str, annotations: Mapping[str, 
     from ocibridge.transfer.writer import write_artifact
 
     subject = store.resolve(digest)
+    if evidence is not None and evidence.scan == "refuse":
+        _scanned(store, subject, tag, evidence)
     if evidence is not None and evidence.wanted:
         try:
             attach(store, subject, tag, annotations, evidence)
@@ -83,3 +88,18 @@ def tag_ancestors(store: WritableStore, head: str, tag: str, most: int) -> int:
     if tagged:
         log.info("%s: tagged %d earlier commit(s) of %s", store.describe(), tagged, tag)
     return tagged
+
+
+class ScanFlagged(BadCommit):
+    """A commit whose files the scanner flags (``serve --scan refuse``): refused, nothing tagged."""
+
+
+def _scanned(store: WritableStore, subject: Descriptor, tag: str, evidence: Evidence) -> None:
+    """The commit's files scanned and the report attached (signed where serve signs); a flagged one refused."""
+    from ocibridge.scanning.door import judge_stored
+
+    verdict = judge_stored(store, subject, mode="refuse", key=evidence.attest_key or evidence.sign_key,
+                           identity=evidence.identity or "")
+    if verdict.refused:
+        raise ScanFlagged(f"{store.describe()}: commit {commit_of(subject.digest)} was refused: {verdict.line()}; "
+                          f"{tag} was not moved")

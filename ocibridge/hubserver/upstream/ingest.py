@@ -161,13 +161,15 @@ class Ingest:
     def _streamed(self, repo_id: str, commit: str, info: dict[str, Any] | None) -> StreamedFetch:
         """The download of ``commit``'s files, readable as they arrive."""
         from ocibridge.hubserver.upstream.pickles import FilesDoor
+        from ocibridge.hubserver.upstream.scanned import CommitScan
         from ocibridge.kinds.hf.commitdownload import HubSource
         from ocibridge.kinds.hf.hubcache import hub_cache
 
         settings = self.settings
         source = HubSource(repo_id, settings.url, settings.token, None)
         return StreamedFetch(source, commit, settings.concurrency, settings.hub_cache or hub_cache(), self.hub,
-                             settings.chunks, info, FilesDoor(settings))
+                             settings.chunks, info, FilesDoor(settings),
+                             CommitScan(repo_id, commit) if settings.scan else None)
 
     def _lead(self, key: tuple[str, str], flight: Flight, repo: Repository, repo_id: str, commit: str,
               revision: str) -> None:
@@ -212,6 +214,7 @@ class Ingest:
             root = stats.root
             assert root is not None
             attach_bound_table(artifact, store)  # as push keeps it: a referrer holding the table blob
+            self._attach_scan(flight.fetch, store, root)
             if self.evidence is not None and self.evidence.wanted:
                 from ocibridge.hubserver.repo.commits import AUTHOR, SUMMARY
                 from ocibridge.hubserver.repo.evidence import attach
@@ -237,6 +240,19 @@ class Ingest:
                      seconds=round(time.monotonic() - started, 3))
         log.info("upstream: %s@%s fetched from %s as %s", repo_id, commit, settings.url, root.digest)
         return root
+
+    def _attach_scan(self, fetch: StreamedFetch, store: WritableStore, root: Descriptor) -> None:
+        """The clean commit's scan report on its manifest, before any tag names it: signed with
+        serve's key where it signs evidence, else attached plain."""
+        report = None if fetch.scan is None else fetch.scan.report(root.digest)
+        if report is None:
+            return
+        from ocibridge.scanning.stored import attach_report
+
+        evidence = self.evidence
+        key = None if evidence is None else evidence.attest_key or evidence.sign_key
+        identity = "" if evidence is None else evidence.identity or ""
+        attach_report(store, root, report, key, identity)
 
     def _keep(self, fetch: StreamedFetch) -> None:
         """The checked files linked into serve's model cache (upstream/checked.py), before the

@@ -3,7 +3,8 @@ asked for a file read it as it arrives; each checked against the listing's sha25
 then the snapshot read as ``push hf:ORG/NAME@COMMIT`` reads it (kinds/hf/commitdownload.py's listing
 and reading: the same layers), ``.gitattributes`` kept and what the upstream says of the commit
 annotated (:mod:`.commitfacts`), each file's SHA-256 the one the tee made as it wrote it
-(upstream/checked.py: no file is hashed twice), and each file push would give a chunk table (the
+(upstream/checked.py: no file is hashed twice), each whole file scanned by its content before its
+last byte reaches a reader (``--upstream-scan``: upstream/scanned.py), and each file push would give a chunk table (the
 fetch's :class:`ChunkPolicy`, push's defaults) its chunk digests made in that same pass: the
 artifact binds the table ``push`` binds, with no file read again for it.
 
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
     from ocibridge.chunks.chunking import ChunkPolicy
     from ocibridge.hubserver.upstream.client import UpstreamHub
     from ocibridge.hubserver.upstream.pickles import FilesDoor
+    from ocibridge.hubserver.upstream.scanned import CommitScan
     from ocibridge.hubserver.upstream.tee import TeeFile
     from ocibridge.hubserver.upstream.xetfetch import XetGet
     from ocibridge.kinds.hf.commitdownload import HubSource
@@ -68,7 +70,7 @@ class StreamedFetch:
 
     def __init__(self, src: HubSource, commit: str, workers: int, cache: Path, hub: UpstreamHub,
                  chunking: ChunkPolicy | None = None, info: dict[str, Any] | None = None,
-                 door: FilesDoor | None = None):
+                 door: FilesDoor | None = None, scan: CommitScan | None = None):
         from ocibridge.kinds.hf.commitdownload import CommitDownload
 
         self.src, self.commit, self.workers, self.cache = src, commit, workers, cache
@@ -76,6 +78,7 @@ class StreamedFetch:
         self.info = info  # the commit's model_info, as the door read it (commitfacts.py reads it too)
         self.chunking = chunking  # which files the artifact binds a chunk table of (None: none)
         self.door = door  # the file rules, on the very listing fetched (None: every file let in)
+        self.scan = scan  # each whole file's content scan (None: --upstream-scan off)
         # .gitattributes kept: the Hub lists it as a file of the commit (push hf: leaves it out)
         self.download = CommitDownload(src, commit, workers, cache, gitattributes=True, http=hub.session.http)
         self.files: dict[str, FileFlight] = {}
@@ -172,7 +175,8 @@ class StreamedFetch:
         named = hashlib.sha256(f"{expected}\0{entry.path}".encode()).hexdigest()
         refuse = None if self.door is None or not self.door.sniffs else self._pickled(entry.path)
         return FileFlight(entry.path, int(entry.size), kind, expected, folder / PARTIAL / named,
-                          folder / "snapshots" / self.commit / entry.path, self.chunking, refuse)
+                          folder / "snapshots" / self.commit / entry.path, self.chunking, refuse,
+                          None if self.scan is None else self.scan.judge)
 
     def _pickled(self, path: str) -> Callable[[str], Exception]:
         from ocibridge.hubserver.upstream.pickles import refused

@@ -74,12 +74,15 @@ class FileFlight:
     """One file in flight: written once (by the fetch, through :meth:`opened`), read by many."""
 
     def __init__(self, path: str, size: int, kind: str, expected: str, partial: Path, final: Path,
-                 chunking: ChunkPolicy | None = None, refuse_pickles: Callable[[str], Exception] | None = None):
+                 chunking: ChunkPolicy | None = None, refuse_pickles: Callable[[str], Exception] | None = None,
+                 scan: Callable[[str, Path], Exception | None] | None = None):
         self.path, self.size, self.kind, self.expected = path, size, kind, expected
         self.partial, self.final = partial, final
         self.chunking = chunking  # which files get a chunk table, in which chunks (None: none does)
         #: the refusal of a pickle-bearing file (why -> error, pickles.py); None: pickles let in
         self.refuse_pickles = refuse_pickles
+        #: the content scan of the whole file (path, local file -> its refusal or None; scanned.py)
+        self.scan = scan
         self._cond = threading.Condition()
         self.written = 0
         self.checked = False  # the whole file hashed to ``expected`` (and moved to ``final``)
@@ -107,14 +110,20 @@ class FileFlight:
         with open(self.final, "rb") as f:
             while chunk := f.read(CHUNK):
                 h.update(chunk)
+        whole = h.check.hexdigest() == self.expected and self.final.stat().st_size == self.size
+        refused = self._refused_whole(self.final) if whole else None
         with self._cond:
-            self.checked = h.check.hexdigest() == self.expected and self.final.stat().st_size == self.size
+            self.checked = whole and refused is None
+            if refused is not None:
+                self.error = str(refused)
             if self.checked:
                 self.written, self.sha256 = self.size, h.content.hexdigest()
                 self.chunks = self._entry(self.sha256, h.chunk_digests())
             self._cond.notify_all()
         if not self.checked:
             self.final.unlink(missing_ok=True)
+        if refused is not None:
+            raise refused
         return self.checked
 
     def advanced(self, written: int) -> None:
@@ -127,11 +136,11 @@ class FileFlight:
         ``sha256``: their content's, where the writer made it; an LFS file's is ``digest``;
         ``chunks``: their chunk digests by :attr:`chunking`, where the writer made them):
         checked, moved into the snapshot, readers let through; else removed and its readers cut."""
-        pickled = self._pickled_whole() if digest == self.expected and self.written == self.size else None
+        refused = self._refused_whole(self.partial) if digest == self.expected and self.written == self.size else None
         with self._cond:
-            if pickled is not None:
+            if refused is not None:
                 self.partial.unlink(missing_ok=True)
-                self.error = str(pickled)
+                self.error = str(refused)
             elif digest != self.expected or self.written != self.size:
                 self.partial.unlink(missing_ok=True)
                 self.error = (f"{self.path}: the upstream said {self.kind} {self.expected} ({self.size} bytes), "
@@ -143,19 +152,21 @@ class FileFlight:
                 self.sha256 = sha256 if sha256 is not None else digest if self.kind == "sha256" else None
                 self.chunks = self._entry(self.sha256, chunks)
             self._cond.notify_all()
-        if pickled is not None:
-            raise pickled
+        if refused is not None:
+            raise refused
         if self.error is not None:
             raise FileCut(self.error)
 
-    def _pickled_whole(self) -> Exception | None:
-        """The refusal of the whole file when its zip entries are a pickle's (pickles.py)."""
-        if self.refuse_pickles is None:
-            return None
-        from ocibridge.hubserver.upstream.pickles import pickled_file
+    def _refused_whole(self, local: Path) -> Exception | None:
+        """The refusal of the whole file at ``local``: its zip entries are a pickle's (pickles.py),
+        or the content scan flags it (scanned.py)."""
+        if self.refuse_pickles is not None:
+            from ocibridge.hubserver.upstream.pickles import pickled_file
 
-        why = pickled_file(self.partial)
-        return None if why is None else self.refuse_pickles(why)
+            why = pickled_file(local)
+            if why is not None:
+                return self.refuse_pickles(why)
+        return None if self.scan is None else self.scan(self.path, local)
 
     def refuse(self, error: Exception) -> None:
         """The file refused as it arrives (its first bytes are a pickle's): removed, readers cut."""
