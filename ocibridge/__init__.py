@@ -27,6 +27,9 @@ Mirror
 Kubernetes
     ``k8s_volume``, ``k8s_mount``, ``k8s_check``, ``k8s_validate``, ``k8s_policy``, ``k8s_prewarm``,
     ``k8s_modelcar``, ``k8s_serve``, ``k8s_mount_daemon``.
+Warm starts
+    ``ocibridge.warm`` (a module: ``warm.save``, ``warm.caches``, ``warm.load``, ``warm.key``):
+    compile caches kept beside the model as signed referrers (docs/warm.md).
 Housekeeping
     ``remove``, ``delete``, ``prune``, ``prune_cache``, ``cache_dir``, ``check_registry``,
     ``closing_opened_stores``, ``enable_request_log``, ``completion_script``.

@@ -33,6 +33,7 @@ def _child(mode: str, ref: str, work: Path, *flags: str) -> tuple[dict, bytes]:
     return json.loads(proc.stdout.strip().splitlines()[-1]), (work / "out").read_bytes()
 
 
+@pytest.mark.timeout(900)  # compiles twice: minutes on a loaded 2-core machine, not the usual 240 s
 def test_a_fresh_process_compiles_warm_from_the_registry(tmp_path, registry, unique_repo):
     ref = f"{registry.host}/{unique_repo}:v1"
     ocibridge.push(str(make_model(tmp_path / "m")), ref)

@@ -44,6 +44,10 @@ def _keyed(args: argparse.Namespace) -> dict[str, Any]:
             "device": args.device, "transfer": transfer_options(args)}
 
 
+def _files(count: int) -> str:
+    return "" if not count else "1 file, " if count == 1 else f"{count} files, "
+
+
 def key_text(key: WarmKey) -> str:
     return " ".join(f"{name.replace('_', '-')}={value}" for name, value in asdict(key).items())
 
@@ -60,7 +64,7 @@ def cmd_warm_save(args: argparse.Namespace) -> int:
     sign = None if args.key is None else api_options.SignOptions(key=args.key, identity=args.identity)
     done = warm_api.save(args.ref, cache, sign=sign, **_keyed(args))
     signed = f"signed: {', '.join(done.signed)}" if done.signed else "unsigned"
-    files = f"{done.files} files, " if done.files else ""
+    files = _files(done.files)
     emit(args, done.as_dict(), f"attached compile cache {done.reference} ({files}{human_size(done.size)}, {signed})\n"
                                f"  to {done.subject}\n  key: {key_text(done.key)}")
     return 0
@@ -81,7 +85,7 @@ def cmd_warm_load(args: argparse.Namespace) -> int:
     dest = args.dir if args.dir is not None else args.torch
     done = warm_api.load(args.ref, dest, torch=args.torch is not None, verify=policy_from_args(args),
                          allow_unsigned=args.allow_unsigned, **_keyed(args))
-    what = f"{done.files} files, " if done.files else ""
+    what = _files(done.files)
     checked = "signature verified" if done.checked else "UNSIGNED: not verified"
     emit(args, done.as_dict(), f"restored compile cache {done.digest} into {done.dest} "
                                f"({what}{human_size(done.bytes)}; {checked})")
