@@ -190,3 +190,11 @@ def test_copy_with_referrers_carries_the_cache(model, keys, tmp_path, registry2)
     assert [c.digest for c in warm.caches(there).caches] == [saved.digest]
     done = warm.load(there, tmp_path / "out", verify=ocibridge.verification(keys=[public]))
     assert done.checked and _files(tmp_path / "out") == _files(tmp_path / "cache")
+
+
+def test_the_options_digest_is_of_their_canonical_json():
+    assert warm.options_digest({"b": [1, 2], "a": "x"}) == warm.options_digest({"a": "x", "b": [1, 2]})
+    assert warm.options_digest({"a": 1}) != warm.options_digest({"a": "1"})
+    assert warm.options_digest(None) == warm.options_digest({})
+    with pytest.raises(UsageError, match="JSON values"):
+        warm.options_digest({"a": object()})
