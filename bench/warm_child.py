@@ -89,15 +89,15 @@ def main() -> None:
 
     from torch._dynamo.utils import counters
 
-    from ocibridge import warm
+    import ocibridge
     from ocibridge.api.options import SignOptions
     from ocibridge.api.policy import verification
 
     started = time.perf_counter()
     loaded: Any = None
     if args.warm:
-        loaded = warm.load(args.ref, _inductor_dir(args.form), torch=args.form == "torch", engine=_engine(args.form),
-                           verify=verification(keys=[args.verify_key]))
+        loaded = ocibridge.warm_load(args.ref, _inductor_dir(args.form), torch=args.form == "torch",
+                                     engine=_engine(args.form), verify=verification(keys=[args.verify_key]))
     out = first_call()
     seconds = time.perf_counter() - started
     with open(args.out, "wb") as f:
@@ -107,8 +107,8 @@ def main() -> None:
     if loaded is not None:
         report["loaded"] = loaded.as_dict()
     if args.mode == "save":
-        report["saved"] = warm.save(args.ref, _inductor_dir(args.form), torch=args.form == "torch",
-                                    engine=_engine(args.form), sign=SignOptions(key=args.sign_key)).as_dict()
+        report["saved"] = ocibridge.warm_save(args.ref, _inductor_dir(args.form), torch=args.form == "torch",
+                                              engine=_engine(args.form), sign=SignOptions(key=args.sign_key)).as_dict()
     print(json.dumps(report))
 
 

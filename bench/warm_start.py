@@ -9,7 +9,7 @@ registry started here, both signed: torch's portable cache (``save_cache_artifac
 ``warm save --torch``) and Inductor's whole cache directory (``warm save DIR``, the C++ kernels
 built included). Then each round runs, as processes of their own with empty
 ``TORCHINDUCTOR_CACHE_DIR`` and ``TRITON_CACHE_DIR``, in turn: cold, warm from the torch bytes,
-warm from the directory. Each process reports the seconds from before ``warm.load`` (cold:
+warm from the directory. Each process reports the seconds from before ``ocibridge.warm_load`` (cold:
 before the compile) to the end of its first compiled call; the wall time of the whole process
 (interpreter, imports, exit) is taken here. Every output is checked equal to the cold one.
 Printed: medians (min-max) over the rounds, the ratio cold/warm, and each cache's size.

@@ -14,9 +14,10 @@ import pytest
 from support.faultproxy import corrupt
 
 import ocibridge
-from ocibridge import warm
 from ocibridge.cli import main
 from ocibridge.errors import DigestMismatch, SignatureError, UnsafePath, UsageError
+from ocibridge.warm.artifact import ARTIFACT_TYPE
+from ocibridge.warm.keys import options_digest
 from tests.modelgen import make_model
 from tests.signing_keys import key_pair
 
@@ -52,22 +53,22 @@ def _files(root: Path) -> dict[str, tuple[bytes, bool]]:
 def test_save_is_reproducible_listed_and_restored_byte_for_byte(model, keys, tmp_path, capsys):
     private, public = keys
     cache = _cache_dir(tmp_path / "cache")
-    first = warm.save(model, cache, engine="vllm", engine_version="0.11.0", options={"level": 3},
+    first = ocibridge.warm_save(model, cache, engine="vllm", engine_version="0.11.0", options={"level": 3},
                       sign=ocibridge.SignOptions(key=private))
     os.utime(cache / "triton" / "ab" / "k.cubin", (1, 1))  # times and order of the walk do not count
-    again = warm.save(model, cache, engine="vllm", engine_version="0.11.0", options={"level": 3},
+    again = ocibridge.warm_save(model, cache, engine="vllm", engine_version="0.11.0", options={"level": 3},
                       sign=ocibridge.SignOptions(key=private))
     assert again.digest == first.digest and first.files == 3 and set(first.signed) == {"classic", "bundle"}
     assert first.key.form == "dir" and first.key.engine == "vllm" and first.key.device.startswith("cpu-")
     assert first.key.model_config == json.loads(ocibridge.fetch_manifest(model).content)["config"]["digest"]
-    assert first.key.options == warm.options_digest({"level": 3})
+    assert first.key.options == options_digest({"level": 3})
 
-    listed = warm.caches(model)
+    listed = ocibridge.warm_caches(model)
     assert [(c.digest, c.key) for c in listed.caches] == [(first.digest, first.key)]
-    assert any(r.artifactType == warm.ARTIFACT_TYPE for r in ocibridge.discover(model).referrers)
+    assert any(r.artifactType == ARTIFACT_TYPE for r in ocibridge.discover(model).referrers)
 
     out = tmp_path / "restored"
-    done = warm.load(model, out, engine="vllm", engine_version="0.11.0", options={"level": 3},
+    done = ocibridge.warm_load(model, out, engine="vllm", engine_version="0.11.0", options={"level": 3},
                      verify=ocibridge.verification(keys=[public]))
     assert done.checked and done.digest == first.digest and done.files == 3
     assert _files(out) == _files(cache)
@@ -81,13 +82,13 @@ def test_save_is_reproducible_listed_and_restored_byte_for_byte(model, keys, tmp
 @pytest.mark.parametrize("field,other", [("torch", "2.0.0"), ("device", "sm_90"), ("options", "other")])
 def test_a_key_that_differs_is_refused_naming_it(model, keys, tmp_path, field, other):
     private, public = keys
-    here = warm.key(model, form="dir")
-    theirs = dataclasses.replace(here, **{field: warm.options_digest({"mode": "max-autotune"})
+    here = ocibridge.warm_key(model, form="dir")
+    theirs = dataclasses.replace(here, **{field: options_digest({"mode": "max-autotune"})
                                           if other == "other" else other})
-    warm.save(model, _cache_dir(tmp_path / "cache"), key=theirs, sign=ocibridge.SignOptions(key=private))
+    ocibridge.warm_save(model, _cache_dir(tmp_path / "cache"), key=theirs, sign=ocibridge.SignOptions(key=private))
     out = tmp_path / "out"
-    with pytest.raises(warm.CacheMismatch) as refused:
-        warm.load(model, out, verify=ocibridge.verification(keys=[public]))
+    with pytest.raises(ocibridge.CacheMismatch) as refused:
+        ocibridge.warm_load(model, out, verify=ocibridge.verification(keys=[public]))
     message = str(refused.value)
     assert "\n" not in message and f"{field} differs (here {getattr(here, field)}, " in message
     assert f"the cache has {getattr(theirs, field)})" in message and "nothing restored" in message
@@ -96,32 +97,32 @@ def test_a_key_that_differs_is_refused_naming_it(model, keys, tmp_path, field, o
 
 def test_a_changed_byte_is_refused_before_anything_is_restored(model, keys, tmp_path, fault_proxy):
     private, public = keys
-    saved = warm.save(model, _cache_dir(tmp_path / "cache"), sign=ocibridge.SignOptions(key=private))
+    saved = ocibridge.warm_save(model, _cache_dir(tmp_path / "cache"), sign=ocibridge.SignOptions(key=private))
     (layer,) = json.loads(ocibridge.fetch_manifest(saved.reference).content)["layers"]
     fault_proxy.add("GET", f"/blobs/{layer['digest']}", corrupt(offset=600), times=None)
     out = tmp_path / "out"
     out.mkdir()
     (out / "mine").write_text("kept")
     with pytest.raises(DigestMismatch):
-        warm.load(model.replace(model.split("/")[0], fault_proxy.host, 1), out,
+        ocibridge.warm_load(model.replace(model.split("/")[0], fault_proxy.host, 1), out,
                   verify=ocibridge.verification(keys=[public]))
     assert sorted(p.name for p in out.iterdir()) == ["mine"]
 
 
 def test_unsigned_is_refused_by_default_and_under_a_signature_policy(model, keys, tmp_path, registry, capsys):
     private, public = keys
-    warm.save(model, _cache_dir(tmp_path / "cache"))
+    ocibridge.warm_save(model, _cache_dir(tmp_path / "cache"))
     out = tmp_path / "out"
     with pytest.raises(SignatureError, match="code that runs"):
-        warm.load(model, out)
+        ocibridge.warm_load(model, out)
     repo = model.rsplit(":", 1)[0]
     policy = tmp_path / "policy.json"
     policy.write_text(json.dumps({"default": [{"type": "reject"}], "transports": {"docker": {repo: [
         {"type": "sigstoreSigned", "keyPath": str(public), "signedIdentity": {"type": "matchRepository"}}]}}}))
     with pytest.raises(SignatureError, match="refused"):
-        warm.load(model, out, verify=ocibridge.verification(policy=policy))
+        ocibridge.warm_load(model, out, verify=ocibridge.verification(policy=policy))
     with pytest.raises(SignatureError, match="refused"):
-        warm.load(model, out, verify=ocibridge.verification(keys=[public]), allow_unsigned=True)
+        ocibridge.warm_load(model, out, verify=ocibridge.verification(keys=[public]), allow_unsigned=True)
     assert not out.exists()
     # the CLI: one line, exit 1, nothing restored
     capsys.readouterr()
@@ -130,12 +131,12 @@ def test_unsigned_is_refused_by_default_and_under_a_signature_policy(model, keys
     assert err.count("\n") == 1 and "refused" in err and not out.exists()
 
     # signed by the key the policy names: loaded under the policy alone
-    signed = warm.save(model, _cache_dir(tmp_path / "cache2"), options={"x": 1},
+    signed = ocibridge.warm_save(model, _cache_dir(tmp_path / "cache2"), options={"x": 1},
                        sign=ocibridge.SignOptions(key=private, identity=repo))
-    done = warm.load(model, out, options={"x": 1}, verify=ocibridge.verification(policy=policy))
+    done = ocibridge.warm_load(model, out, options={"x": 1}, verify=ocibridge.verification(policy=policy))
     assert done.checked and done.digest == signed.digest
     # and unsigned, loaded unchecked only when asked
-    assert not warm.load(model, tmp_path / "o2", allow_unsigned=True).checked
+    assert not ocibridge.warm_load(model, tmp_path / "o2", allow_unsigned=True).checked
 
 
 def test_torch_bytes_round_trip_through_the_cli(model, keys, tmp_path, capsys):
@@ -150,15 +151,15 @@ def test_torch_bytes_round_trip_through_the_cli(model, keys, tmp_path, capsys):
     assert back.read_bytes() == blob.read_bytes()
     assert "signature verified" in capsys.readouterr().out
     # a directory cache is another form: not this one
-    with pytest.raises(warm.CacheMismatch, match="form differs"):
-        warm.load(model, tmp_path / "d", verify=ocibridge.verification(keys=[public]))
+    with pytest.raises(ocibridge.CacheMismatch, match="form differs"):
+        ocibridge.warm_load(model, tmp_path / "d", verify=ocibridge.verification(keys=[public]))
 
 
 def test_a_cache_directory_with_a_link_is_not_packed(model, tmp_path):
     cache = _cache_dir(tmp_path / "cache")
     (cache / "out").symlink_to("/etc/passwd")
     with pytest.raises(UsageError, match="a link; a compile cache is packed from regular files only"):
-        warm.save(model, cache)
+        ocibridge.warm_save(model, cache)
 
 
 def test_an_archive_with_a_link_or_an_escape_restores_nothing(tmp_path):
@@ -184,17 +185,17 @@ def test_an_archive_with_a_link_or_an_escape_restores_nothing(tmp_path):
 
 def test_copy_with_referrers_carries_the_cache(model, keys, tmp_path, registry2):
     private, public = keys
-    saved = warm.save(model, _cache_dir(tmp_path / "cache"), sign=ocibridge.SignOptions(key=private))
+    saved = ocibridge.warm_save(model, _cache_dir(tmp_path / "cache"), sign=ocibridge.SignOptions(key=private))
     there = f"{registry2.host}/{model.split('/', 1)[1]}"
     ocibridge.copy_reference(model, there, referrers=True)
-    assert [c.digest for c in warm.caches(there).caches] == [saved.digest]
-    done = warm.load(there, tmp_path / "out", verify=ocibridge.verification(keys=[public]))
+    assert [c.digest for c in ocibridge.warm_caches(there).caches] == [saved.digest]
+    done = ocibridge.warm_load(there, tmp_path / "out", verify=ocibridge.verification(keys=[public]))
     assert done.checked and _files(tmp_path / "out") == _files(tmp_path / "cache")
 
 
 def test_the_options_digest_is_of_their_canonical_json():
-    assert warm.options_digest({"b": [1, 2], "a": "x"}) == warm.options_digest({"a": "x", "b": [1, 2]})
-    assert warm.options_digest({"a": 1}) != warm.options_digest({"a": "1"})
-    assert warm.options_digest(None) == warm.options_digest({})
+    assert options_digest({"b": [1, 2], "a": "x"}) == options_digest({"a": "x", "b": [1, 2]})
+    assert options_digest({"a": 1}) != options_digest({"a": "1"})
+    assert options_digest(None) == options_digest({})
     with pytest.raises(UsageError, match="JSON values"):
-        warm.options_digest({"a": object()})
+        options_digest({"a": object()})

@@ -1,7 +1,7 @@
 """The warm start end to end on the CPU (Inductor's C++ backend): a small transformer compiled
 with ``torch.compile`` in a process with empty local caches, its cache saved to the registry
-with ``torch.compiler.save_cache_artifacts()`` and ``warm.save``; then a fresh process, empty
-caches again, ``warm.load`` before its first compiled call: Inductor's graph cache answers
+with ``torch.compiler.save_cache_artifacts()`` and ``ocibridge.warm_save``; then a fresh process, empty
+caches again, ``ocibridge.warm_load`` before its first compiled call: Inductor's graph cache answers
 (a hit, no miss) and the output is the cold one's, byte for byte. One compile per mode; the
 timing is bench/warm_start.py's."""
 

@@ -16,11 +16,11 @@ from ocibridge.core.terminal import human_size
 from ocibridge.errors import UsageError
 
 if TYPE_CHECKING:
-    from ocibridge import warm as warm_api
     from ocibridge.api import options as api_options
-    from ocibridge.warm.keys import WarmKey
+    from ocibridge.api import warm as api_warm
+    from ocibridge.api.warm import WarmKey
 else:  # loaded when the command runs: --help needs none of it
-    warm_api = LazyModule("ocibridge.warm")
+    api_warm = LazyModule("ocibridge.api.warm")
     api_options = LazyModule("ocibridge.api.options")
 
 
@@ -28,13 +28,7 @@ def _options(args: argparse.Namespace) -> dict[str, Any]:
     """The compile options: ``--options FILE`` (a JSON object), then each ``--option KEY=VALUE``."""
     found: dict[str, Any] = {}
     if args.options:
-        from ocibridge.core import boundedjson
-        from ocibridge.core.limits import MAX_SMALL_INPUT, read_small_file
-
-        doc = boundedjson.loads(read_small_file(args.options, MAX_SMALL_INPUT, "--options", UsageError))
-        if not isinstance(doc, dict):
-            raise UsageError(f"--options {args.options}: not a JSON object")
-        found.update(doc)
+        found.update(api_warm.options_file(args.options))
     found.update(key_values(args.option, "--option"))
     return found
 
@@ -62,7 +56,7 @@ def cmd_warm_save(args: argparse.Namespace) -> int:
         except OSError as e:
             raise UsageError(f"--torch {args.torch}: {e.strerror or e}") from None
     sign = None if args.key is None else api_options.SignOptions(key=args.key, identity=args.identity)
-    done = warm_api.save(args.ref, cache, sign=sign, **_keyed(args))
+    done = api_warm.warm_save(args.ref, cache, sign=sign, **_keyed(args))
     signed = f"signed: {', '.join(done.signed)}" if done.signed else "unsigned"
     files = _files(done.files)
     emit(args, done.as_dict(), f"attached compile cache {done.reference} ({files}{human_size(done.size)}, {signed})\n"
@@ -71,7 +65,7 @@ def cmd_warm_save(args: argparse.Namespace) -> int:
 
 
 def cmd_warm_ls(args: argparse.Namespace) -> int:
-    listed = warm_api.caches(args.ref, transfer=transfer_options(args))
+    listed = api_warm.warm_caches(args.ref, transfer=transfer_options(args))
     lines = [f"{c.digest}  {human_size(c.size)}\n  {key_text(c.key)}" for c in listed.caches]
     emit(args, listed.as_dict(), "\n".join(lines) if lines else f"{listed.reference}: no compile cache attached")
     return 0
@@ -83,7 +77,7 @@ def cmd_warm_load(args: argparse.Namespace) -> int:
     if args.dir is None and args.torch is None:
         raise UsageError("warm load needs a directory DIR to restore into, or --torch FILE")
     dest = args.dir if args.dir is not None else args.torch
-    done = warm_api.load(args.ref, dest, torch=args.torch is not None, verify=policy_from_args(args),
+    done = api_warm.warm_load(args.ref, dest, torch=args.torch is not None, verify=policy_from_args(args),
                          allow_unsigned=args.allow_unsigned, **_keyed(args))
     what = _files(done.files)
     checked = "signature verified" if done.checked else "UNSIGNED: not verified"

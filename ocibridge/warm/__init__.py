@@ -1,21 +1,5 @@
-"""Warm starts: compile caches (torch's portable cache artifacts, vLLM's ``torch_compile_cache``,
-Triton's, Inductor's and SGLang's cache directories) kept beside a model as signed referrers of
-its manifest, keyed by everything they are valid for, and restored on any node before the
-first compile (docs/warm.md)."""
-
-from ocibridge.warm.api import (
-    CacheMismatch,
-    WarmCache,
-    WarmList,
-    WarmLoaded,
-    WarmSaved,
-    caches,
-    key,
-    load,
-    save,
-)
-from ocibridge.warm.artifact import ARTIFACT_TYPE
-from ocibridge.warm.keys import WarmKey, current_key, options_digest
-
-__all__ = ["ARTIFACT_TYPE", "CacheMismatch", "WarmCache", "WarmKey", "WarmList", "WarmLoaded", "WarmSaved", "caches",
-           "current_key", "key", "load", "options_digest", "save"]
+"""Warm starts' machinery: a compile cache's key (:mod:`.keys`), the artifact that keeps it
+beside the model as a referrer (:mod:`.artifact`), a cache directory packed reproducibly
+(:mod:`.pack`) and an archive from a registry unpacked as untrusted input (:mod:`.restore`).
+The calls are the API's (ocibridge/api/warm.py: ``warm_save``, ``warm_caches``, ``warm_load``,
+``warm_key``); docs/warm.md says how a node starts warm."""

@@ -1,7 +1,8 @@
-"""Warm starts from Python: :func:`save` attaches a compile cache to a model as a signed
-referrer, :func:`caches` lists those attached, :func:`load` restores the one whose key is this
-process's, after its signature verified under the policy (a cache is code that runs), and
-:func:`key` says what this process's key is. The CLI's ``warm`` command is one call of each."""
+"""Warm starts from Python: :func:`warm_save` attaches a compile cache to a model as a signed
+referrer, :func:`warm_caches` lists those attached, :func:`warm_load` restores the one whose key
+is this process's, after its signature verified under the policy (a cache is code that runs), and
+:func:`warm_key` says what this process's key is. The CLI's ``warm`` command is one call of each;
+the cache's key, artifact, packing and unpacking are ocibridge/warm/'s."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from ocibridge.errors import OcibridgeError, SignatureError, UsageError
 from ocibridge.stores.opened import closes_its_stores
 from ocibridge.warm.artifact import LAYER_TYPES, CacheArtifact, attached_caches, cache_manifest
-from ocibridge.warm.keys import WarmKey, current_key
+from ocibridge.warm.keys import WarmKey, current_key, options_digest
 
 if TYPE_CHECKING:
     from ocibridge.api.options import SignOptions, TransferOptions
@@ -25,7 +26,8 @@ if TYPE_CHECKING:
     from ocibridge.signing.containers_policy import Scope
     from ocibridge.stores.base import Store, WritableStore
 
-__all__ = ["CacheMismatch", "WarmCache", "WarmList", "WarmLoaded", "WarmSaved", "caches", "key", "load", "save"]
+__all__ = ["CacheMismatch", "WarmCache", "WarmKey", "WarmList", "WarmLoaded", "WarmSaved", "options_digest",
+           "warm_caches", "warm_key", "warm_load", "warm_save"]
 
 
 class CacheMismatch(OcibridgeError):
@@ -90,6 +92,17 @@ class WarmLoaded:
                 "files": self.files, "bytes": self.bytes, "checked": self.checked}
 
 
+def options_file(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The compile options a JSON file holds (an object), as ``--options FILE`` reads them."""
+    from ocibridge.core import boundedjson
+    from ocibridge.core.limits import MAX_SMALL_INPUT, read_small_file
+
+    doc = boundedjson.loads(read_small_file(path, MAX_SMALL_INPUT, "--options", UsageError))
+    if not isinstance(doc, dict):
+        raise UsageError(f"--options {os.fspath(path)}: not a JSON object")
+    return doc
+
+
 def _torch_compiler() -> Any:
     try:
         return importlib.import_module("torch.compiler")
@@ -115,9 +128,9 @@ def _named(located: Locator) -> str:
 
 
 @closes_its_stores
-def key(reference: str | Locator, *, form: str = "torch", engine: str = "torch", engine_version: str | None = None,
-        options: Mapping[str, Any] | None = None, device: str | None = None,
-        transfer: TransferOptions | None = None) -> WarmKey:
+def warm_key(reference: str | Locator, *, form: str = "torch", engine: str = "torch",
+             engine_version: str | None = None, options: Mapping[str, Any] | None = None, device: str | None = None,
+             transfer: TransferOptions | None = None) -> WarmKey:
     """This process's key for a cache of the model ``reference`` names (its config digest read there)."""
     config = _model(reference, transfer)[3]
     return current_key(model_config=config, form=form, engine=engine, engine_version=engine_version,
@@ -125,10 +138,10 @@ def key(reference: str | Locator, *, form: str = "torch", engine: str = "torch",
 
 
 @closes_its_stores
-def save(reference: str | Locator, cache: str | os.PathLike[str] | bytes | None = None, *, torch: bool = False,
-         engine: str = "torch", engine_version: str | None = None, options: Mapping[str, Any] | None = None,
-         device: str | None = None, key: WarmKey | None = None, sign: SignOptions | None = None,
-         transfer: TransferOptions | None = None) -> WarmSaved:
+def warm_save(reference: str | Locator, cache: str | os.PathLike[str] | bytes | None = None, *,
+              torch: bool = False, engine: str = "torch", engine_version: str | None = None,
+              options: Mapping[str, Any] | None = None, device: str | None = None, key: WarmKey | None = None,
+              sign: SignOptions | None = None, transfer: TransferOptions | None = None) -> WarmSaved:
     """Attach a compile cache to the model ``reference`` names: ``cache`` a directory (vLLM's
     ``torch_compile_cache``, a Triton or Inductor cache, SGLang's JIT root) packed as a
     reproducible tar, or torch's portable cache bytes; ``torch=True`` without ``cache``: the
@@ -200,7 +213,7 @@ def _sign(store: Store, desc: Descriptor, signing: tuple[Any, SignOptions]) -> t
 
 
 @closes_its_stores
-def caches(reference: str | Locator, *, transfer: TransferOptions | None = None) -> WarmList:
+def warm_caches(reference: str | Locator, *, transfer: TransferOptions | None = None) -> WarmList:
     """The compile caches attached to the model ``reference`` names, with their keys."""
     located, store, subject, _ = _model(reference, transfer)
     found = tuple(WarmCache(c.desc.digest, c.layer.size, c.key) for c in attached_caches(store, subject))
@@ -265,10 +278,10 @@ def _checked(store: Store, chosen: CacheArtifact, located: Locator, verify: Veri
 
 
 @closes_its_stores
-def load(reference: str | Locator, dest: str | os.PathLike[str] | None = None, *, torch: bool = False,
-         engine: str = "torch", engine_version: str | None = None, options: Mapping[str, Any] | None = None,
-         device: str | None = None, verify: Verification | None = None, allow_unsigned: bool = False,
-         transfer: TransferOptions | None = None) -> WarmLoaded:
+def warm_load(reference: str | Locator, dest: str | os.PathLike[str] | None = None, *, torch: bool = False,
+              engine: str = "torch", engine_version: str | None = None, options: Mapping[str, Any] | None = None,
+              device: str | None = None, verify: Verification | None = None, allow_unsigned: bool = False,
+              transfer: TransferOptions | None = None) -> WarmLoaded:
     """Restore the compile cache of the model ``reference`` names whose key is this process's:
     into the directory ``dest``, or (``torch=True``) into torch in this process with
     ``torch.compiler.load_cache_artifacts`` (``dest`` then: a file to write the bytes to). Call
