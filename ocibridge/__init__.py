@@ -29,6 +29,9 @@ Mirror
 Kubernetes
     ``k8s_volume``, ``k8s_mount``, ``k8s_check``, ``k8s_validate``, ``k8s_policy``, ``k8s_prewarm``,
     ``k8s_modelcar``, ``k8s_serve``, ``k8s_mount_daemon``.
+Warm starts
+    ``warm_save``, ``warm_caches``, ``warm_load``, ``warm_key``: compile caches kept beside the
+    model as signed referrers, restored before the first compile (docs/warm.md).
 Housekeeping
     ``remove``, ``delete``, ``prune``, ``prune_cache``, ``cache_dir``, ``check_registry``,
     ``closing_opened_stores``, ``enable_request_log``, ``completion_script``.
@@ -96,6 +99,8 @@ _TABLE: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("api.store_ops", ("attach", "discover", "list_models", "remove", "resolve", "tag")),
     ("api.delete_ops", ("delete",)),
     ("api.prune_ops", ("prune",)),
+    ("api.warm", ("CacheMismatch", "WarmCache", "WarmKey", "WarmList", "WarmLoaded", "WarmSaved", "warm_caches",
+                  "warm_key", "warm_load", "warm_save")),
 )
 
 #: public name -> the module (under ocibridge) that defines it
@@ -110,6 +115,7 @@ __all__ = [
     "BuildOptions",
     "BundleEntry",
     "BundleResult",
+    "CacheMismatch",
     "CachePruneResult",
     "ChunkChoice",
     "ChunksResult",
@@ -185,6 +191,11 @@ __all__ = [
     "VerifyResult",
     "VolumeCheck",
     "VolumeLayout",
+    "WarmCache",
+    "WarmKey",
+    "WarmList",
+    "WarmLoaded",
+    "WarmSaved",
     "attach",
     "attach_chunks",
     "attest",
@@ -259,6 +270,10 @@ __all__ = [
     "verification",
     "verify",
     "verify_dir",
+    "warm_caches",
+    "warm_key",
+    "warm_load",
+    "warm_save",
 ]
 
 if TYPE_CHECKING:
@@ -346,6 +361,18 @@ if TYPE_CHECKING:
     )
     from ocibridge.api.store_ops import attach, discover, list_models, remove, resolve, tag
     from ocibridge.api.texts import inspect_text
+    from ocibridge.api.warm import (
+        CacheMismatch,
+        WarmCache,
+        WarmKey,
+        WarmList,
+        WarmLoaded,
+        WarmSaved,
+        warm_caches,
+        warm_key,
+        warm_load,
+        warm_save,
+    )
     from ocibridge.core.overwrite import OnExisting
     from ocibridge.errors import OcibridgeError
     from ocibridge.k8s.schemacheck import SchemaCheck

@@ -54,6 +54,8 @@ LAYERS: dict[str, int] = {
     "ocibridge.scanning": 8,
     # 9: peers on top of the kinds and signatures, which never import each other
     "ocibridge.k8s": 9, "ocibridge.mirror": 9, "ocibridge.hubserver": 9, "ocibridge.lazymount": 9,
+    # 9: warm starts' compile caches: keyed, packed, kept beside the model, unpacked as untrusted input
+    "ocibridge.warm": 9,
     # 10: the Python API
     "ocibridge.api": 10,
     # 11: the command line, its entry points, and the package's lazy façade (which names everything)

@@ -151,6 +151,21 @@ EXAMPLES: dict[str, str] = {
   ocibridge keygen                                             # cosign.key (asks a password) and cosign.pub
   ocibridge keygen keys/release --password-stdin < pass.txt --json   # or $COSIGN_PASSWORD
   ocibridge keygen oms384 --curve p384                         # a P-384 key for sign --form oms (PEM PKCS#8)""",
+    "warm": """\
+  ocibridge warm save registry.example/team/tiny:v1 ./vllm-cache --engine vllm --key cosign.key
+  ocibridge warm ls registry.example/team/tiny:v1
+  ocibridge warm load registry.example/team/tiny:v1 ./vllm-cache --engine vllm --verify-key cosign.pub""",
+    "warm save": """\
+  ocibridge warm save registry.example/team/tiny:v1 ./vllm-cache --engine vllm --key cosign.key
+  ocibridge warm save registry.example/team/tiny:v1 --torch artifacts.bin --key cosign.key   # save_cache_artifacts()
+  ocibridge warm save registry.example/team/tiny:v1 ./inductor --engine inductor --option mode=max-autotune""",
+    "warm ls": """\
+  ocibridge warm ls registry.example/team/tiny:v1
+  ocibridge warm ls registry.example/team/tiny:v1 --json""",
+    "warm load": """\
+  ocibridge warm load registry.example/team/tiny:v1 ./vllm-cache --engine vllm --verify-key cosign.pub
+  ocibridge warm load registry.example/team/tiny:v1 --torch artifacts.bin --policy policy.json
+  ocibridge warm load reg.example/m:v1 ./inductor --engine inductor --option mode=max-autotune --verify-key k.pub""",
     "k8s": """\
   ocibridge k8s check registry.example/team/tiny:v1 --runtime cri-o
   ocibridge k8s volume registry.example/team/tiny:v1 > pod.yaml""",

@@ -1,0 +1,23 @@
+"""docs/warm.md runs as printed (tests/docrun.py): a reader's virtualenv with what the page says to
+install, the example model pushed, a cache compiled on one "node" and restored on another, the
+directory form from the command line, and a key that differs refused."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.docrun import commented_commands, doc_env, reader_venvs, run_block, runnable_blocks  # noqa: F401
+
+
+@pytest.mark.timeout(900)  # compiles twice: minutes on a loaded 2-core machine, not the usual 240 s
+def test_warm_md_runs_as_printed(doc_env):  # noqa: F811
+    work, env = doc_env("warm.md")
+    outputs = []
+    for lang, code, line in runnable_blocks("warm.md"):
+        proc = run_block(lang, code, work, env, timeout=900)
+        assert proc.returncode == 0, (f"docs/warm.md:{line} ({lang}) exit {proc.returncode}\n"
+                                      f"--- stdout\n{proc.stdout}\n--- stderr\n{proc.stderr}")
+        outputs.append(proc.stdout + proc.stderr)
+    assert "graph cache hits: 1 misses: 0" in outputs[2] and "signature verified: True" in outputs[2]
+    assert "options differs (here sha256:" in outputs[4] and "nothing restored" in outputs[4]
+    assert not commented_commands("warm.md")
