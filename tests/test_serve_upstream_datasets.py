@@ -9,11 +9,16 @@ import json
 import os
 import subprocess
 import sys
+import time
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
 import pytest
 from huggingface_hub import HfApi, hf_hub_download
+from serving import serve_over
+from support.faultproxy import FaultProxy, drop_response
 from upstream_proxy import (
     CLIENT_TOKEN,
     UP_TOKEN,
@@ -31,11 +36,11 @@ CARD = b"---\nlicense: mit\nconfigs:\n- config_name: default\n  data_files: data
 ROWS = b"word,n\nalpha,1\nbeta,2\ngamma,3\n"
 
 
-def publish_dataset(proxied: Proxied, repo: str) -> str:
+def publish_dataset(proxied: Proxied, repo: str, card: bytes = CARD, private: bool = False) -> str:
     """``repo`` as a dataset at the upstream (its card and one csv); its commit id there."""
     up = HfApi(endpoint=proxied.upstream, token=UP_TOKEN)
-    up.create_repo(repo, repo_type="dataset")
-    up.upload_file(path_or_fileobj=CARD, path_in_repo="README.md", repo_id=repo, repo_type="dataset")
+    up.create_repo(repo, repo_type="dataset", private=private)
+    up.upload_file(path_or_fileobj=card, path_in_repo="README.md", repo_id=repo, repo_type="dataset")
     return up.upload_file(path_or_fileobj=ROWS, path_in_repo="data/train.csv", repo_id=repo,
                           repo_type="dataset").oid
 
@@ -117,3 +122,62 @@ def test_load_dataset_through_the_proxy(proxied: Proxied, tmp_path: Path):
     assert run.returncode == 0, run.stderr[-4000:]
     assert json.loads(run.stdout.strip().splitlines()[-1]) == {"word": ["alpha", "beta", "gamma"], "n": [1, 2, 3]}
     assert proxied.asked("/api/datasets/acme/loaded/")
+
+
+def test_a_dataset_meets_the_doors_license_gated_and_private_rules_is_fetched_once_and_answered_stale(
+        proxied: Proxied, tmp_path: Path):
+    """The rules a model meets, for a dataset: the card's license, gated or private at the upstream
+    (only dataset_info asked of each); many readers at once, one fetch; the upstream down, the
+    last head answered with the Hub's stale warning."""
+    publish_dataset(proxied, "dsdoor/ok", CARD.replace(b"mit", b"apache-2.0"))
+    publish_dataset(proxied, "dsdoor/mit")
+    publish_dataset(proxied, "dsdoor/gated", CARD.replace(b"mit", b"apache-2.0"))
+    HfApi(endpoint=proxied.upstream, token=UP_TOKEN).update_repo_settings("dsdoor/gated", gated="auto",
+                                                                           repo_type="dataset")
+    publish_dataset(proxied, "dsdoor/private", CARD.replace(b"mit", b"apache-2.0"), private=True)
+    (tmp_path / "dsdoor").mkdir()
+    door = FaultProxy(proxied.upstream)  # the upstream as this serve sees it: counted, then stopped
+    try:
+        flags = ["--upstream", door.url, "--upstream-token-file", str(proxied.root / "up-token.txt"),
+                 "--upstream-license", "apache-2.0", "--upstream-fresh", "1",
+                 "--audit-log", str(tmp_path / "audit.jsonl")]
+        with serve_over(proxied.registry, tmp_path / "dsdoor", f"{CLIENT_TOKEN}\n",
+                        lambda host: [f"{host}/dsdoor", "--plain-http", *flags], HF_HUB_DISABLE_XET="1") as proxy:
+            headers = {"Authorization": f"Bearer {CLIENT_TOKEN}"}
+            said = {}
+            for repo in ("dsdoor/mit", "dsdoor/gated", "dsdoor/private"):
+                answer = httpx.get(f"{proxy}/api/datasets/{repo}", headers=headers, timeout=60)
+                said[repo] = (answer.status_code, answer.headers.get("x-error-message", ""))
+            assert said["dsdoor/mit"][0] == 403 and "refused by --upstream-license" in said["dsdoor/mit"][1]
+            assert said["dsdoor/gated"][0] == 403 and "gated (auto) at the upstream" in said["dsdoor/gated"][1]
+            assert said["dsdoor/private"][0] == 404  # its existence not told
+            for repo in said:
+                asked = [r.path for r in door.requests if f"/{repo}/" in r.path]
+                assert asked and all(p.startswith(f"/api/datasets/{repo}/revision/") for p in asked), asked
+            # eight readers at once of a dataset not here: one fetch, each file asked of the upstream once
+            url = f"{proxy}/datasets/dsdoor/ok/resolve/main/data/train.csv"
+            with ThreadPoolExecutor(8) as pool:
+                got = list(pool.map(lambda _: httpx.get(url, headers=headers, timeout=120, follow_redirects=True),
+                                    range(8)))
+            assert all(g.status_code == 200 and g.content == ROWS for g in got)
+            sha = got[0].headers["x-repo-commit"]
+            assert {g.headers["x-repo-commit"] for g in got} == {sha}
+            proxied.landed("dsdoor/datasets/dsdoor/ok", sha)
+            files = Counter(r.path for r in door.requests if r.path.startswith("/datasets/dsdoor/ok/resolve/"))
+            assert files and set(files.values()) == {1}, files
+            # the upstream down: the last head answered, and said stale
+            door.add("GET", ".*", drop_response(after=0), times=None)
+            door.stop()
+            time.sleep(1.2)  # past --upstream-fresh: main's head is asked, and the upstream cannot answer
+            stale = httpx.get(f"{proxy}/api/datasets/dsdoor/ok", headers=headers, timeout=60)
+            assert stale.status_code == 200 and stale.json()["sha"] == sha
+            assert stale.headers["warning"].startswith('110 - "Response is Stale: datasets/dsdoor/ok@main'), \
+                stale.headers.get("warning")
+            again = httpx.get(url, headers=headers, timeout=60, follow_redirects=True)
+            assert again.content == ROWS and again.headers["x-repo-commit"] == sha
+    finally:
+        door.stop()
+    audit = [json.loads(line) for line in (tmp_path / "audit.jsonl").read_text().splitlines()]
+    ingests = Counter((e["repository"], e["outcome"]) for e in audit if e["action"] == "upstream_ingest")
+    assert ingests == {("datasets/dsdoor/ok", "landed"): 1, ("datasets/dsdoor/mit", "refused"): 1,
+                       ("datasets/dsdoor/gated", "refused"): 1, ("datasets/dsdoor/private", "refused"): 1}
