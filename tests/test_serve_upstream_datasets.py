@@ -23,8 +23,10 @@ from upstream_proxy import (
     CLIENT_TOKEN,
     UP_TOKEN,
     Proxied,
+    as_push_hf_makes,
     lfs_only,  # noqa: F401 - autouse: every test here over LFS
     manifest_of,
+    push_hf_manifest,
 )
 
 from ocibridge.hubserver.upstream.settings import UpstreamSettings
@@ -64,6 +66,9 @@ def test_a_dataset_is_fetched_once_with_the_upstreams_commit(proxied: Proxied, t
     kinds = {layer["annotations"][Family.CNAI.filepath_key]: layer["mediaType"] for layer in manifest["layers"]}
     assert kinds["data/train.csv"] == "application/vnd.cnai.model.dataset.v1.raw"
     assert kinds["README.md"] == "application/vnd.cnai.model.doc.v1.raw"
+    # the artifact push hf:datasets/acme/rows@COMMIT makes, with .gitattributes and the commit's facts
+    as_push_hf_makes(manifest, push_hf_manifest(proxied.upstream, proxied.registry, "acme/rows", commit,
+                                                tmp_path / "push", repo_type="dataset"))
     # a second load, from a cache of its own: answered from the registry, the upstream asked nothing
     before = len(proxied.counted.requests)
     again = hf_hub_download("acme/rows", "data/train.csv", repo_type="dataset", endpoint=proxied.proxy,
