@@ -208,13 +208,15 @@ def test_a_branch_answered_from_its_last_head_while_the_upstream_is_down_says_it
         door.stop()
 
 
-def test_a_dataset_is_not_fetched_from_the_upstream(proxied: Proxied):
-    """serve --upstream keeps datasets of its registry only: a dataset it lacks is not found, and
-    the upstream is never asked for it (nor for a model id the Hub reserves)."""
+def test_a_dataset_the_upstream_lacks_is_not_found(proxied: Proxied):
+    """A dataset neither here nor at the upstream (acme/tiny is a model there) is not found, the
+    upstream asked only its dataset_info, never for the model of its name; a model id the Hub
+    reserves (``datasets/...``) is never asked for."""
     headers = {"Authorization": f"Bearer {CLIENT_TOKEN}"}
     for path in ("/api/datasets/acme/tiny", "/api/datasets/acme/tiny/revision/main",
                  "/datasets/acme/tiny/resolve/main/config.json", "/api/models/datasets/acme"):
         answer = httpx.get(f"{proxied.proxy}{path}", headers=headers)
         assert answer.status_code == 404 and answer.headers["x-error-code"] == "RepoNotFound", path
-    assert [p for p in proxied.asked("datasets")] == []
+    asked = proxied.asked("datasets")
+    assert asked and set(asked) == {"/api/datasets/acme/tiny/revision/main"}
     assert proxied.tags("proxy/datasets/acme/tiny") == []

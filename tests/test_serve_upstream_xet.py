@@ -204,3 +204,23 @@ def test_a_xet_hash_holds_only_when_it_is_the_hash_of_the_chunks_or_the_name_of_
     assert not name_holds(xorbs.file_id("cd" * 32, 4000), found, flight)  # another sha256's name
     blob = FileFlight("w.bin", 4000, "git blob id", "ab" * 20, tmp_path / "p", tmp_path / "f")
     assert not name_holds(xorbs.file_id("ab" * 20, 4000), found, blob)
+
+
+def test_a_dataset_the_upstream_offers_over_xet_comes_by_the_datasets_xet_routes(upstream: Upstream,
+                                                                                 tmp_path: Path):
+    rows = os.urandom(200_000)
+    api = HfApi(endpoint=upstream.url, token=UP_TOKEN)
+    api.create_repo("acme/xrows", repo_type="dataset")
+    before = len(upstream.counted.requests_matching("POST", "/xet-write/"))
+    commit = api.upload_file(path_or_fileobj=rows, path_in_repo="data/train.parquet", repo_id="acme/xrows",
+                             repo_type="dataset").oid
+    assert len(upstream.counted.requests_matching("POST", "/xet-write/")) > before, "not uploaded over Xet"
+    got = huggingface_hub.hf_hub_download("acme/xrows", "data/train.parquet", repo_type="dataset",
+                                          endpoint=upstream.proxy, token=CLIENT_TOKEN, cache_dir=tmp_path / "c")
+    assert Path(got).read_bytes() == rows and Path(got).parents[1].name == commit
+    upstream.landed("proxy/datasets/acme/xrows", commit)
+    # the dataset's Xet grant asked (never a model's of its name), the bytes by Xet, never by resolve
+    assert upstream.counted.requests_matching("GET", f"/api/datasets/acme/xrows/xet-read-token/{commit}")
+    assert upstream.counted.requests_matching("GET", "/api/models/acme/xrows/") == []
+    assert upstream.counted.requests_matching("GET", rf"/xet/{commit}/(datasets/)?acme/xrows/v1/reconstructions/")
+    assert upstream.counted.requests_matching("GET", "/datasets/acme/xrows/resolve/.*/data/train.parquet") == []

@@ -107,18 +107,21 @@ def as_push_hf_makes(fetched: dict[str, Any], pushed: dict[str, Any]) -> None:
 
 
 def push_hf_manifest(upstream: str, registry: RegistryProcess, repo_id: str, commit: str,
-                     work: Path) -> dict[str, Any]:
-    """The manifest ``ocibridge push hf:REPO@COMMIT`` makes of the upstream's commit (downloaded
-    with huggingface_hub into a Hub cache of its own, pushed to ``pushed/REPO:main``): what the
-    proxy's manifest of the same commit is compared with (:func:`as_push_hf_makes`)."""
+                     work: Path, repo_type: str = "model") -> dict[str, Any]:
+    """The manifest ``ocibridge push hf:REPO@COMMIT`` (a dataset's: ``hf:datasets/REPO@COMMIT``)
+    makes of the upstream's commit (downloaded with huggingface_hub into a Hub cache of its own,
+    pushed to ``pushed/[datasets/]REPO:main``): what the proxy's manifest of the same commit is
+    compared with (:func:`as_push_hf_makes`)."""
     hub = work / "hub"
-    huggingface_hub.snapshot_download(repo_id, revision=commit, endpoint=upstream, token=UP_TOKEN, cache_dir=hub)
+    huggingface_hub.snapshot_download(repo_id, revision=commit, endpoint=upstream, token=UP_TOKEN, cache_dir=hub,
+                                      repo_type=repo_type)
     env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_CACHE": str(hub), "HF_ENDPOINT": upstream,
            "OCIBRIDGE_CACHE": str(work / "cache")}
-    subprocess.run([sys.executable, "-m", "ocibridge", "push", f"hf:{repo_id}@{commit}",
-                    f"{registry.host}/pushed/{repo_id}:main", "--plain-http", "-q"],
+    typed = repo_id if repo_type == "model" else f"{repo_type}s/{repo_id}"
+    subprocess.run([sys.executable, "-m", "ocibridge", "push", f"hf:{typed}@{commit}",
+                    f"{registry.host}/pushed/{typed}:main", "--plain-http", "-q"],
                    env=env, check=True, capture_output=True, timeout=120)
-    return manifest_of(registry.url, f"pushed/{repo_id}", "main")
+    return manifest_of(registry.url, f"pushed/{typed}", "main")
 
 
 def manifest_of(registry: str, repository: str, tag: str) -> dict[str, Any]:

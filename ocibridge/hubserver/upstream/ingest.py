@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ocibridge.errors import NotFound, OcibridgeError
+from ocibridge.hubserver.repo.keys import hub_id, type_of
 from ocibridge.hubserver.repo.sources import commit_of
 from ocibridge.hubserver.repo.upstreamids import by_upstream_id
 from ocibridge.hubserver.upstream.errors import UpstreamDown, UpstreamRefused
@@ -166,7 +167,8 @@ class Ingest:
         from ocibridge.kinds.hf.hubcache import hub_cache
 
         settings = self.settings
-        source = HubSource(repo_id, settings.url, settings.token, None)
+        # the key's type picks the upstream's routes (a dataset's: /api/datasets/, /datasets/.../resolve/)
+        source = HubSource(hub_id(repo_id), settings.url, settings.token, None, repo_type=type_of(repo_id))
         return StreamedFetch(source, commit, settings.concurrency, settings.hub_cache or hub_cache(), self.hub,
                              settings.chunks, info, FilesDoor(settings),
                              CommitScan(repo_id, commit) if settings.scan else None)
@@ -279,7 +281,7 @@ class Ingest:
 
         from ocibridge.kinds.hf.hubcache import repo_folder
 
-        folder = repo_folder(repo_id, cache)
+        folder = repo_folder(hub_id(repo_id), cache, type_of(repo_id))
         with self._lock:
             if any(other == shown for other, _ in self._flights):
                 return

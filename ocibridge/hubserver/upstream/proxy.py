@@ -8,9 +8,10 @@ The rules, in the order a miss meets them:
 1. a repository made here (no commit of it came from the upstream) never takes the upstream's
    commits: only a repository no source holds, or one the upstream filled (or whose record a
    proxy wrote before its first commit landed: :mod:`.keptaccess`), is asked for;
-2. ``--upstream-deny``/``--upstream-allow``: decided on the repo id, before the upstream is asked;
-3. the upstream resolves the revision (model_info: its commit, its files): nothing else is asked
-   before the pickle rule has read the file names;
+2. ``--upstream-deny``/``--upstream-allow``: decided on the repository's key (a model's ``ORG/NAME``,
+   a dataset's ``datasets/ORG/NAME``: settings.py), before the upstream is asked;
+3. the upstream resolves the revision (model_info, a dataset's dataset_info: its commit, its
+   files): nothing else is asked before the pickle rule has read the file names;
 4. on that metadata (door.py): a repository gated or private at the upstream is refused unless
    ``--upstream-allow-gated``/``--upstream-allow-private`` names it; ``--upstream-license`` (the
    card must name an allowed license); ``--upstream-refuse-files`` globs; pickle formats
@@ -49,7 +50,6 @@ from typing import TYPE_CHECKING, Any
 
 from ocibridge.errors import NotFound, OcibridgeError
 from ocibridge.hubserver.repo.catalog import Catalog, Refs, Resolved
-from ocibridge.hubserver.repo.keys import type_of
 from ocibridge.hubserver.repo.refnames import registry_tag, split_revision
 from ocibridge.hubserver.repo.refrules import is_tag
 from ocibridge.hubserver.repo.refsrecord import read_record
@@ -74,7 +74,6 @@ from ocibridge.hubserver.upstream.refguard import onto_serves_tag, skipped
 from ocibridge.hubserver.upstream.revocation import PRIVATE, REFUSED, Revocations, gated
 from ocibridge.hubserver.upstream.session import UpstreamSession
 from ocibridge.hubserver.upstream.staleness import note_stale
-from ocibridge.kinds.hf.repotype import DATASET
 from ocibridge.oci.bookkeeping import is_reserved
 
 if TYPE_CHECKING:
@@ -178,8 +177,6 @@ class ProxyCatalog(Catalog):
               local: Callable[[str], Resolved], arriving: bool) -> Resolved | InFlight:
         parts = repo_parts(repo_id)
         if parts is None or DIGEST.fullmatch(revision) or not revision_named(revision) or is_reserved(revision):
-            raise missing
-        if type_of(repo_id) == DATASET:  # a dataset is answered from the registry alone: none is fetched yet
             raise missing
         repo = self.sources[0].repository(parts)
         if repo is None or isinstance(missing, RevisionNotFound) and not (

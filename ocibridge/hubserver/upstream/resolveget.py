@@ -70,7 +70,7 @@ class ResolveGet:
     def get(self, flight: FileFlight, tee: TeeFile) -> int:
         import httpx
 
-        url = self.session.file_url(self.src.repo_id, self.commit, flight.path)
+        url = self.session.file_url(self.src.typed_id, self.commit, flight.path)
         held = tee.tell()
         if held > flight.size:  # more than the file: nothing of it can be trusted
             tee.truncate(0)

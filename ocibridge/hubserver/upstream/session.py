@@ -4,8 +4,9 @@ commit facts, the files' bytes, the reads answered while a commit is in flight.
 
 Three rules hold for every request, here, once:
 
-- **built, never forwarded**: a URL is made by :meth:`UpstreamSession.api` from a repository id, a
-  route word, a revision and a file path, each segment checked (:func:`checked_segments`) and
+- **built, never forwarded**: a URL is made by :meth:`UpstreamSession.api` from a repository's key
+  (``acme/x``, a dataset's ``datasets/acme/x``: its type picks ``/api/models/`` or ``/api/datasets/``),
+  a route word, a revision and a file path, each segment checked (:func:`checked_segments`) and
   quoted; no client's path or query reaches the upstream;
 - **the token to its own origin only**: serve's upstream token is sent where the scheme, host and
   port are the upstream's (:meth:`UpstreamSession.auth_for`), never to a redirect's or a page
@@ -24,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlsplit
 
 from ocibridge.core import boundedjson
+from ocibridge.hubserver.repo.keys import API_PARTS, hub_id, type_of
 from ocibridge.hubserver.upstream.errors import UpstreamDown
 
 if TYPE_CHECKING:
@@ -31,7 +33,7 @@ if TYPE_CHECKING:
 
 #: seconds to connect, and to wait for each read of an answer
 TIMEOUT = (10.0, 60.0)
-#: routes the proxy asks the upstream under ``/api/models/REPO/``
+#: routes the proxy asks the upstream under ``/api/models/REPO/`` (a dataset's: ``/api/datasets/REPO/``)
 ROUTES = frozenset({"revision", "tree", "commits", "refs", "xet-read-token"})
 
 
@@ -97,21 +99,23 @@ class UpstreamSession:
         """The ``Authorization`` header for ``url``: serve's token on the upstream's origin, none elsewhere."""
         return {"Authorization": f"Bearer {self.token}"} if self.token and self.at_home(url) else {}
 
-    def api(self, repo_id: str, route: str, revision: str | None = None, path: str = "") -> str:
-        """``URL/api/models/REPO/ROUTE[/REVISION][/PATH]``, each part checked and quoted."""
+    def api(self, key: str, route: str, revision: str | None = None, path: str = "") -> str:
+        """``URL/api/models/REPO/ROUTE[/REVISION][/PATH]`` (``/api/datasets/`` for a dataset's
+        key: keys.py), each part checked and quoted."""
         if route not in ROUTES:
             raise ValueError(f"{route!r}: not a route the proxy asks the upstream")
-        parts = [quote(p, safe="") for p in checked_segments(repo_id, "the repo id")]
+        parts = [quote(p, safe="") for p in checked_segments(hub_id(key), "the repo id")]
         parts.append(route)
         if revision is not None:
             parts.append(quote(revision, safe=""))
         if path:
             parts += [quote(p, safe="") for p in checked_segments(path, "the path")]
-        return f"{self.url}/api/models/" + "/".join(parts)
+        return f"{self.url}/api/{API_PARTS[type_of(key)]}/" + "/".join(parts)
 
-    def file_url(self, repo_id: str, commit: str, path: str) -> str:
-        """``URL/REPO/resolve/COMMIT/PATH``, each part checked and quoted."""
-        repo = "/".join(quote(p, safe="") for p in checked_segments(repo_id, "the repo id"))
+    def file_url(self, key: str, commit: str, path: str) -> str:
+        """``URL/REPO/resolve/COMMIT/PATH`` (a dataset's key: ``URL/datasets/REPO/...``, as the
+        Hub's URLs write it), each part checked and quoted."""
+        repo = "/".join(quote(p, safe="") for p in checked_segments(key, "the repo id"))
         name = "/".join(quote(p, safe="") for p in checked_segments(path, "the path"))
         return f"{self.url}/{repo}/resolve/{quote(commit, safe='')}/{name}"
 

@@ -47,12 +47,17 @@ class UpstreamSettings:
     max_fetches: int = MAX_FETCHES  # commits fetched at once, over all clients (fetchbounds.py)
     max_fetches_per_client: int = MAX_FETCHES_PER_CLIENT  # ... started by one client (its token, else its address)
 
-    def denied_by(self, repo_id: str) -> str | None:
-        """The rule that keeps ``repo_id`` out (``--upstream-deny GLOB``, or no ``--upstream-allow``
-        matching it); None when it may enter. Repo ids compare case-insensitively, as serve's do."""
-        lowered = repo_id.lower()
+    def denied_by(self, key: str) -> str | None:
+        """The rule that keeps the repository ``key`` out (``--upstream-deny GLOB``, or no
+        ``--upstream-allow`` matching it); None when it may enter. Keys compare case-insensitively,
+        as serve's do. A glob matches a key as the Hub writes it: a model's ``ORG/NAME``, a dataset's
+        ``datasets/ORG/NAME`` (an allow glob lets in only what it names: ``acme/*`` no dataset); a
+        deny glob matches a dataset's ``ORG/NAME`` too, so ``evil/*`` keeps out evil's datasets as well."""
+        from ocibridge.hubserver.repo.keys import hub_id
+
+        lowered = key.lower()
         for glob in self.deny:
-            if fnmatch.fnmatchcase(lowered, glob.lower()):
+            if fnmatch.fnmatchcase(lowered, glob.lower()) or fnmatch.fnmatchcase(hub_id(lowered), glob.lower()):
                 return f"--upstream-deny {glob}"
         if self.allow and not _matched(lowered, self.allow):
             return f"--upstream-allow ({', '.join(self.allow)}) does not match it"

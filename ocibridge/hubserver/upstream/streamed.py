@@ -99,7 +99,7 @@ class StreamedFetch:
         try:
             listed = self.download.listing()
             if self.door is not None:
-                self.door.listed(src.repo_id, self.commit, [entry.path for entry in listed])
+                self.door.listed(src.typed_id, self.commit, [entry.path for entry in listed])
             self.files = {entry.path: self._flight(entry) for entry in listed}
             self.xet = self._over_xet(listed)
         except Exception as e:
@@ -112,13 +112,13 @@ class StreamedFetch:
                 list(pool.map(self._fetch, self.files.values()))
         except Exception as e:
             for flight in self.files.values():
-                flight.fail(f"{src.repo_id}@{self.commit}: the fetch from the upstream failed: {said(e)}")
+                flight.fail(f"{src.typed_id}@{self.commit}: the fetch from the upstream failed: {said(e)}")
             raise self._failed(e) from None
         finally:
             self.resolve.close()
             if self.xet is not None:
                 self.xet.close()
-        facts = commit_facts(self.hub, src.repo_id, self.commit, listed, self.info)
+        facts = commit_facts(self.hub, src.typed_id, self.commit, listed, self.info)
         package = self.download.package(listed)
         vouch(package, self.files)  # hashed once, by the tee: the build reads them unhashed
         package.annotations.update(facts)  # what the upstream says of the commit (commitfacts.py)
@@ -171,7 +171,7 @@ class StreamedFetch:
         else:
             raise OcibridgeError(f"{self.src.name}@{self.commit}: {self.src.endpoint} lists {entry.path!r} with no "
                                  "sha256 and no blob id: nothing to check it against")
-        folder = repo_folder(self.src.repo_id, self.cache)
+        folder = repo_folder(self.src.repo_id, self.cache, self.src.repo_type)
         named = hashlib.sha256(f"{expected}\0{entry.path}".encode()).hexdigest()
         refuse = None if self.door is None or not self.door.sniffs else self._pickled(entry.path)
         return FileFlight(entry.path, int(entry.size), kind, expected, folder / PARTIAL / named,
@@ -181,7 +181,7 @@ class StreamedFetch:
     def _pickled(self, path: str) -> Callable[[str], Exception]:
         from ocibridge.hubserver.upstream.pickles import refused
 
-        return lambda why: refused(self.src.repo_id, self.commit, path, why)
+        return lambda why: refused(self.src.typed_id, self.commit, path, why)
 
     def _fetch(self, flight: FileFlight) -> None:
         """One file from the upstream into its partial file (resumed from what it holds), checked,
@@ -200,7 +200,7 @@ class StreamedFetch:
         except Exception as e:
             from ocibridge.kinds.hf.commitdownload import said
 
-            flight.fail(f"{src.repo_id}@{self.commit}: {flight.path}: the fetch from the upstream failed: {said(e)}")
+            flight.fail(f"{src.typed_id}@{self.commit}: {flight.path}: the fetch from the upstream failed: {said(e)}")
             raise
 
     def _got(self, flight: FileFlight, tee: TeeFile) -> int:
@@ -212,6 +212,6 @@ class StreamedFetch:
             try:
                 return way.get(flight, tee)
             except XetUnavailable as e:
-                log.info("upstream: %s@%s: %s not over Xet (%s): by resolve", self.src.repo_id, self.commit,
+                log.info("upstream: %s@%s: %s not over Xet (%s): by resolve", self.src.typed_id, self.commit,
                          flight.path, e)
         return ways[-1].get(flight, tee)

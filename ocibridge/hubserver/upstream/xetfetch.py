@@ -60,7 +60,7 @@ class XetGet:
         self.src, self.commit, self.names = src, commit, names
         # the session follows no redirect: a grant, a reconstruction and a signed URL each answer where they are
         self._http = session.http
-        route = session.api(src.repo_id, "xet-read-token", commit)
+        route = session.api(src.typed_id, "xet-read-token", commit)
         headers = {**build_hf_headers(token=False, library_name="ocibridge"), **session.auth_for(route)}
         self.grants = Grants(self._http, route, headers)
 
