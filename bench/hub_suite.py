@@ -129,21 +129,16 @@ EXCLUDE = [
     Exclusion("production", "needs huggingface.co (marker `production`, fixture `api_prod`, ENDPOINT_PRODUCTION "
               "in the test): no route from here", markers=("production",), fixtures=("api_prod",),
               source=r"ENDPOINT_PRODUCTION"),
-    Exclusion("datasets (fixture)", "HfFileSystem's RO/RW suites run on a dataset repo (datasets/...); serve "
-              "answers models", pattern=r"TestHfFileSystemRepository(RO|RW)"),
-    Exclusion("datasets/PRs (class fixture)", "a class whose shared fixture makes a dataset repo "
-              "(TestHfApiPrivate) or a pull request (TestListGitCommits) before any test runs",
-              pattern=r"TestHfApiPrivate|TestListGitCommits"),
+    Exclusion("PRs (class fixture)", "a class whose shared fixture makes a pull request before any test runs "
+              "(TestListGitCommits; HfFileSystem's RO/RW suites: upload_file(create_pr=True) to their dataset repo)",
+              pattern=r"TestListGitCommits|TestHfFileSystemRepository(RO|RW)"),
     Exclusion("discussions/PRs", "discussions and pull requests (refs/pr/N): not in serve's scope",
               pattern=r"discussion|pull_request|create_pr|_on_pr\b|_prs\b|special_ref"),
     Exclusion("buckets", "Hub storage buckets (by name or fixture)", pattern=r"bucket",
               fixtures=("bucket_write", "bucket_write_2", "bucket_with_files")),
-    Exclusion("datasets", "dataset repos (serve answers models; by name, parameter or fixture)",
-              pattern=r"dataset", fixtures=("dataset_write",)),
     Exclusion("spaces", "Spaces (runtime, hardware, secrets, duplication)", pattern=r"(?<!name)space"),
-    Exclusion("datasets/spaces (in the code)", "the test's own code makes or reads a dataset or Space repo",
-              source=r"""(?<![`\w])repo_type\s*=\s*["'](dataset|space)["']|repo_factory\(\s*["'](dataset|space)"""
-                     r"""|REPO_TYPE_(DATASET|SPACE)|["']datasets/"""),
+    Exclusion("spaces (in the code)", "the test's own code makes or reads a Space repo",
+              source=r"""(?<![`\w])repo_type\s*=\s*["']space["']|repo_factory\(\s*["']space|REPO_TYPE_SPACE"""),
     Exclusion("webhooks", "webhooks", pattern=r"webhook"),
     Exclusion("collections", "collections", pattern=r"collection"),
     Exclusion("access requests", "access requests to gated repos (serve keeps gates, its authorized list is "

@@ -276,3 +276,33 @@ def test_a_dataset_in_an_oci_layout(tmp_path, monkeypatch):
         assert not hub.file_exists("acme/lay", "data/a.csv")  # the model of that name holds no such file
     names = LayoutStore(tmp_path / "lay").tags()
     assert "datasets/acme/lay:latest" in names and "acme/lay:latest" in names
+
+
+@pytest.mark.parametrize("xet", [False, True], ids=["lfs", "xet"])
+def test_copy_files_from_a_model_into_a_dataset(served, tmp_path, monkeypatch, xet):
+    """huggingface_hub's cross-repository ``copy_files`` asks the source's ``lfs-files/duplicate``
+    before the target's commit names the LFS files: a dataset takes a model's file, byte for byte."""
+    url, *_ = served
+    point_hub_at(monkeypatch, url, tmp_path / "hub", xet=xet)
+    hub = api(url)
+    model, dataset = f"acme/cp-model-{xet}", f"acme/cp-data-{xet}"
+    hub.create_repo(model)
+    hub.create_repo(dataset, repo_type="dataset")
+    weights = hashlib.sha256(b"copied").digest() * 2048
+    hub.create_commit(model, [CommitOperationAdd("config.json", b'{"k": 1}'),
+                              CommitOperationAdd("sub/w.bin", weights)], commit_message="model")
+    hub.copy_files(f"hf://{model}/sub", f"hf://datasets/{dataset}/copied")
+    hub.copy_files(f"hf://{model}/config.json", f"hf://datasets/{dataset}/config.json")
+    got = hf_hub_download(dataset, "copied/w.bin", repo_type="dataset", token="writer-token")
+    assert Path(got).read_bytes() == weights
+    assert hub.get_paths_info(dataset, ["config.json"], repo_type="dataset")[0].size == len(b'{"k": 1}')
+    # what a token may not read of the source is refused, however it names the bytes
+    sha = hashlib.sha256(weights).hexdigest()
+    answer = httpx.post(f"{url}/api/models/{model}/lfs-files/duplicate",
+                        headers={"Authorization": "Bearer datasets-token"},
+                        json={"target": {"type": "dataset", "name": "acme/elsewhere"}, "files": [{"sha256": sha}]})
+    assert answer.status_code == 200 and [f["sha256"] for f in answer.json()["failed"]] == []
+    refused = httpx.post(f"{url}/api/models/{model}/lfs-files/duplicate",
+                         headers={"Authorization": "Bearer datasets-token"},
+                         json={"target": {"type": "model", "name": model}, "files": [{"sha256": sha}]})
+    assert refused.status_code == 403

@@ -87,6 +87,7 @@ from ocibridge.hubserver.writes.account import AccountRoutes
 from ocibridge.hubserver.writes.commit import CommitRoutes
 from ocibridge.hubserver.writes.creating import Creating
 from ocibridge.hubserver.writes.deleting import Deleting
+from ocibridge.hubserver.writes.lfsduplicate import LfsDuplicate
 from ocibridge.hubserver.writes.lfsfiles import LfsFiles
 from ocibridge.hubserver.writes.moving import Moving
 from ocibridge.hubserver.writes.refs import RefRoutes
@@ -151,6 +152,7 @@ class ServeApp:
         self.squashing = Squashing(self.writers, self.repos, publish)
         self.moving = Moving(self.writers, self.repos)
         self.lfs_files = LfsFiles(self.writers, LfsObjects(self.repos, publish))
+        self.lfs_duplicate = LfsDuplicate(self.writers, catalog)
         self.reads = ReadRoutes(catalog, self.model, blobs, ranges, self.xet, settings, self.repos.created_empty, lists)
         self.xet_upload = XetUpload(self.staging, self.gate.xet, self.xet.base,  # uploads over Xet
                                     blobs=mounts, relay=relay, ingest=partial(ingest_for, first))
@@ -309,6 +311,7 @@ class ServeApp:
                 HubRoute(f"{base}/lfs-files", self.guarded(self.lfs_files.listed), methods=GET),
                 HubRoute(f"{base}/lfs-files/batch", self.writing(self.lfs_files.delete, audit="delete_lfs_files"),
                          methods=("POST",)),
+                HubRoute(f"{base}/lfs-files/duplicate", self.guarded(self.lfs_duplicate.duplicate), methods=("POST",)),
                 HubRoute(f"{base}/auth-check/write", self.guarded(self.auth_check_write), methods=GET),
                 HubRoute(f"{base}/revision/{{revision:hub_rest}}", self.guarded(self.reads.model_info), methods=GET),
                 HubRoute(f"{base}/tree/{{revision:hub_part}}", self.guarded(self.reads.tree), methods=GET),

@@ -175,8 +175,9 @@ class Committer:
             if held is not None:  # relayed as it was built (Staging.commit_held)
                 store, desc = held
                 return KnownFile.of_blob(store, desc, self.staging.table_for(sha256))
-            mounted = self.repos.mounts.blob(repo_id, sha256, sizes.get(sha256),
-                                             admitted(self.repos.catalog, author, sha256))
+            admission = admitted(self.repos.catalog, author, sha256)
+            mounted = self.repos.mounts.blob(repo_id, sha256, sizes.get(sha256), admission,
+                                             lambda: admission.size)
             if mounted is None:
                 if collected is not None:
                     raise collected

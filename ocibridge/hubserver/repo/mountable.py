@@ -15,42 +15,56 @@ it does for a SHA-256 nobody has, so its answer tells nothing of what other repo
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 
 from ocibridge.errors import OcibridgeError
 from ocibridge.hubserver.repo.catalog import Catalog
 from ocibridge.hubserver.repo.ports import Author
+from ocibridge.oci.models import Descriptor
 
 log = logging.getLogger("ocibridge.hubserver")
 
 
-def admitted(catalog: Catalog, author: Author, sha256: str) -> Callable[[str], bool]:
-    """Whether ``author`` may take the file ``sha256`` from a repository (its id)."""
+class Admission:
+    """Whether ``author`` may take the file ``sha256`` from a repository (called with its id), and
+    the file's size as the served revision that holds it lists it (``size``, of the last repository
+    admitted): a commit's ``lfsFile`` copied from another repository names no size."""
 
-    def admits(home_id: str) -> bool:
+    def __init__(self, catalog: Catalog, author: Author, sha256: str):
+        self.catalog = catalog
+        self.author = author
+        self.sha256 = sha256
+        self.size: int | None = None
+
+    def __call__(self, home_id: str) -> bool:
+        sha256 = self.sha256
         try:
-            takes = author.may_take(home_id)
+            takes = self.author.may_take(home_id)
         except OcibridgeError as e:  # its refs record unread: whether it is private or gated is unknown
             log.warning("sha256:%s: not mounted from %s: %s", sha256, home_id, e)
             return False
         if not takes:
             return False
-        served = _served_from(catalog, home_id, f"sha256:{sha256}")
-        if not served:
+        layer = _served_layer(self.catalog, home_id, f"sha256:{sha256}")
+        if layer is None:
             log.info("sha256:%s: not mounted from %s for %s: no revision serve serves holds it",
-                     sha256, home_id, author.name)
-        return served
+                     sha256, home_id, self.author.name)
+            return False
+        self.size = layer.size
+        return True
 
-    return admits
+
+def admitted(catalog: Catalog, author: Author, sha256: str) -> Admission:
+    """Whether ``author`` may take the file ``sha256`` from a repository (its id)."""
+    return Admission(catalog, author, sha256)
 
 
-def _served_from(catalog: Catalog, repo_id: str, digest: str) -> bool:
-    """Whether a revision of ``repo_id`` serve would serve (the policy checked) has the blob
-    ``digest`` as a file: main first, then its other branches and its tags."""
+def _served_layer(catalog: Catalog, repo_id: str, digest: str) -> Descriptor | None:
+    """The blob ``digest`` as a file of a revision of ``repo_id`` serve would serve (the policy
+    checked): main first, then its other branches and its tags; None when none holds it."""
     try:
         refs = catalog.refs(repo_id)
     except OcibridgeError:
-        return False
+        return None
     revisions = [f"refs/heads/{name}" for name, _ in refs.hub_branches()]  # main first
     revisions += [f"refs/tags/{name}" for name, _ in refs.hub_tags()]
     for revision in revisions:
@@ -58,6 +72,7 @@ def _served_from(catalog: Catalog, repo_id: str, digest: str) -> bool:
             resolved = catalog.resolve(repo_id, revision)  # Refused when the policy rejects it
         except OcibridgeError:
             continue
-        if any(layer.digest == digest for layer in resolved.manifest.layers):
-            return True
-    return False
+        for layer in resolved.manifest.layers:
+            if layer.digest == digest:
+                return layer
+    return None

@@ -66,8 +66,8 @@ class BlobHomes(Protocol):
 
     def home(self, repo_id: str, sha256: str, admits: Callable[[str], bool]) -> Repository | None: ...
 
-    def blob(self, repo_id: str, sha256: str, size: int | None,
-             admits: Callable[[str], bool]) -> tuple[Repository, Descriptor] | None: ...
+    def blob(self, repo_id: str, sha256: str, size: int | None, admits: Callable[[str], bool],
+             listed_size: Callable[[], int | None] | None = None) -> tuple[Repository, Descriptor] | None: ...
 
 
 class WriterLease(Protocol):

@@ -92,11 +92,14 @@ class Mounts:
             found = staging.path_for(sha256)
         return found
 
-    def blob(self, repo_id: str, sha256: str, size: int | None,
-             admits: Callable[[str], bool]) -> tuple[Repository, Descriptor] | None:
+    def blob(self, repo_id: str, sha256: str, size: int | None, admits: Callable[[str], bool],
+             listed_size: Callable[[], int | None] | None = None) -> tuple[Repository, Descriptor] | None:
         """The blob ``sha256`` of ``size`` bytes in a home ``admits`` accepts that holds it (asked:
-        a home is only knowledge), and that home; None when there is none."""
+        a home is only knowledge), and that home; None when there is none. No ``size`` (a copy's
+        ``lfsFile``): the size ``listed_size`` gives once a home is admitted."""
         home = self.home(repo_id, sha256, admits)
+        if home is not None and size is None and listed_size is not None:
+            size = listed_size()
         if home is None or size is None:
             return None
         desc = Descriptor(mediaType="application/octet-stream", digest=f"sha256:{sha256}", size=size)
