@@ -116,7 +116,22 @@ def device_arch(torch: Any, device: str) -> tuple[str, str]:
         arch = str(torch.cuda.get_device_properties(index).gcnArchName).split(":")[0]
         return arch, NONE
     major, minor = torch.cuda.get_device_capability(index)
-    return f"sm_{major}{minor}", str(torch._C._cuda_getDriverVersion())
+    return f"sm_{major}{minor}", cuda_driver_version()
+
+
+def cuda_driver_version() -> str:
+    """The CUDA driver API version (``cuDriverGetVersion``: 13000 for 13.0), asked of the driver
+    library itself: torch keeps no public call for it, and its private ones come and go."""
+    import ctypes
+
+    try:
+        library = ctypes.CDLL("libcuda.so.1")
+        version = ctypes.c_int(0)
+        if library.cuDriverGetVersion(ctypes.byref(version)) != 0:
+            return NONE
+    except (OSError, AttributeError):
+        return NONE
+    return str(version.value)
 
 
 def current_key(*, model_config: str, form: str = "torch", engine: str = "torch", engine_version: str | None = None,
