@@ -21,7 +21,8 @@ NO_REFERENCE = {("login",), ("logout",), ("mirror",), ("list",), ("ls",), ("prun
                 ("k8s", "policy"),  # scopes as policy.json writes them (host, host/repo), keys
                 ("keygen",), ("completion",),  # a file prefix; a shell's name
                 ("repo",),  # repo ls REGISTRY[/PREFIX]: a registry's catalog
-                ("umount",)}  # umount DIR: a directory mount mounted
+                ("umount",),  # umount DIR: a directory mount mounted
+                ("warm",)}  # the group: its commands below each take one
 
 #: argv per command, with {name} (the local model), {tmp} and {key}/{pub}; "ok" when it must
 #: succeed, else it must fail for a reason other than the name (a registry-only operation)
@@ -56,6 +57,10 @@ CASES: dict[tuple[str, ...], tuple[list[str], bool]] = {
     ("rm",): (["rm", "{name}"], True),
     ("manifest",): (["manifest", "fetch", "{name}"], True),
     ("diff",): (["diff", "{name}", "{name}"], False),  # diff compares registry models
+    ("scan",): (["scan", "{name}", "--no-attach"], False),  # the test model's weights are no safetensors
+    ("warm", "ls"): (["warm", "ls", "{name}"], False),
+    ("warm", "save"): (["warm", "save", "{name}", "{tmp}"], False),  # this process's key needs torch's
+    ("warm", "load"): (["warm", "load", "{name}", "{tmp}/warm"], False),
 }
 #: what a name taken for something else shows
 WRONG_READINGS = ("docker.io", "local path, not a store", "not an OCI image layout", "tag not found")

@@ -16,6 +16,10 @@ from ocibridge.hubserver.upstream.settings import MAX_FETCHES_PER_CLIENT as PER_
 #: ``--upstream-scan``'s choices
 SCAN_MODES = ("refuse", "off")
 
+#: the command line's defaults for --upstream-max-fetches and --upstream-max-fetches-per-client
+DEFAULT_MAX_FETCHES = MOST
+DEFAULT_MAX_FETCHES_PER_CLIENT = PER_CLIENT
+
 
 @dataclass(frozen=True, kw_only=True)
 class UpstreamPolicyOptions:

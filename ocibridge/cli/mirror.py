@@ -129,9 +129,9 @@ def mirror_command(job_path: str, *, dry_run: bool = False, as_json: bool = Fals
         return 2
     display = None
     if not as_json and not dry_run and err.isatty():
-        from ocibridge.transfer.progress import ProgressBar
+        from ocibridge.transfer.progress_modes import progress_bar
 
-        display = ProgressBar("mirror", file=err)
+        display = progress_bar("mirror", err)
     live = None if as_json or not err.isatty() else live_reporter(err, display)
     try:
         report = _run(job_path, dry_run=dry_run, shard=which, progress=live,
@@ -152,18 +152,11 @@ def mirror_command(job_path: str, *, dry_run: bool = False, as_json: bool = Fals
 def live_reporter(err: TextIO, display: Display | None = None) -> Callable[[str, MirroredArtifact], None]:
     """One line per finished artifact, so a long job on a terminal is not silent until its
     summary; above the bar when one is drawn (the job's bytes, as push draws them)."""
-    from ocibridge.transfer.progress import ProgressBar
+    from ocibridge.transfer.progress_modes import print_above
 
     def report(event: str, result: MirroredArtifact) -> None:
-        if event not in ("copied", "failed"):
-            return
-        line = one_line(f"{event}: {result.source}")
-        if isinstance(display, ProgressBar):
-            from tqdm import tqdm
-
-            tqdm.write(line, file=err)
-        else:
-            print(line, file=err, flush=True)
+        if event in ("copied", "failed"):
+            print_above(display, one_line(f"{event}: {result.source}"), err)
 
     return report
 

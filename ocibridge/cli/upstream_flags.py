@@ -10,8 +10,8 @@ from typing import Any
 
 from ocibridge.api import choices
 from ocibridge.api.chunk_options import UPSTREAM_FLAGS, choose
-from ocibridge.hubserver.upstream.settings import MAX_FETCHES as MOST
-from ocibridge.hubserver.upstream.settings import MAX_FETCHES_PER_CLIENT as PER_CLIENT
+from ocibridge.api.upstream_policy import DEFAULT_MAX_FETCHES as MOST
+from ocibridge.api.upstream_policy import DEFAULT_MAX_FETCHES_PER_CLIENT as PER_CLIENT
 
 
 def add_upstream_policy_flags(g: Any) -> None:

@@ -51,6 +51,8 @@ SERVE_LEASE_SETTLE = "OCIBRIDGE_SERVE_LEASE_SETTLE"
 SERVE_INLINE_BUDGET = "OCIBRIDGE_SERVE_INLINE_BUDGET"
 #: the token serve --upstream sends to the upstream Hub when no --upstream-token-file names one
 SERVE_UPSTREAM_TOKEN = "OCIBRIDGE_UPSTREAM_TOKEN"
+#: the largest compile cache ``warm load`` fetches, in bytes (warm/restore.py)
+MAX_WARM_CACHE = "OCIBRIDGE_MAX_WARM_CACHE"
 
 #: Every variable and its default (the numbers themselves live beside the code they bound).
 VARIABLES = (
@@ -79,6 +81,7 @@ VARIABLES = (
     Variable(SERVE_LEASE_SETTLE, "1 (seconds; at most half the renewal)"),
     Variable(SERVE_INLINE_BUDGET, "268435456 (256 MiB)"),
     Variable(SERVE_UPSTREAM_TOKEN, "unset: no token sent to the upstream"),
+    Variable(MAX_WARM_CACHE, "68719476736 (64 GiB)"),
 )
 
 

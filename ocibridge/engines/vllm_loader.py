@@ -51,7 +51,7 @@ def register() -> None:
         return
     import vllm
 
-    refusal = untested(str(getattr(vllm, "__version__", "(no version)")))
+    refusal = untested(str(vars(vllm).get("__version__", "(no version)")))
     if refusal is not None:
         print(f"ocibridge: {refusal}", file=sys.stderr)
         _registered = True  # (said once a process)

@@ -79,7 +79,7 @@ class StreamContent:
 
 class _RangeRaw(io.RawIOBase):
     def __init__(self, content: RangeReadable):
-        self._content = content
+        self._source = content
         self._pos = 0
 
     def readable(self) -> bool:
@@ -92,20 +92,20 @@ class _RangeRaw(io.RawIOBase):
         return self._pos
 
     def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
-        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self._content.size}[whence]
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self._source.size}[whence]
         self._pos = max(0, base + offset)
         return self._pos
 
     def readinto(self, buffer: Any) -> int:
         view = memoryview(buffer).cast("B")
-        end = min(self._pos + len(view), self._content.size)
+        end = min(self._pos + len(view), self._source.size)
         if end <= self._pos:
             return 0
-        if isinstance(self._content, LocalFile):
-            n = self._content.read_into(self._pos, view[: end - self._pos])
+        if isinstance(self._source, LocalFile):
+            n = self._source.read_into(self._pos, view[: end - self._pos])
             self._pos += n
             return n
-        data = self._content.read(self._pos, end)
+        data = self._source.read(self._pos, end)
         view[: len(data)] = data
         self._pos += len(data)
         return len(data)

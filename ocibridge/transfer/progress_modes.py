@@ -89,3 +89,22 @@ def choose_progress(mode: str, label: str, *, quiet: bool = False,
     if machine_output or not sys.stderr.isatty():
         return None
     return ProgressBar(label)
+
+
+def print_above(display: Display | None, line: str, err: TextIO) -> None:
+    """``line`` on ``err``, above the bar when ``display`` draws one (a bare print would tear it)."""
+    from ocibridge.transfer.progress import ProgressBar
+
+    if isinstance(display, ProgressBar):
+        from tqdm import tqdm
+
+        tqdm.write(line, file=err)
+    else:
+        print(line, file=err, flush=True)
+
+
+def progress_bar(label: str, file: TextIO) -> Display:
+    """A bar drawn on ``file`` (a command that decides for itself when to draw one)."""
+    from ocibridge.transfer.progress import ProgressBar
+
+    return ProgressBar(label, file=file)

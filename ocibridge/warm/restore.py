@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ocibridge.core import environment
 from ocibridge.core.fsutil import safe_relpath
 from ocibridge.core.limits import env_limit, over_limit
 from ocibridge.core.terminal import one_line
@@ -25,7 +26,7 @@ from ocibridge.oci.models import Descriptor
 from ocibridge.stores.base import ReadableStore
 
 #: the largest cache blob fetched (bytes), and the most entries one archive may hold
-MAX_CACHE_ENV = "OCIBRIDGE_MAX_WARM_CACHE"
+MAX_CACHE_ENV = environment.MAX_WARM_CACHE
 MAX_CACHE = 64 << 30
 MAX_ENTRIES = 1_000_000
 STAGING_PREFIX = ".ocibridge-warm-"

@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import threading
 
+from ocibridge.core import environment
 from ocibridge.hubserver.upstream.errors import UpstreamDown
 
 log = logging.getLogger("ocibridge.hubserver")
@@ -33,7 +34,7 @@ def check_tokenless(status: int, error_code: str, token: str | None, upstream: s
         _told.add(upstream)
     if first:
         log.warning("upstream: %s answered 401 and no token was sent: give serve one with --upstream-token-file "
-                    "(or $OCIBRIDGE_UPSTREAM_TOKEN); until then its repositories are answered as unavailable (503)",
-                    upstream)
+                    "(or $%s); until then its repositories are answered as unavailable (503)",
+                    upstream, environment.SERVE_UPSTREAM_TOKEN)
     raise UpstreamNeedsToken(f"{what}: the upstream {upstream} wants a token and this serve sends none "
                              "(--upstream-token-file): it is unavailable here")
