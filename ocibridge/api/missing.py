@@ -6,7 +6,7 @@ ends in :class:`NotFound` asks once more, only then: the repository's tag list (
 no such repository, as ``tags`` says) and the registry's catalog, for the names nearest the one
 typed (difflib, as ``git`` suggests a command). A registry that refuses its catalog (Docker Hub,
 most to anyone but an admin) is told without names. A tag the repository lacks (``:lates``) is
-told the same way (issue 78): no such tag, the tags nearest it, and the repository's tags
+told the same way: no such tag, the tags nearest it, and the repository's tags
 (cosign's ``sha256-HEX.sig`` and serve's ``ocibridge-*`` left out: they name no version).
 """
 

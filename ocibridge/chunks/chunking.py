@@ -1,5 +1,5 @@
 """Chunk tables made by the read that hashes a push's files, so a default push binds one
-without reading its large files a second time (issue 43; format: docs/lazy.md).
+without reading its large files a second time (format: docs/lazy.md).
 
 A pending file's reader is wrapped in a :class:`ChunkingReader`: every byte the copy reads to
 hash (or send) the file also goes into a per-chunk hash (BLAKE3 unless the policy names another).
@@ -48,7 +48,7 @@ class ChunkPolicy:
     size. ``threaded``: hash the chunks on a second thread beside the whole-file hash. Off: it
     kept the wall time flat only with a core to spare; on 2 busy cores it was the slower in 3 of
     4 runs (1 GiB, load 4.5: 1.74 s against 1.27 s on one thread, the file hash alone 0.64 s),
-    and a push hashes several files at once anyway (docs/benchmarks.md, issue 43)."""
+    and a push hashes several files at once anyway (docs/benchmarks.md)."""
 
     chunk_size: int = DEFAULT_CHUNK_SIZE
     threshold: int = PUSH_THRESHOLD

@@ -174,7 +174,7 @@ def _full_disk_hint(args: argparse.Namespace, error: OSError) -> str:
 def _local_names_hint(args: argparse.Namespace, error: OcibridgeError) -> str:
     """A bare ``NAME[:TAG]`` the local store does not hold was looked for on docker.io (Docker's
     rule): when that failed, the local names nearest to it, the likelier meaning of a typo; and
-    (issue 78) that the name was read as Docker Hub's, with the form that names another registry,
+    that the name was read as Docker Hub's, with the form that names another registry,
     for ``inspect acme/tiny:latest`` meant for the registry the user pushed to."""
     given = vars(args)  # the command's arguments: a source or a reference, by the command
     text = given.get("src") or given.get("ref")

@@ -50,7 +50,7 @@ def add_policy_flag(p: argparse.ArgumentParser) -> None:
 def policy_from_args(args: argparse.Namespace) -> Verification | None:
     """The keys of ``--verify-key`` and the ``--policy`` file; None: the policy file found."""
     if not args.verify_key and args.policy is None:
-        return None  # what verification() answers, without loading its module (a plain pull, issue 91)
+        return None  # what verification() answers, without loading its module (a plain pull)
     return policy_api.verification(args.verify_key, args.policy)
 
 

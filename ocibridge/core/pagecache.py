@@ -1,4 +1,4 @@
-"""Letting go of a file's pages in the page cache once they are on disk (issue 64).
+"""Letting go of a file's pages in the page cache once they are on disk.
 
 Why: serve stages what it is sent (a Xet xorb, an LFS file, the file built from xorbs) and reads
 each of them back once, a moment later, to check, build or relay it; kept in the page cache they

@@ -34,7 +34,7 @@ PARTIAL_MAX_AGE = 14 * 24 * 3600.0
 STAGING_PREFIX = TEMP_PREFIX + "stage-"
 #: seconds a new staging directory is left alone: it is locked microseconds after it is made,
 #: so a short grace suffices (60 s, as for files, let a pull re-run at once after a kill -9
-#: leave the killed one's behind: issue 32)
+#: leave the killed one's behind)
 STAGING_GRACE_SECONDS = 1.0
 
 

@@ -3,7 +3,7 @@
 A hint kept on disk (where a blob was seen: stores/registry/blobhomes.py) is written when a
 manifest is read, which is before the first byte of a download: in a fresh process the write
 (importing sqlite3, opening the index, one transaction) took 12-40 ms here, all of it on the
-wire's critical path (issue 91). Handed to this queue, it runs while the download does.
+wire's critical path. Handed to this queue, it runs while the download does.
 
 ``settle()`` waits for every job handed over so far (a reader of the same hints in this process
 calls it first, so it sees its own writes); the jobs left at exit run before the interpreter

@@ -295,7 +295,7 @@ class Gate:
         """Whether the holder of ``grant`` (None: a request without a token) may have the bytes of
         ``repo_id``'s files: the whole rule a download of them meets (:meth:`require`'s prefixes
         and private scope, then :meth:`may_fetch`'s gate), asked where bytes are reached by their
-        content rather than through that repository's name (issue 85: a commit naming an oid
+        content rather than through that repository's name (a commit naming an oid
         serve holds, the LFS batch's "no upload needed"). No: the client is answered as if serve
         held nothing."""
         if grant is None:

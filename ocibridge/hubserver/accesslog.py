@@ -1,4 +1,4 @@
-"""What serve's log says of each request, and what it keeps out (issue 90, item 10).
+"""What serve's log says of each request, and what it keeps out.
 
 - A signed URL is a bearer credential for as long as it lasts (a xorb URL an hour, an upload URL
   its own life): its ``signature=`` is printed as ``signature=REDACTED``, so that whoever reads

@@ -159,11 +159,11 @@ class ServeApp:
         self.metrics.xorbs_reading = lambda: self.xet_upload.reading
         # the compare pages' diffs (ocibridge diff's), under their read budgets, kept
         self.compare = Compare(catalog, diff, page_budget=settings.compare_budget)
-        self.web = WebPages(self, settings)  # the pages (issue 56): routed after every API route
+        self.web = WebPages(self, settings)  # the pages: routed after every API route
         self.history_pages = HistoryPages(self.web, self.compare)  # its commits and compare pages
         self.forwarder = Forwarder(settings.writer) if settings.writer else None  # a reader's writes: the writer's
         self.peers = Peers(settings.peers)  # a standby's writes: the lease holder's, when it is a --peer
-        # one writer a SOURCE, enforced (issue 76): a reader takes no lease, its writes go to the writer
+        # one writer a SOURCE, enforced: a reader takes no lease, its writes go to the writer
         self.lease = Lease() if self.forwarder else lease_for(first, settings.lease, self.staging.root.parent,
                                                               settings.public_url)
         self.repos.lease = self.lease

@@ -9,7 +9,7 @@ of it that no setting gives:
 - a route may take its body's bytes as they are parsed (:data:`.guard.DIVERT`, a :class:`.guard.BodySink`)
   instead of as ASGI messages: a xorb's body (:mod:`.xet.upload`) thus skips, each of its ~4,000
   pieces a GiB, the copy uvicorn makes of it twice, the wake of the route's task and the way
-  through every middleware (issue 79: the event loop's thread 0.69 -> 0.50 s of CPU a GiB published
+  through every middleware (the event loop's thread 0.69 -> 0.50 s of CPU a GiB published
   over Xet, docs/benchmarks.md);
 - a route may send a file's bytes with ``sendfile(2)`` (:data:`.zerocopy.SENDFILE`, a
   :class:`.zerocopy.ZeroCopy`): no copy into Python nor by the server (uvicorn offers no

@@ -174,7 +174,7 @@ def server(app: Starlette, options: ServerSettings, sock: socket.socket | None =
 #: modules the first read imported, each a lazy import of its own (anyio's backend at its first
 #: worker-thread call, pull's extract for a manifest, sqlite3 for the blob index): imported
 #: before the port opens, so the first reader neither waits for them nor pays their CPU (0.08 s
-#: of a cold 1 GiB read's ~1.2 s where no bytecode is kept: docs/benchmarks.md, issue 91)
+#: of a cold 1 GiB read's ~1.2 s where no bytecode is kept: docs/benchmarks.md)
 FIRST_READ_MODULES = ("anyio._backends._asyncio", "anyio.streams.memory", "anyio.streams.stapled", "sqlite3",
                       "ocibridge.model.extract", "ocibridge.stores.forwarding")
 

@@ -30,7 +30,7 @@ from ocibridge.stores.base import ReadableStore, VerifiedFile
 
 #: A compressed layer may not put out more than this many times the compressed bytes it has
 #: consumed so far, plus EXPANSION_FLOOR: measured as the decoder runs, the size a descriptor
-#: declares is never trusted (issue 34). The cap on a tar layer's entries is tarwalk's
+#: declares is never trusted. The cap on a tar layer's entries is tarwalk's
 #: (re-exported here).
 MAX_EXPANSION_RATIO = 1000
 EXPANSION_FLOOR = 64 << 20

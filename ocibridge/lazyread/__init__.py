@@ -1,4 +1,4 @@
-"""Verified lazy reads of a model's files straight from a registry (issue 29): not the registry
+"""Verified lazy reads of a model's files straight from a registry: not the registry
 client (``stores.registry``), but what reads a registry model's files by byte range through it.
 
 ``blobreader``: byte ranges of one blob, every byte checked against the blob's chunk table

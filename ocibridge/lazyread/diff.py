@@ -35,7 +35,7 @@ from ocibridge.oci.models import Descriptor
 MAX_CONFIG_BYTES = 4 * 1024 * 1024
 #: config fields that list the layers' digests (ModelPack's ``modelfs.diffIds``, an image's
 #: ``rootfs.diff_ids``): they change exactly when a file does, which the files say by name, so
-#: they are no config change of their own (issue 78: a wall of hashes repeating the files)
+#: they are no config change of their own (a wall of hashes repeating the files)
 LAYER_LISTS = frozenset({"modelfs.diffIds", "rootfs.diff_ids"})
 
 

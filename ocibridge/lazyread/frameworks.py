@@ -69,7 +69,7 @@ class _ModuleArrays:
 class NumpyArrays:
     """numpy arrays (the ``ocibridge[tensors]`` extra), each a view of memory of its own that
     needs no numpy to allocate (:func:`anonymous_memory`): numpy is imported only at the first
-    tensor handed over, while the rest stream in, not before the first request (issue 91: its
+    tensor handed over, while the rest stream in, not before the first request (its
     import was ~0.1 s of start-up before the wire, ~1% of a GiB at 1 Gbit/s)."""
 
     name = "numpy"

@@ -1,4 +1,4 @@
-"""How long a read waits for a registry that sends nothing (issue 77).
+"""How long a read waits for a registry that sends nothing.
 
 A read waits on fetches: a span of chunks, a whole blob, a layer's fill, the chunk table. A
 registry that never answers one kept a read (and the program behind it, a ``cat`` of a

@@ -5,7 +5,7 @@ Fills what the package does not already say; flags (``--arch`` ...) are applied 
 win. A file that does not parse is skipped: metadata is a help, never a reason to fail a push.
 The files may come from anyone (a ModelCar image another tool built), so every reader here is
 bounded in bytes read, work done (dimensions counted, nesting) and value range; beyond a bound
-the field stays unknown and a note says why (issue 34).
+the field stays unknown and a note says why.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Which paths an artifact may write: one judgement for pull, mount, lazy reads and serve's
-file listing (issue 77), so that none of them shows what another refuses.
+file listing, so that none of them shows what another refuses.
 
 Every name is judged as the manifest or the tar layer writes it, before it is normalised (a
 reader that strips a leading ``/`` first turns ``/etc/evil.bin`` into a file pull refuses).

@@ -106,7 +106,7 @@ def _opener(ref: KindPlace) -> Any:
 
 
 def _open_registry(ref: RegistryReference, for_write: bool, options: RegistryOptions | None) -> StoreTarget:
-    from ocibridge.stores.registry import open_repository  # issue 3
+    from ocibridge.stores.registry import open_repository
     from ocibridge.stores.registry.mirrors import open_for_reading
 
     opener = open_repository if for_write else open_for_reading  # reads may come from a mirror

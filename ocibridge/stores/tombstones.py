@@ -1,4 +1,4 @@
-"""A tag ``ocibridge serve`` deleted, told as that (issue 90): serve's ``delete_branch``,
+"""A tag ``ocibridge serve`` deleted, told as that: serve's ``delete_branch``,
 ``delete_tag`` and ``delete_repo`` (and ``move_repo``, for the old name) move the registry tag to
 serve's tombstone manifest (oci/bookkeeping.py, :data:`TOMBSTONE_ARTIFACT_TYPE`) rather than
 delete it. That manifest names no file, so ``pull`` of such a tag wrote "0 files" and exited 0.

@@ -1,4 +1,4 @@
-"""Which way a push's new file goes to a registry, so that both promises hold (issue 43): no byte
+"""Which way a push's new file goes to a registry, so that both promises hold: no byte
 the registry holds is sent, and a file of new content is read once.
 
 * A file the content-sample index (transfer/sampleindex.py) names a candidate digest for is *known

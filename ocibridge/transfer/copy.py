@@ -213,7 +213,7 @@ class _Copy:
             progress("done", blob.key, size)
 
     def ask_or_ingest(self, dst: Ingesting, pending: list[PendingBlob]) -> None:
-        """Into a store that sends what it ingests (a registry), issue 43: a file whose content
+        """Into a store that sends what it ingests (a registry): a file whose content
         the sample index knows is asked about and confirmed locally (nothing sent), one of new
         content is sent while hashed (one read); a small one is hashed first and asked about
         (transfer/askfirst.py says why each)."""

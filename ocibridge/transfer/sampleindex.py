@@ -1,7 +1,7 @@
 """An index of content seen before, keyed by what two small reads can tell about a file: its size
 and the SHA-256 of its first and last MiB, to the full digest it had when it was hashed.
 
-Why (issue 43): a push must not send a blob the registry holds, yet must read a new file only
+Why: a push must not send a blob the registry holds, yet must read a new file only
 once. The digest cache (digestcache.py) knows a file by its identity; a fresh copy, a clone or a
 touched file is unknown to it. This index names a *candidate* digest for such a file from a 2 MiB
 sample, so the push asks the registry about the candidate and confirms it by hashing locally

@@ -7,7 +7,7 @@ is PUT (the ETag of each part's answer). A client resends a failed part, not the
     PUT  /ocibridge/lfs/part/{sha256}/{size}/{chunk}/{repo}/{upload}/{n}    part n (signed URL)
     POST /ocibridge/lfs/complete/{sha256}/{size}/{chunk}/{repo}/{upload}    the completion (signed URL)
 
-Parts belong to one upload of one repository (issue 62): ``{upload}`` is a random name the batch
+Parts belong to one upload of one repository: ``{upload}`` is a random name the batch
 answer gives each upload it offers, and the URLs are signed for it, its repository and its writer.
 Each part is written at its place in one file of that upload's folder of the staging area
 (``parts/<oid>.<key>.<writer>/data``, ``<key>`` made of the repository and the upload: no copy

@@ -1,4 +1,4 @@
-"""What the Hub says of a model beyond its files (issue 90, item 7): ``model_info``'s
+"""What the Hub says of a model beyond its files: ``model_info``'s
 ``cardData`` (the card's whole front matter), ``library_name``, ``pipeline_tag``, ``tags`` and
 ``config`` (``architectures`` and ``model_type`` of its ``config.json``), which Hub clients read
 (``hf models info``, ``ModelInfo.library_name``, ``ModelCard``) and model-hub UIs show.

@@ -29,7 +29,7 @@ log = logging.getLogger("ocibridge.hubserver")
 #: the date, which the server answering the client adds itself
 HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer",
                         "transfer-encoding", "upgrade", "proxy-connection", "host", "expect", "date"})
-#: the header a forwarded write carries (issue 85): the serve it reaches takes the write or
+#: the header a forwarded write carries: the serve it reaches takes the write or
 #: answers 503, never forwards it again. A peer URL that leads back to a standby (a load balancer
 #: in front of several serves, an alias of its own address) so costs one hop and an error, not a
 #: request sent round forever. A client that sets it itself only loses the forwarding.

@@ -1,4 +1,4 @@
-"""One writer, enforced (issue 76): a serve that takes writes holds the *writer lease* of its
+"""One writer, enforced: a serve that takes writes holds the *writer lease* of its
 first SOURCE, where new repositories go. A registry has no compare-and-swap on a tag, so two
 processes that each move one branch lose commits; a second serve with write tokens over the
 same prefix therefore refuses writes (the Hub's 503, naming the holder) until the holder's

@@ -1,4 +1,4 @@
-"""A ``--peer`` (or ``--writer``) that is this very serve, refused at start (issue 85).
+"""A ``--peer`` (or ``--writer``) that is this very serve, refused at start.
 
 A standby sends a write to the peer its lease record names; a peer URL that leads back to
 itself sent it to itself, which sent it on again: descriptors and memory grew without end

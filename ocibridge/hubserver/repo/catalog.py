@@ -341,7 +341,7 @@ class Catalog:
     @staticmethod
     def _named_here(repo: Repository, digest: str) -> bool:
         """Whether one of ``repo``'s own names in a layout (a tag, a ref's, a commit's
-        bookkeeping tag) names the manifest ``digest`` (issue 85). A layout keeps every
+        bookkeeping tag) names the manifest ``digest``. A layout keeps every
         repository's manifests in one index: the digest alone says nothing of whose it is, and
         answering it through any repo id would give a private or gated repository's files to
         whoever reads another one, or one that does not exist. (A registry keeps each

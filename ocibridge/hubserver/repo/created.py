@@ -1,4 +1,4 @@
-"""Repositories ``create_repo`` made that no commit has reached yet (issue 55). The Hub makes a
+"""Repositories ``create_repo`` made that no commit has reached yet. The Hub makes a
 first commit at once (a ``.gitattributes``); serve writes nothing to the registry until the first
 commit, so that a repository holds exactly the files its commits sent. Until then the repository
 is a marker file in serve's cache, not a set in memory: a serve restarted between

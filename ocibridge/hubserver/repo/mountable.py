@@ -1,10 +1,10 @@
-"""Which other repository's file a writer may take without uploading it (issue 62): the LFS
+"""Which other repository's file a writer may take without uploading it: the LFS
 batch answering "no upload needed" and a commit's ``lfsFile`` naming bytes this writer never
 sent both mount a blob of another repository (:mod:`.uploads.mounts`), which gives the writer's
 repository that file to serve. That is only what the writer could have had anyway: its token
 could download that file from that repository (:meth:`.ports.Author.may_take`, which the access
 module's whole rule answers, ``Gate.may_take``: its read prefixes, the private scope of a private
-repository, the authorized list of a gated one: issue 85), and the policy serve enforces (the containers policy
+repository, the authorized list of a gated one), and the policy serve enforces (the containers policy
 file, ``--verify-key``) admits a revision of it that holds the file, as a download of it from
 there would be checked (:meth:`.Catalog.resolve`).
 

@@ -15,7 +15,7 @@ names it: :mod:`.reborn`), ``"upstream": true`` for one a proxy recorded gated o
 the upstream's first commit of it landed (it is the upstream's to fill: upstream/keptaccess.py).
 A plain tag the record does not name is a Hub tag. :mod:`ocibridge.hubserver.repo.refsrecord` writes it.
 
-Fail closed (issue 85): only a registry that says the tag is not there (not found) means "no
+Fail closed: only a registry that says the tag is not there (not found) means "no
 record" (a public, ungated repository whose tags are Hub tags). A record serve cannot read (the
 registry answered 503 or 429, or did not answer) or cannot make sense of (too large, not a refs
 record, not JSON: serve cannot tell what it said, private and gated included) raises

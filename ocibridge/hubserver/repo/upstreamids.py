@@ -1,4 +1,4 @@
-"""The upstream's commit ids stay the ids (issue 87): a commit fetched from an upstream Hub keeps
+"""The upstream's commit ids stay the ids: a commit fetched from an upstream Hub keeps
 the tag ``ocibridge-upstream-<its upstream id>`` (oci/bookkeeping.py) beside serve's own commit
 tag, and its manifest says the id in ``org.opencontainers.image.revision`` (as every ``push hf:``
 does). A revision resolves by that id, and answers it as ``sha`` and ``X-Repo-Commit``, when the

@@ -1,4 +1,4 @@
-"""Where a Xet file built while its xorbs arrive goes before the shard names it (issue 64): the
+"""Where a Xet file built while its xorbs arrive goes before the shard names it: the
 registry repository its commit will push to, as a chunked upload whose digest is given only at
 the end, hashed while it is sent (:class:`.base.Ingesting`), so its SHA-256 costs no pass of its
 own. The build reads it to the registry from the xorbs (:mod:`..xet.ahead`); an upload that turns

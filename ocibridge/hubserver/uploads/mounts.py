@@ -1,4 +1,4 @@
-"""Unchanged files mounted, not uploaded (issue 55): a file whose SHA-256 another repository of
+"""Unchanged files mounted, not uploaded: a file whose SHA-256 another repository of
 serve's registry already holds is not asked of the client again.
 
 The LFS batch API answers such an oid as the Hub answers a blob it has ("already have it": no

@@ -5,7 +5,7 @@ finds it there and sends only the config and manifest.
 
 Two ways in. An LFS PUT hands its bytes over in memory as they are received and hashed
 (:class:`Handed`): the file is never written on serve's disk nor read back from it, and is staged
-as held by the registry (issue 64: that write and read were ~0.4 s of serve's CPU a GiB, and a
+as held by the registry (that write and read were ~0.4 s of serve's CPU a GiB, and a
 GiB of staging room). A Xet file rebuilt after its shard is written, and read as it is written
 (:class:`Following`).
 
@@ -51,8 +51,8 @@ LET_GO_STEP = 32 * 1024 * 1024
 class Following(io.RawIOBase):
     """Reads a file being written by another party, as far as it was written (waits for more).
 
-    What it has read it lets go of from the page cache once it is on disk (issue 64,
-    :mod:`ocibridge.core.pagecache`): the file is staged, read again only by a commit's header
+    What it has read it lets go of from the page cache once it is on disk
+    (:mod:`ocibridge.core.pagecache`): the file is staged, read again only by a commit's header
     read or a push the registry cut, and the pages the writer goes on into are then the ones
     let go a moment ago."""
 

@@ -1,4 +1,4 @@
-"""Each writer's share of ``--staging-budget`` (issue 62): one writer that stages and never
+"""Each writer's share of ``--staging-budget``: one writer that stages and never
 commits must not leave every other writer a 507 for the whole ``--staging-expiry``.
 
 A *writer* is a write token (its client name, :meth:`.access.Signer.client_of` of the Xet

@@ -16,7 +16,7 @@ A file large enough for push to bind a chunk table keeps the table made from the
 beside it (:meth:`Staging.table_for`), so the commit builds its artifact without reading it.
 A Xet file relayed to the registry as it was built and verified (:mod:`..xet.ahead`) is staged
 as *held* (:meth:`Staging.commit_held`): its bytes are a blob of the registry repository its
-commit pushes to and are not written here a second time (issue 64); the commit names that blob.
+commit pushes to and are not written here a second time; the commit names that blob.
 
 How long a staged file stays follows the Hub's client flow: preupload, upload (or be told the
 object is there already), then one commit naming it. Each flow that may still name a file holds
@@ -191,7 +191,7 @@ class Staging:
         """Remove a staged file without the commit's answer waiting for it: a large one is renamed
         into ``released/`` at once (an upload of the same SHA-256 may take its name next) and
         unlinked on a thread of its own. Unlinking a GiB took 50-160 ms of each LFS commit's
-        answer (issue 64); one a stopped serve left there goes with :meth:`clean`."""
+        answer; one a stopped serve left there goes with :meth:`clean`."""
         try:
             if path.lstat().st_size < REMOVE_ASIDE_MIN:
                 path.unlink()

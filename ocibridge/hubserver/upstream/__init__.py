@@ -1,4 +1,4 @@
-"""serve as a proxy of an upstream Hub (``ocibridge serve REG/PREFIX --upstream URL``, issue 87):
+"""serve as a proxy of an upstream Hub (``ocibridge serve REG/PREFIX --upstream URL``):
 a repository or revision the registry lacks is resolved at the upstream, fetched once as the
 artifact ``push hf:ORG/NAME@COMMIT`` makes with the commit's ``.gitattributes`` and what the
 upstream says of the commit, written to the registry and answered from it.

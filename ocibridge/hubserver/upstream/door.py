@@ -1,5 +1,5 @@
 """Which repositories and files may enter from the upstream, decided on the metadata model_info
-gives (issue 87): the card's license (``--upstream-license``), the operator's refused file
+gives: the card's license (``--upstream-license``), the operator's refused file
 patterns (``--upstream-refuse-files``) and the pickle formats (``--upstream-allow-pickle``).
 Each rule answers the flag that refuses, and why, or None: the proxy turns it into the Hub's 403."""
 

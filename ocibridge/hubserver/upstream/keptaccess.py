@@ -1,5 +1,5 @@
 """A repository the upstream keeps gated or private stays so here (``--upstream-allow-gated``,
-``--upstream-allow-private``, issue 87): before anything of it is fetched, the request's reader is
+``--upstream-allow-private``): before anything of it is fetched, the request's reader is
 asked about as serve's grants would decide it were the repository so here already
 (:class:`ReaderRefuses`: :meth:`ocibridge.hubserver.access.Gate.upstream_refuses`), and the
 repository's refs record is written private, or gated with the upstream's mode, so that every

@@ -1,5 +1,5 @@
 """An answer given from a branch's last fetched head because the upstream could not be asked says
-so (issue 87): ``Warning: 110 - "Response is Stale: ..."`` (RFC 7234's stale warning), so a client
+so: ``Warning: 110 - "Response is Stale: ..."`` (RFC 7234's stale warning), so a client
 or an operator can tell a proxy that is cut off from its upstream from one that is current.
 
 The proxy's catalog notes it (:func:`note_stale`) while it resolves; this ASGI middleware gives

@@ -1,4 +1,4 @@
-"""serve's web pages (issue 56): the catalog, a model, its files, at the Hub's own web paths.
+"""serve's web pages: the catalog, a model, its files, at the Hub's own web paths.
 
 Server-rendered (Jinja2, autoescaped), one stylesheet, no script at all: a strict
 Content-Security-Policy forbids any, so a hostile model card that slipped past the sanitizer

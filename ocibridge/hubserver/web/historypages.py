@@ -1,4 +1,4 @@
-"""The history, commit and compare pages (issues 56, 76), beside the other pages (:mod:`.pages`:
+"""The history, commit and compare pages, beside the other pages (:mod:`.pages`:
 their login, their error pages, their common context):
 
     GET  /REPO/commits/{rev}                    the commits of a branch (:func:`.history.history`)

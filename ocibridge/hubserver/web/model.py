@@ -94,7 +94,7 @@ class Gathered:
     def checked(self) -> bool:
         """Whether serve checked anything before serving it: ``--verify-key`` keys, or a policy
         entry that asks for more than ``insecureAcceptAnything``. A green "passed" where nothing
-        was checked would claim a check nobody made (issue 78)."""
+        was checked would claim a check nobody made."""
         return self.keys or (self.policy is not None and not self.policy.accepts_anything)
 
 

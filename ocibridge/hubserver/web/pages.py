@@ -191,7 +191,7 @@ class WebPages:
             resolved, files = await self.serve.model(repo_id, None)
         except RevisionNotFound:
             # no main (the default tag): the page of its newest tag, saying so, rather than a dead
-            # end listing names (issue 78: a repository pushed with only v1)
+            # end listing names (a repository pushed with only v1)
             newest = await self.serve._run(self.listing.tag_of, repo_id)
             if newest is None or newest == self.serve.catalog.default_tag:
                 raise

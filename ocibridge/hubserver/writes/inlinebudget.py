@@ -1,4 +1,4 @@
-"""The bytes of inline commit lines serve holds at once, over every commit (issue 85).
+"""The bytes of inline commit lines serve holds at once, over every commit.
 
 A commit's file sent inline (a base64 ``file`` line of the NDJSON payload, up to
 :data:`.commits.LINE_MAX`) is held whole while it is read: the line as it arrives, its copy, the

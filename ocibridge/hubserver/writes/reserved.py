@@ -1,4 +1,4 @@
-"""Names no writer may give or take through the Hub's API (issue 85): serve's bookkeeping tags
+"""Names no writer may give or take through the Hub's API: serve's bookkeeping tags
 (``ocibridge-*``) and cosign's evidence tags beside a commit (``sha256-<hex>``, ``.sig``,
 ``.att``, ``.sbom``: oci/bookkeeping.py). A registry keeps a signature as a tag like any other,
 so without this rule any writer's ``delete_tag(repo, "sha256-<hex>.sig")`` would unsign a

@@ -1,4 +1,4 @@
-"""A Xet file built while its xorbs arrive (issue 64): hf_xet sends a file's xorbs in order
+"""A Xet file built while its xorbs arrive: hf_xet sends a file's xorbs in order
 before the shard that names the file, so serve builds the file ahead of the shard from each xorb
 as it is verified: its chunk table made and its bytes sent to the registry as they are read from
 the xorbs (its SHA-256 made as it is sent, :mod:`..uploads.ingest`), instead of all of it after
@@ -79,7 +79,7 @@ class _Stream:
     order: list[bytes] = field(default_factory=list)
     # the chunks of the xorbs verified and not built yet (36 bytes a chunk), and the count and
     # bytes of every one verified: a xorb built whole goes into ``tree`` and leaves ``verified``,
-    # so what is held does not grow with the file (issue 64)
+    # so what is held does not grow with the file
     verified: dict[bytes, ChunkList] = field(default_factory=dict)
     whole: dict[bytes, tuple[int, int]] = field(default_factory=dict)
     tree: merkle.Tree = field(default_factory=merkle.Tree)  # the Xet hash of the xorbs built whole

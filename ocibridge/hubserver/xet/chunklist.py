@@ -1,4 +1,4 @@
-"""The chunks of a xorb as serve keeps them between its upload and the shard (issue 64): every
+"""The chunks of a xorb as serve keeps them between its upload and the shard: every
 chunk's hash and length, held as one ``bytes`` of 32 bytes a hash and one ``array`` of lengths.
 
 Why: serve holds a chunk list of every xorb of a file until the shard that names the file has

@@ -1,4 +1,4 @@
-"""Xet's global dedupe answered from what a repository already holds (issue 55: "only changed
+"""Xet's global dedupe answered from what a repository already holds ("only changed
 chunks travel up").
 
 hf_xet asks ``GET {cas}/v1/chunks/default-merkledb/{chunk hash}`` for the first chunk of every
@@ -107,7 +107,7 @@ def write_answer_shard(out: BinaryIO, xorbs: Iterable[bytes], load: Callable[[by
     """A shard (format of xet-core's ``MDBShardInfo::serialize_from``) with no file and the
     xorbs named, each as ``load`` gives it (its chunks, its size stored), chunk hashes keyed by
     ``key``, written into ``out`` a xorb at a time: of a file's chunks (65 536 in 4 GiB) only the
-    chunk lookup's keys are held, 12 bytes a chunk, each xorb's sorted, then merged (issue 64)."""
+    chunk lookup's keys are held, 12 bytes a chunk, each xorb's sorted, then merged."""
     head = shards.SHARD_TAG + struct.pack("<QQ", HEADER_VERSION, FOOTER_SIZE)
     out.write(head + shards.BOOKEND + bytes(16))  # no file info
     at = xorb_offset = len(head) + len(shards.BOOKEND) + 16
@@ -256,7 +256,7 @@ class Dedupe:
         where each chunk of those xorbs lies in it. The work is per xorb, not per file times
         xorb: a shard of thousands of small files packed in one xorb makes one answer of it; and
         a xorb at a time: the chunk lists of the last few xorbs read are held, not of all of a
-        file's (issue 64: serve's memory stays flat with the file's size)."""
+        file's (serve's memory stays flat with the file's size)."""
         lists = functools.lru_cache(maxsize=RECENT)(self.chunks_of)
         answers: set[bytes] = set()
         repo = self._repo(repo_id)

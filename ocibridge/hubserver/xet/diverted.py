@@ -1,4 +1,4 @@
-"""A xorb body taken as the HTTP parser hands it over (issue 79), not as ASGI messages: the
+"""A xorb body taken as the HTTP parser hands it over, not as ASGI messages: the
 protocol (:data:`..guard.DIVERT`, :meth:`..protocol.GuardedProtocol.divert`) feeds each piece to
 a :class:`DivertedBody` on the event loop's thread, which gathers :data:`.upload.WRITE_PIECE`
 bytes and hands them to a writer thread, where they are written and checked

@@ -35,7 +35,7 @@ _TEXT = "{:016x}{:016x}{:016x}{:016x}".format
 def hex_of(h: bytes) -> str:
     """The text of a hash, as xet-core prints it: four 64-bit little-endian words. One unpack and
     one format (half the time of reversing slices in a generator): the tree's every node
-    is written this way, ~50,000 a GiB published (issue 79)."""
+    is written this way, ~50,000 a GiB published."""
     return _TEXT(*_WORDS.unpack(h))
 
 

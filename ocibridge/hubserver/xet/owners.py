@@ -1,4 +1,4 @@
-"""Whose kept xorbs are whose (issue 62): a xorb is its uploader's repository's until committed,
+"""Whose kept xorbs are whose: a xorb is its uploader's repository's until committed,
 as a staged LFS file is (:meth:`.staging.Staging.pinned`).
 
 One copy of a xorb is kept whichever repository sent it (``xorbs/<hash>``), so without this a

@@ -1,4 +1,4 @@
-"""Turns to read xorb bodies (issue 64): at most so many are read at once, over every writer,
+"""Turns to read xorb bodies: at most so many are read at once, over every writer,
 and of those at most a share by one writer (:class:`..guard.Shares`). hf_xet opens more uploads
 as a large file goes on (8 to 19-20 over 4 GiB), each holding a piece of its body in serve's
 memory while it is read; an upload past the permits waits, unread, its bytes in the kernel's

@@ -1,4 +1,4 @@
-"""Uploads to serve over Xet (issue 55): what ``hf_xet`` sends when huggingface_hub publishes.
+"""Uploads to serve over Xet: what ``hf_xet`` sends when huggingface_hub publishes.
 
     GET  /api/models/REPO/xet-write-token/{rev}     a write grant: casUrl, accessToken, exp
     POST {cas}/v1/xorbs/default/{hash}              a xorb: kept once its hash is recomputed
@@ -66,19 +66,19 @@ MAX_SHARD = 64 * 1024 * 1024
 #: piece, up to the 256 KiB asyncio reads at once, cost the event loop more than receiving
 #: them). Each upload under way holds this much, and hf_xet raises its uploads under way as an
 #: upload goes on (8 to 19 over 4 GiB): at 1 MiB serve's peak RSS grew with the file's size
-#: (issue 64); at 256 KiB the thread hops cost ~0.5 s of CPU a GiB more; 512 KiB: 4 GiB peaked
+#:; at 256 KiB the thread hops cost ~0.5 s of CPU a GiB more; 512 KiB: 4 GiB peaked
 #: at 117 MiB, as at 256 KiB
 WRITE_PIECE = 512 * 1024
 #: xorb bodies read at once, over every writer, and of those the most one writer's uploads hold
 #: (:mod:`.permits`): each holds up to a WRITE_PIECE, and without a bound serve's peak memory grew
-#: with hf_xet's uploads under way, so with the file's size (issue 64). On 2 cores eight at once
+#: with hf_xet's uploads under way, so with the file's size. On 2 cores eight at once
 #: already keep the CPU busy, so the wait costs no throughput.
 RECEIVING_AT_ONCE = 16
 RECEIVING_SHARE = 8
 #: threads writing and checking received bodies at once, over every upload: each thread serve
 #: starts keeps memory of its own (its malloc arena), and more than a few on these cores only
 #: wait for each other; without a bound there was one a body being read (13 threads and +10 MiB
-#: of peak RSS over a 4 GiB upload, issue 64)
+#: of peak RSS over a 4 GiB upload)
 WRITING_AT_ONCE = 4
 _T = TypeVar("_T")
 
@@ -92,7 +92,7 @@ class XetUpload:
         self.staging = staging
         self.relay = relay
         self.xorbs = staging.root / "xorbs"
-        self.owners = XorbOwners(staging.root / "xorb-owners")  # whose each kept xorb is (issue 62)
+        self.owners = XorbOwners(staging.root / "xorb-owners")  # whose each kept xorb is
         self.ahead = Ahead(self.xorbs, staging.tmp, ingest, staging.budget)  # files built before their shard
         self.dedupe = dedupe or Dedupe(self.xorbs)
         self.blobs = blobs  # a repository's files, for chunks of xorbs no longer kept

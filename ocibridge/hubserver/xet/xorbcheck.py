@@ -1,4 +1,4 @@
-"""A xorb checked as it is received (issue 64): each chunk's header read, its bytes decompressed
+"""A xorb checked as it is received: each chunk's header read, its bytes decompressed
 and BLAKE3-hashed as the body arrives, so a xorb is never read back from disk to be checked
 (that read and its parse were ~0.5 s of serve's CPU per GiB published over Xet).
 
@@ -7,7 +7,7 @@ it ends: its tag, a version byte, then the hash), held across the pieces of a bo
 that lies whole within a piece is hashed (or decompressed) from the piece itself, in one call;
 only a chunk that a piece's end cuts is gathered (at most twice :data:`.shards.MAX_CHUNK`) and
 hashed once whole, as is a header cut between two pieces (8 bytes). One BLAKE3 call a chunk
-(issue 79): hashed a part at a time, cut where the pieces end, a chunk cost BLAKE3 half as much
+: hashed a part at a time, cut where the pieces end, a chunk cost BLAKE3 half as much
 again (0.30 against 0.21 s a GiB of ~64 KiB chunks), its tree split at unaligned offsets. A
 footer, when one comes, ends the chunks. What the xorb is (its name) is decided at the end,
 from the hashes made here.

@@ -227,7 +227,7 @@ class OllamaStore(ClosesOnExit):
             raw.close()
             raise DigestMismatch(f"{self.describe()}: blob {desc.digest} holds {actual} bytes, its descriptor "
                                  f"says {desc.size}")
-        return VerifyingReader(raw, desc.digest, desc.size,  # type: ignore[return-value]  # a verifying read()-stream where the Store protocol still names BinaryIO (issue 15)
+        return VerifyingReader(raw, desc.digest, desc.size,  # type: ignore[return-value]  # a verifying read()-stream where the Store protocol still names BinaryIO
                                what=f"{self.describe()}: blob")
 
     def fetch_bytes(self, desc: Descriptor) -> bytes:

@@ -39,7 +39,7 @@ class BlobHomes:
         self._max = max_blobs
         self._index = index
         # the index written by a thread of its own: a manifest read, before a download's first
-        # byte, does not wait for sqlite (12-40 ms in a fresh process here: issue 91)
+        # byte, does not wait for sqlite (12-40 ms in a fresh process here)
         self._writes = WriteBehind("blobhomes-index") if index is not None else None
 
     def remember(self, base: str, digest: str, repository: str) -> None:

@@ -113,7 +113,7 @@ class StreamingIngest(BlobUpload):
         digest = "sha256:" + hasher.hexdigest()
         self.desc = Descriptor(mediaType="application/octet-stream", digest=digest, size=total)
         self.size = total
-        if self._holds(digest, total):  # the digest is known before any byte goes: ask (issue 43)
+        if self._holds(digest, total):  # the digest is known before any byte goes: ask
             self._cancel()  # the session opened for it is dropped; nothing is sent
             self.result = (digest, total)
             return

@@ -145,7 +145,7 @@ class RegistryStore(ClosesOnExit):
     def open_blob(self, desc: Descriptor) -> BinaryIO:
         hasher = new_hasher(desc.digest)  # updated by the download's own thread
         raw = BlobDownload(self.client, self.repository, desc, self.on_bytes, hasher=hasher)
-        return VerifyingReader(raw, desc.digest, desc.size, hasher=hasher)  # type: ignore[return-value]  # a verifying read()-stream where the Store protocol still names BinaryIO (issue 15)
+        return VerifyingReader(raw, desc.digest, desc.size, hasher=hasher)  # type: ignore[return-value]  # a verifying read()-stream where the Store protocol still names BinaryIO
 
     def open_blob_range(self, desc: Descriptor, start: int, end: int | None = None, *,
                         probe: bool = False) -> BlobDownload:
