@@ -49,9 +49,7 @@ def register() -> None:
     global _registered
     if _registered:
         return
-    import vllm
-
-    refusal = untested(str(vars(vllm).get("__version__", "(no version)")))
+    refusal = untested(_vllm_version())
     if refusal is not None:
         print(f"ocibridge: {refusal}", file=sys.stderr)
         _registered = True  # (said once a process)
@@ -60,6 +58,12 @@ def register() -> None:
 
     register_model_loader(LOAD_FORMAT)(_loader_class())
     _registered = True
+
+
+def _vllm_version() -> str:
+    import vllm
+
+    return str(vars(vllm).get("__version__", "(no version)"))
 
 
 def _processes_loading() -> int:
@@ -78,6 +82,7 @@ def _loader_class() -> type:
     from vllm.model_executor.model_loader.base_loader import BaseModelLoader
     from vllm.model_executor.model_loader.default_loader import DefaultModelLoader
 
+    from ocibridge.engines.vllm_warm import WarmSettings, restore_cache, this_device
     from ocibridge.engines.weights import WeightSource, load_into
 
     class OcibridgeModelLoader(BaseModelLoader):  # type: ignore[misc]
@@ -86,12 +91,15 @@ def _loader_class() -> type:
         def __init__(self, load_config: Any):
             super().__init__(load_config)
             self.source = WeightSource.from_settings(load_config.model_loader_extra_config)
+            self.warm = WarmSettings.from_settings(load_config.model_loader_extra_config)
 
         def download_model(self, model_config: Any) -> None:
             """Nothing to download: the weights stream at load (the config and tokenizer are the
             directory vLLM was given: ``ocibridge path REF --exclude '*.safetensors'``)."""
 
         def load_weights(self, model: Any, model_config: Any) -> None:
+            # (vLLM compiles once the weights are in: the cache is in place before it looks)
+            restore_cache(self.source, self.warm, _vllm_version(), device=this_device())
             loaded = load_into(model, self.source, strict=False, ranks=_processes_loading())
             if loaded is not None and model_config.quantization is None:
                 # vLLM's own rule for the parameters a checkpoint must set (what its layers

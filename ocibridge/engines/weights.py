@@ -32,6 +32,10 @@ SETTINGS = {
     "through_cache": "true: the weights are fetched once into the node's model cache and every process of the "
                      "engine reads them there; false: each streams them from the registry (default: true when "
                      "more than one process loads the model, as tensor-parallel ranks do)",
+    "warm": "'load': the model's compile cache for this process's key is restored into vLLM's "
+            "torch_compile_cache before it compiles, verified as the model is (docs/warm.md)",
+    "warm_options": "the compile options the cache was saved with (warm save --option), hashed into its key",
+    "warm_allow_unsigned": "true: a cache that nothing here asks a signature of loads unchecked",
 }
 
 
