@@ -163,7 +163,10 @@ def test_forwarded_host_is_believed_only_from_trusted_peers(pair, tmp_path):
 #: what a reader answers itself though its method is not GET: reads with a body, the login form
 #: (list_models and list_datasets at /api/{repo_type}; /v1/telemetry: hf_xet's report, taken and dropped where it lands)
 READS_NOT_GET = {("/api/{repo_type:hub_api_type}", "POST"), ("/api/validate-yaml", "POST"),
-                 ("/ocibridge/login", "POST"), ("/v1/telemetry", "POST")}
+                 ("/ocibridge/login", "POST"), ("/v1/telemetry", "POST"),
+                 # copy_files' question before its commit: which files the target may take (copies nothing)
+                 ("/api/{repo_type:hub_api_type}/{org:hub_part}/{name:hub_part}/lfs-files/duplicate", "POST"),
+                 ("/api/{repo_type:hub_api_type}/{name:hub_part}/lfs-files/duplicate", "POST")}
 
 
 def test_every_route_that_writes_is_forwarded(registry):

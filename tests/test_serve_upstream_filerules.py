@@ -96,6 +96,9 @@ def _refused_and_nothing_tagged(proxied: Proxied, repo: str, tmp_path: Path) -> 
     time.sleep(0.5)
     assert [t for t in proxied.tags(f"proxy/{repo}") if t != "ocibridge-refs"] == []
     assert set(proxied.outcomes(repo)) == {"refused"}  # asked again: refused again, never landed
+    # and serve's own Hub cache keeps none of what the door refused (nothing to resume)
+    folder = proxied.root / "proxy" / "cache" / "upstream-hub" / ("models--" + repo.replace("/", "--"))
+    assert not folder.exists(), sorted(str(p) for p in folder.rglob("*"))
 
 
 def test_a_file_the_upstreams_model_info_leaves_out_meets_the_rules_on_the_listing_fetched(proxied: Proxied,

@@ -164,6 +164,24 @@ def _use_load(s: Setup, capsys: pytest.CaptureFixture[str]) -> str | None:
     return t.store.resolve(t.reference).digest
 
 
+def _use_warm_load(s: Setup, capsys: pytest.CaptureFixture[str]) -> str | None:
+    """warm load restores a cache of the artifact the tag named when it was asked (each model's
+    own cache says which): the signed model's, or nothing, never the unsigned one's."""
+    for digest, name in ((s.signed, "signed"), (s.unsigned, "unsigned")):
+        cache = s.tmp / f"cache-{name}"
+        cache.mkdir()
+        (cache / "which").write_text(name)
+        assert main(["warm", "save", f"{s.registry_repo}@{digest}", str(cache),
+                     "--key", str(s.tmp / "k" / "cosign.key")]) == 0
+    capsys.readouterr()
+    out = s.tmp / "restored"
+    code = main(["warm", "load", s.proxied, str(out), "--verify-key", str(s.public)])
+    if code != 0:
+        return _one_line_failure(capsys, out)
+    capsys.readouterr()
+    return s.signed if (out / "which").read_text() == "signed" else s.unsigned
+
+
 def _one_line_failure(capsys: pytest.CaptureFixture[str], output: Path | None) -> None:
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
@@ -217,6 +235,7 @@ USES: dict[tuple[str, ...], list[Use]] = {
     ("mount",): [_use_fuse_mount],
     ("load",): [_use_load],
     ("serve",): [_use_serve],
+    ("warm", "load"): [_use_warm_load],
 }
 
 

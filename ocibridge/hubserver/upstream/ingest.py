@@ -190,6 +190,8 @@ class Ingest:
             flight.error = e
             with self._lock:
                 self._flights.pop(key, None)
+            if refused_at_the_door(e):  # no later fetch resumes what the door refused: none kept
+                self._tidy(repo.shown, repo_id)
         finally:
             flight.release()  # its place among the fetches under way
             flight.done.set()
@@ -303,3 +305,16 @@ class Ingest:
     def _record(self, line: dict[str, Any], outcome: str, status: int, **facts: Any) -> None:
         now = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="milliseconds")
         self.audit({"time": now, **line, "outcome": outcome, "status": status, "token": None, **facts})
+
+
+def refused_at_the_door(error: BaseException) -> bool:
+    """Whether a fetch ended because a rule refused what it brought (a pickle, a flagged scan),
+    rather than because the upstream or the network failed (whose partial files a retry resumes)."""
+    seen: BaseException | None = error
+    for _ in range(8):  # the refusal, or what a download thread wrapped it in
+        if seen is None:
+            return False
+        if isinstance(seen, UpstreamRefused):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
