@@ -1,6 +1,7 @@
 """The ``datasets`` library through ``ocibridge serve`` against its floors, on a fresh local registry.
 
     .venv/bin/python -m bench.datasets_speed --size-mib 1024 --rounds 5
+    .venv/bin/python -m bench.datasets_speed --size-mib 1024 --rounds 5 --no-xet   # HF_HUB_DISABLE_XET=1
 
 The dataset: ``--shards`` parquet files (seeded random ints, floats and strings of 64 letters,
 which snappy cannot shrink), ``--size-mib`` in all, laid out as a dataset repository's
@@ -192,6 +193,10 @@ def serve(registry: BenchRegistry, work: Path, name: str) -> Iterator[Proc]:
         shutil.rmtree(home / "cache", ignore_errors=True)
 
 
+#: what every client's environment adds (``--no-xet``: HF_HUB_DISABLE_XET, LFS and the resolve route)
+NO_XET: dict[str, str] = {}
+
+
 def client_env(work: Path, endpoint: str | None) -> dict[str, str]:
     """A user's environment with fresh, empty caches under ``work/client``; ``endpoint`` None: a
     closed port, so the library takes every URL as a plain web file (and any Hub request fails)."""
@@ -200,7 +205,7 @@ def client_env(work: Path, endpoint: str | None) -> dict[str, str]:
     home.mkdir(parents=True)
     env = {**base_env(work), "HF_ENDPOINT": endpoint or f"http://127.0.0.1:{free_port()}",
            "HF_TOKEN": "bench-token", "HF_HUB_CACHE": str(home / "hub"), "HF_DATASETS_CACHE": str(home / "datasets"),
-           "HF_HOME": str(home / "home"), "HF_DATASETS_DISABLE_PROGRESS_BARS": "1"}
+           "HF_HOME": str(home / "home"), "HF_DATASETS_DISABLE_PROGRESS_BARS": "1", **NO_XET}
     for offline in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"):
         env.pop(offline, None)
     return env
@@ -363,6 +368,7 @@ def versions() -> str:
         xet = "hf_xet installed"
     except ImportError:
         xet = "no hf_xet"
+    xet += ", HF_HUB_DISABLE_XET=1" if NO_XET else ""
     return f"datasets {datasets.__version__}, huggingface_hub {huggingface_hub.__version__}, {xet}"
 
 
@@ -372,8 +378,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--shards", type=int, default=8)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--only", choices=["load", "push"], help="one half of the benchmark")
+    parser.add_argument("--no-xet", action="store_true", help="the clients with HF_HUB_DISABLE_XET=1 (LFS, resolve)")
     parser.add_argument("--work", type=Path, help="a directory for the data (default: a temporary one)")
     args = parser.parse_args(argv)
+    if args.no_xet:
+        NO_XET["HF_HUB_DISABLE_XET"] = "1"
     work = Path(tempfile.mkdtemp(prefix="datasets-speed-", dir=args.work))
     try:
         dataset = work / "dataset"
