@@ -21,7 +21,7 @@ from support.fixtures import new_repo
 import ocibridge
 from ocibridge.errors import OcibridgeError, SignatureError
 from ocibridge.lazyread import tensorload
-from ocibridge.lazyread.landing import Landing, Slot
+from ocibridge.lazyread.placement import Landing, Slot
 from ocibridge.lazyread.safetensors import TensorInfo
 from tests.test_load_tensors import CHUNK, SMALL_PARTS, TABLE, layer_of, offset_of
 

@@ -44,7 +44,7 @@ COPY_PROBE = """
 import sys
 from ocibridge.cli import main
 code = main({args!r})
-heavy = sorted(m for m in ("pydantic", "ocibridge.api.model_ops", "ocibridge.model.builder", "ocibridge.kinds.door",
+heavy = sorted(m for m in ("pydantic", "ocibridge.api.model_ops", "ocibridge.model.builder", "ocibridge.kinds.dispatch",
                            "h2", "cryptography") if m in sys.modules)
 print("HEAVY:" + ",".join(heavy), file=sys.stderr)
 sys.exit(code)
@@ -105,7 +105,7 @@ PULL_UNUSED = ("ocibridge.model.builder", "ocibridge.model.packing", "ocibridge.
                "ocibridge.kinds.ollama", "ocibridge.kinds.kitops.family", "ocibridge.kinds.docker.family",
                "ocibridge.kinds.modelcar.family", "ocibridge.kinds.ollama.family", "ocibridge.kinds.conversion",
                "ocibridge.k8s", "ocibridge.transfer.results", "ocibridge.api.auth", "ocibridge.api.cache_ops",
-               "ocibridge.kinds.hf", "ocibridge.stores.registry.upload", "ocibridge.stores.registry.ingest",
+               "ocibridge.kinds.hf", "ocibridge.stores.registry.upload", "ocibridge.stores.registry.streamupload",
                "ocibridge.stores.registry.taglist", "ocibridge.transfer.askfirst", "ocibridge.transfer.sampleindex",
                "ocibridge.chunks.table", "ocibridge.chunks.delta", "ocibridge.chunks.chunkindex",
                "ocibridge.cache.chunks", "ocibridge.api.policy", "ocibridge.kinds.neutral", "ocibridge.kinds.origin",

@@ -112,7 +112,7 @@ def path(
         for done in snap.deltas:
             on_delta(done)
     if hub is not None:
-        from ocibridge.kinds.hf.door import into_hub_cache
+        from ocibridge.kinds.hf.entry import into_hub_cache
 
         into_hub_cache(cache, snap, hub)
     return snap.path

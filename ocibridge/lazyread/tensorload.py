@@ -29,7 +29,7 @@ from ocibridge.errors import DigestMismatch, OcibridgeError
 from ocibridge.lazyread.formats import read_table
 from ocibridge.lazyread.frameworks import Framework
 from ocibridge.lazyread.landcheck import ChunkDigests, LandCheck, Mismatch, WholeDigest
-from ocibridge.lazyread.landing import Landing, Slot, names
+from ocibridge.lazyread.placement import Landing, Slot, names
 from ocibridge.lazyread.rangefetch import ViewsOf, fetch_checked
 from ocibridge.lazyread.staging import RING, DeviceCopies, Staging
 from ocibridge.lazyread.tensorfile import TensorInfo

@@ -54,7 +54,7 @@ from ocibridge.hubserver.repo.keys import api_path
 from ocibridge.hubserver.repo.repos import Repos
 from ocibridge.hubserver.uploads.relay import Handed, HandingFor, Relay
 from ocibridge.hubserver.uploads.staging import Staging, hash_pieces, write_pieces
-from ocibridge.hubserver.writers import Writers
+from ocibridge.hubserver.writeaccess import Writers
 
 log = logging.getLogger("ocibridge.hubserver")
 

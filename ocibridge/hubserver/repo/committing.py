@@ -29,7 +29,7 @@ from ocibridge.hubserver.repo.keys import type_of
 from ocibridge.hubserver.repo.mountable import admitted
 from ocibridge.hubserver.repo.ports import Author
 from ocibridge.hubserver.repo.publishing import Publishing, publish
-from ocibridge.hubserver.repo.regular import REGULAR, annotation
+from ocibridge.hubserver.repo.regularfiles import REGULAR, annotation
 from ocibridge.hubserver.repo.repos import Repos
 from ocibridge.hubserver.repo.sources import CREATED, RepoNotFound, commit_of, repo_parts
 from ocibridge.kinds.hf.repotype import DATASET

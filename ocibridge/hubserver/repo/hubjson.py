@@ -1,7 +1,7 @@
 """The Hub's JSON shapes, as huggingface_hub's ``ModelInfo``, ``RepoFile`` and ``RepoFolder``
 read them (facts from its hf_api.py).
 
-A file its commit recorded as regular (:mod:`.regular`) is listed as the Hub lists a file kept in
+A file its commit recorded as regular (:mod:`.regularfiles`) is listed as the Hub lists a file kept in
 git: ``oid`` (``blobId`` in a sibling) is its git blob id, and it has no ``lfs``. Every other file
 is listed as the Hub lists a file kept in git-lfs: ``lfs.oid`` (``lfs.sha256`` in a sibling) is
 its SHA-256, the name the Hub cache gives its blob and the model cache too; ``oid`` is the git
@@ -18,7 +18,7 @@ from typing import Any
 from ocibridge.hubserver.repo.catalog import Refs, Resolved
 from ocibridge.hubserver.repo.files import HubFile, ModelFiles
 from ocibridge.hubserver.repo.keys import hub_id, type_of
-from ocibridge.hubserver.repo.regular import git_blob_id
+from ocibridge.hubserver.repo.regularfiles import git_blob_id
 from ocibridge.hubserver.repo.upstreamids import REPO_CREATED
 from ocibridge.kinds.hf.repotype import MODEL
 

@@ -22,13 +22,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ocibridge.chunks.table import LayerChunks
+from ocibridge.core.streams import CHUNK
 
 if TYPE_CHECKING:
     from ocibridge.chunks.chunking import ChunkHasher, ChunkPolicy
     from ocibridge.hubserver.upstream.pickles import PickleSniff
 
-#: bytes a reader reads from the partial file at once
-CHUNK = 1 << 20
 
 
 class FileCut(Exception):

@@ -68,7 +68,7 @@ class XetRoutes:
     def name(self, f: HubFile, published: bool = False) -> str | None:
         """The file's Xet name when it is large enough for Xet (``published``: a file in git-lfs of
         a commit serve made, offered whatever its size, as the Hub keeps every such file in Xet);
-        none for a regular file, which the Hub keeps in git, never in Xet (:mod:`ocibridge.hubserver.repo.regular`)."""
+        none for a regular file, which the Hub keeps in git, never in Xet (:mod:`..repo.regularfiles`)."""
         if f.git_blob is not None or self.xet_min is None:
             return None
         return xorbs.file_id(f.sha256, f.size) if published or self.name_size(f.size) else None

@@ -19,7 +19,7 @@ from ocibridge.hubserver.answers import NOT_JSON, error, in_thread, is_sha256, j
 from ocibridge.hubserver.repo.catalog import Catalog
 from ocibridge.hubserver.repo.keys import API_PARTS, key_of
 from ocibridge.hubserver.repo.mountable import admitted
-from ocibridge.hubserver.writers import Writers
+from ocibridge.hubserver.writeaccess import Writers
 
 #: files one request names at most (huggingface_hub sends them in batches of 100)
 FILES_MAX = 1000

@@ -265,7 +265,7 @@ class Ingest:
         if self.settings.hub_cache is None:
             return
         from ocibridge.cache.models import ModelCache
-        from ocibridge.hubserver.upstream.checked import into_model_cache
+        from ocibridge.hubserver.upstream.fetchedfacts import into_model_cache
 
         into_model_cache(ModelCache(), fetch.files)
 
