@@ -20,11 +20,11 @@ import pytest
 
 from ocibridge.chunks import chunking, hashes
 from ocibridge.chunks.chunking import ChunkPolicy
-from ocibridge.chunks.table import ANNOTATION_DIGEST, MIN_CHUNK_SIZE, chunk_stream
+from ocibridge.chunks.chunktable import ANNOTATION_DIGEST, MIN_CHUNK_SIZE, chunk_stream
 from ocibridge.hubserver.upstream import fetchedfacts
 from ocibridge.hubserver.upstream.tee import FileFlight
-from ocibridge.kinds.hf.entry import read_snapshot
 from ocibridge.kinds.hf.hubcache import repo_folder
+from ocibridge.kinds.hf.kind import read_snapshot
 from ocibridge.kinds.hf.locator import HubReference
 from ocibridge.kinds.source import ReadRequest
 from ocibridge.model.builder import ARTIFACT_TAG, PlannedArtifact
@@ -130,7 +130,7 @@ def test_a_vouched_file_that_changed_on_disk_is_refused_by_its_size(tmp_path: Pa
 
 
 def test_checked_files_are_linked_into_the_model_cache_once(tmp_path: Path):
-    from ocibridge.cache.models import ModelCache
+    from ocibridge.cache.modelcache import ModelCache
 
     flights = teed(tmp_path / "hub")
     cache = ModelCache(tmp_path / "cache")

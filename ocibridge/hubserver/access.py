@@ -67,7 +67,7 @@ from ocibridge.hubserver.grants import parse_line as parse_line
 from ocibridge.hubserver.grants import parse_lines as parse_lines
 from ocibridge.hubserver.grants import within as within
 from ocibridge.hubserver.grants import writes_of
-from ocibridge.hubserver.repo.keys import hub_id, noun
+from ocibridge.hubserver.repo.reponames import hub_id, noun
 from ocibridge.hubserver.signer import TOKEN_LIFE as TOKEN_LIFE
 from ocibridge.hubserver.signer import Signer as Signer
 

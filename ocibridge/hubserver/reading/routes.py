@@ -43,10 +43,10 @@ from ocibridge.hubserver.repo import hubjson
 from ocibridge.hubserver.repo.arriving import Arriving, ArrivingCatalog, ArrivingFile, SaidAbove
 from ocibridge.hubserver.repo.catalog import Catalog, Resolved
 from ocibridge.hubserver.repo.files import FileLists, HubFile, ModelFiles, Resolver, directories
-from ocibridge.hubserver.repo.keys import hub_id, type_of
 from ocibridge.hubserver.repo.lastcommits import LastCommits
 from ocibridge.hubserver.repo.refsrecord import RecordUnread
 from ocibridge.hubserver.repo.regularfiles import git_blob_id
+from ocibridge.hubserver.repo.reponames import hub_id, type_of
 from ocibridge.hubserver.repo.repostates import listed_only
 from ocibridge.hubserver.repo.sources import RepoNotFound
 from ocibridge.kinds.hf.repotype import MODEL

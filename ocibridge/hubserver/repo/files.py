@@ -24,7 +24,7 @@ from ocibridge.oci.digest import sha256_file
 from ocibridge.oci.models import Descriptor
 
 if TYPE_CHECKING:
-    from ocibridge.cache.models import ModelCache
+    from ocibridge.cache.modelcache import ModelCache
     from ocibridge.hubserver.repo.catalog import Resolved
 
 #: models whose file lists are kept in memory

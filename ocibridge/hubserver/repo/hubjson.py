@@ -17,8 +17,8 @@ from typing import Any
 
 from ocibridge.hubserver.repo.catalog import Refs, Resolved
 from ocibridge.hubserver.repo.files import HubFile, ModelFiles
-from ocibridge.hubserver.repo.keys import hub_id, type_of
 from ocibridge.hubserver.repo.regularfiles import git_blob_id
+from ocibridge.hubserver.repo.reponames import hub_id, type_of
 from ocibridge.hubserver.repo.upstreamids import REPO_CREATED
 from ocibridge.kinds.hf.repotype import MODEL
 
@@ -76,7 +76,7 @@ def hub_date(text: str | None) -> str | None:
 
 
 def summary(key: str, private: bool = False, gated: str = "") -> dict[str, Any]:
-    """A repository (its key: :mod:`.keys`) as ``/api/models`` or ``/api/datasets`` lists it
+    """A repository (its key: :mod:`.reponames`) as ``/api/models`` or ``/api/datasets`` lists it
     (``gated``: "auto", "manual", or "" for false): by the repo id the Hub shows."""
     repo_id = hub_id(key)
     author = repo_id.split("/", 1)[0] if "/" in repo_id else None

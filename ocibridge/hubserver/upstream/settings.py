@@ -53,7 +53,7 @@ class UpstreamSettings:
         as serve's do. A glob matches a key as the Hub writes it: a model's ``ORG/NAME``, a dataset's
         ``datasets/ORG/NAME`` (an allow glob lets in only what it names: ``acme/*`` no dataset); a
         deny glob matches a dataset's ``ORG/NAME`` too, so ``evil/*`` keeps out evil's datasets as well."""
-        from ocibridge.hubserver.repo.keys import hub_id
+        from ocibridge.hubserver.repo.reponames import hub_id
 
         lowered = key.lower()
         for glob in self.deny:

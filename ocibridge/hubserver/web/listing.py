@@ -20,7 +20,7 @@ from typing import Any
 from ocibridge.core.freshcache import FreshCache
 from ocibridge.errors import NotFound, OcibridgeError, RegistryError
 from ocibridge.hubserver.repo.catalog import Catalog, Resolved
-from ocibridge.hubserver.repo.keys import type_of
+from ocibridge.hubserver.repo.reponames import type_of
 from ocibridge.hubserver.repo.repostates import listed_only
 from ocibridge.hubserver.repo.rules import rules_in_force
 from ocibridge.hubserver.repo.sources import Refused, repo_parts

@@ -26,8 +26,8 @@ from ocibridge.hubserver.repo import initial
 from ocibridge.hubserver.repo.commits import BadCommit
 from ocibridge.hubserver.repo.committing import Committer
 from ocibridge.hubserver.repo.creation import create_repo, set_settings
-from ocibridge.hubserver.repo.keys import hub_id, key_of, noun
 from ocibridge.hubserver.repo.refsrecord import GATES
+from ocibridge.hubserver.repo.reponames import hub_id, key_of, noun
 from ocibridge.hubserver.writeaccess import Writers
 from ocibridge.kinds.hf.repotype import MODEL, REPO_TYPES, model_id_allowed
 

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ocibridge.chunks.chunking import ChunkHasher
-from ocibridge.chunks.table import DEFAULT_CHUNK_SIZE, PUSH_THRESHOLD
+from ocibridge.chunks.chunktable import DEFAULT_CHUNK_SIZE, PUSH_THRESHOLD
 from ocibridge.core.fsutil import IOV_MAX, writev_all
 from ocibridge.core.pagecache import let_go
 from ocibridge.errors import OcibridgeError

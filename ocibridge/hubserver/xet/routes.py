@@ -18,7 +18,7 @@ from ocibridge.hubserver.guard import Shares, turn_of
 from ocibridge.hubserver.reading.blobs import Blobs, Checked, CheckedFile, TableOf
 from ocibridge.hubserver.repo.catalog import Resolved
 from ocibridge.hubserver.repo.files import HubFile, ModelFiles, Resolver
-from ocibridge.hubserver.repo.keys import api_path
+from ocibridge.hubserver.repo.reponames import api_path
 from ocibridge.hubserver.routing import route_path
 from ocibridge.hubserver.xet import layouts, xorbs
 from ocibridge.hubserver.xet.pinned import Pinned, PinnedCommits
