@@ -112,7 +112,7 @@ def run(size_mib: int, work: Path, repeat: int = 3) -> list[str]:
             return time.perf_counter() - t
 
         from ocibridge.cache.chunks import CacheChunks
-        from ocibridge.cache.models import model_cache_root
+        from ocibridge.cache.modelcache import model_cache_root
 
         chunks = CacheChunks(model_cache_root()).dir.parent  # chunks/sha256 and chunks/layers
         samples: dict[str, list[float]] = {"curl": [], "pull": [], "off": [], "cold": [], "warm": []}

@@ -27,7 +27,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from ocibridge.chunks.table import ANNOTATION_DIGEST
+from ocibridge.chunks.chunktable import ANNOTATION_DIGEST
 
 from . import landing, models, tools
 from .proc import Sample, Series, run_measured, run_quiet

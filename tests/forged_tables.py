@@ -12,7 +12,7 @@ from pathlib import Path
 import ocibridge
 from ocibridge.chunks import hashes
 from ocibridge.chunks.attach import attach_table
-from ocibridge.chunks.table import ANNOTATION_DIGEST, ANNOTATION_SIZE, LayerChunks, build_table
+from ocibridge.chunks.chunktable import ANNOTATION_DIGEST, ANNOTATION_SIZE, LayerChunks, build_table
 from ocibridge.oci.mediatypes import OCI_MANIFEST
 from ocibridge.oci.models import Descriptor
 from ocibridge.stores.base import WritableStore as Store

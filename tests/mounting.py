@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from support.faultproxy import FaultProxy, hold
 
-from ocibridge.lazymount.table import is_mounted
+from ocibridge.lazymount.mounttable import is_mounted
 
 OCIBRIDGE = [sys.executable, "-m", "ocibridge"]
 

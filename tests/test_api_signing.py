@@ -155,7 +155,7 @@ def test_sign_and_verify_in_a_registry(tmp_path, registry, unique_repo, keypair,
 
 def test_a_file_against_a_bundle_keyed_and_keyless(tmp_path, keypair, capsys):
     from ocibridge.signing import keys
-    from ocibridge.signing.bundle import make_bundle, statement
+    from ocibridge.signing.sigstorebundle import make_bundle, statement
 
     private, public = keypair
     artifact = tmp_path / "weights.bin"

@@ -15,7 +15,7 @@ import pytest
 from safetensors.numpy import save_file
 
 import ocibridge
-from ocibridge.stores.registry import catalog
+from ocibridge.stores.registry import v2catalog as catalog
 from tests.support.fixtures import new_repo
 
 CHUNK = 64 * 1024

@@ -24,7 +24,7 @@ from support.fixtures import new_repo
 import ocibridge
 from ocibridge.api.lazy_ops import open_model
 from ocibridge.chunks import hashes
-from ocibridge.chunks.table import (
+from ocibridge.chunks.chunktable import (
     ANNOTATION_DIGEST,
     ANNOTATION_SIZE,
     TABLE_MEDIA_TYPE,
@@ -291,7 +291,7 @@ def test_a_commit_keeps_the_hash_its_files_tables_mostly_have():
     """A commit to a repository whose head binds a SHA-256 table keeps SHA-256 while the
     unchanged files hold most bytes (else every one of them would be read back from the
     registry to be hashed anew); new repositories, and rewrites, get BLAKE3."""
-    from ocibridge.chunks.table import chunk_count
+    from ocibridge.chunks.chunktable import chunk_count
     from ocibridge.model.known import KnownFile, cheapest_hash
 
     def known(size: int, algorithm: str | None) -> KnownFile:

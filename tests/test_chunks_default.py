@@ -20,7 +20,13 @@ from ocibridge.api.lazy_ops import open_model, open_tensors
 from ocibridge.api.model_ops import push
 from ocibridge.chunks import chunking
 from ocibridge.chunks.chunking import ChunkHasher, ChunkingReader, ChunkPolicy
-from ocibridge.chunks.table import ANNOTATION_DIGEST, ARTIFACT_TYPE, DEFAULT_CHUNK_SIZE, PUSH_THRESHOLD, chunk_stream
+from ocibridge.chunks.chunktable import (
+    ANNOTATION_DIGEST,
+    ARTIFACT_TYPE,
+    DEFAULT_CHUNK_SIZE,
+    PUSH_THRESHOLD,
+    chunk_stream,
+)
 from ocibridge.cli import main
 from ocibridge.oci.models import Descriptor
 from ocibridge.stores.registry import open_repository

@@ -9,7 +9,8 @@ import pytest
 from support.cli_texts import capture, command_lines
 from support.entry_probe import run_entry
 
-from ocibridge.cli import entry, parser, table
+from ocibridge.cli import commandtable as table
+from ocibridge.cli import entry, parser
 
 LINES = command_lines()
 

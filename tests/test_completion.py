@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import ocibridge
-from ocibridge.cli.table import COMMANDS
+from ocibridge.cli.commandtable import COMMANDS
 
 BASH_COMPLETE = r"""
 source "$1"

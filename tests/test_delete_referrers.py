@@ -16,7 +16,7 @@ from ocibridge.oci.models import Descriptor
 from ocibridge.places.locate import open_target
 from ocibridge.signing import keys
 from ocibridge.signing.attach import attach_bundle
-from ocibridge.signing.bundle import make_bundle
+from ocibridge.signing.sigstorebundle import make_bundle
 from tests.modelgen import make_model
 from tests.signing_keys import key_pair
 from tests.test_signing_attestations import _statement

@@ -18,7 +18,7 @@ from serving import own_registry_and_serve
 
 from ocibridge.cli import main
 from ocibridge.hubserver.repo.tombstone import DIGEST
-from ocibridge.lazymount.table import is_mounted
+from ocibridge.lazymount.mounttable import is_mounted
 from ocibridge.stores.tombstones import TOMBSTONE_DIGEST
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")

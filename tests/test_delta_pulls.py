@@ -18,7 +18,7 @@ from support.entry_probe import run_entry
 from support.fixtures import new_repo
 
 import ocibridge
-from ocibridge.chunks.table import DEFAULT_CHUNK_SIZE
+from ocibridge.chunks.chunktable import DEFAULT_CHUNK_SIZE
 from ocibridge.core import notices
 
 MiB = 1024 * 1024
@@ -179,7 +179,7 @@ def test_a_pull_with_nothing_here_to_diff_against_reads_the_table_once_to_check_
     whole-blob SHA-256), and the layer comes whole, the files as a full pull gives them."""
     from ocibridge.cache.deltas import _TABLE_ANNOTATION
     from ocibridge.chunks.chain import bound_table_descriptor
-    from ocibridge.chunks.table import ANNOTATION_DIGEST
+    from ocibridge.chunks.chunktable import ANNOTATION_DIGEST
     from ocibridge.oci.models import Manifest
 
     assert _TABLE_ANNOTATION == ANNOTATION_DIGEST  # what a pull asks before it loads a chunk module
@@ -271,7 +271,7 @@ def test_a_killed_delta_resumes_from_what_it_wrote(versions, fault_proxy):
 
     from support.faultproxy import throttle
 
-    from ocibridge.cache.models import model_cache_root
+    from ocibridge.cache.modelcache import model_cache_root
 
     repo, _, _, v2 = versions
     _path(f"{fault_proxy.host}/{repo}:v1")

@@ -19,8 +19,8 @@ from ocibridge.signing import keys
 from ocibridge.signing.attach import attach_bundle, find_signatures
 from ocibridge.signing.attest import CYCLONEDX, SLSA_PROVENANCE_V1, find_attestations, statement
 from ocibridge.signing.bom import model_bom
-from ocibridge.signing.bundle import make_bundle
 from ocibridge.signing.coverage import Trusted
+from ocibridge.signing.sigstorebundle import make_bundle
 from ocibridge.signing.verify import VerifyPolicy, verify_artifact
 from ocibridge.stores.layout import LayoutStore
 from tests.modelgen import make_model

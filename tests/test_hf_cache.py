@@ -14,7 +14,7 @@ import pytest
 from huggingface_hub import file_download
 from support.hubcache import offline_hub_cache
 
-from ocibridge.cache.models import ModelCache
+from ocibridge.cache.modelcache import ModelCache
 from ocibridge.cli import main
 from ocibridge.oci.digest import split_digest
 
@@ -244,7 +244,7 @@ def test_copy_and_convert_hub_mistakes_are_one_line(tmp_path, capsys, hub, comma
 def big_hub_model(hub: Path) -> None:
     """acme/big in the Hub cache, laid out by hand: a weights file one byte over push's chunk
     threshold (a cheap pattern: what matters is its size) and a config."""
-    from ocibridge.chunks.table import PUSH_THRESHOLD
+    from ocibridge.chunks.chunktable import PUSH_THRESHOLD
 
     folder = hub / "models--acme--big"
     files = {"model.safetensors": bytes(range(256)) * (PUSH_THRESHOLD // 256) + b"!",
@@ -263,7 +263,7 @@ def big_hub_model(hub: Path) -> None:
 def stored_with_table(layout: Path, tag: str) -> tuple[str, str, str]:
     """(manifest digest, the chunk table it binds, its one chunk-table referrer) of ``layout``'s
     ``tag``, the table's blob there."""
-    from ocibridge.chunks.table import ANNOTATION_DIGEST, ANNOTATION_SIZE, ARTIFACT_TYPE
+    from ocibridge.chunks.chunktable import ANNOTATION_DIGEST, ANNOTATION_SIZE, ARTIFACT_TYPE
     from ocibridge.oci.models import Descriptor, parse_manifest_bytes
     from ocibridge.stores.layout import LayoutStore
 

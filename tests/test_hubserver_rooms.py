@@ -1,5 +1,5 @@
 """The rooms of serve (docs/architecture.md, "The rooms of serve"): the Hub repository (``hubserver/repo/``)
-is a domain with no HTTP in it, and the protocol folders (``reading/``, ``writes/``, ``lfs/``, ``xet/``,
+is a domain with no HTTP in it, and the protocol folders (``reading/``, ``writeroutes/``, ``lfs/``, ``xet/``,
 ``uploads/``, ``web/``, ``replicas/``, ``upstream/``) meet in it, never in each other's routes.
 
 Every import counts, wherever it is written: at the top, inside a function, under ``TYPE_CHECKING``.
@@ -39,7 +39,7 @@ def imports(path: Path) -> Iterator[tuple[str, str | None]]:
 
 
 def folder_of(module: str) -> str | None:
-    """The sub-room of serve a module stands in (``repo``, ``writes``, ...); None for the shell's own
+    """The sub-room of serve a module stands in (``repo``, ``writeroutes``, ...); None for the shell's own
     modules at the top of ``hubserver/`` (app.py, server.py: they wire every room)."""
     parts = module.split(".")
     return parts[2] if len(parts) > 3 and parts[:2] == ["ocibridge", "hubserver"] else None
@@ -75,13 +75,13 @@ def test_the_hub_repository_has_no_http_and_stands_below_every_route():
 
 def test_the_scan_sees_route_classes_and_lazy_imports(tmp_path):
     routes = route_classes()
-    assert "CommitRoutes" in routes["ocibridge.hubserver.writes.commit"]
+    assert "CommitRoutes" in routes["ocibridge.hubserver.writeroutes.commit"]
     assert "ReadRoutes" in routes["ocibridge.hubserver.reading.routes"]
     lazy = tmp_path / "lazy.py"
     lazy.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from starlette.requests import Request\n"
-                    "def f():\n    from ocibridge.hubserver.writes.commit import CommitRoutes\n")
+                    "def f():\n    from ocibridge.hubserver.writeroutes.commit import CommitRoutes\n")
     found = set(imports(lazy))
-    assert found >= {("starlette.requests", "Request"), ("ocibridge.hubserver.writes.commit", "CommitRoutes")}
+    assert found >= {("starlette.requests", "Request"), ("ocibridge.hubserver.writeroutes.commit", "CommitRoutes")}
 
 
 def test_no_room_of_serve_imports_another_rooms_route_classes():
@@ -103,16 +103,16 @@ def test_no_room_of_serve_imports_another_rooms_route_classes():
     assert not wrong, wrong
 
 
-#: what does a write's work, which a route of ``writes/`` leaves to ``repo/``: the registry written
+#: what does a write's work, which a route of ``writeroutes/`` leaves to ``repo/``: the registry written
 #: (a manifest, a tag, a blob), a commit landed, the refs record written or locked
 WORK = ("ocibridge.transfer", "ocibridge.hubserver.repo.landing", "ocibridge.hubserver.repo.publishing.publish")
 RECORD_WRITES = {"write_record", "record_store", "RECORD_LOCK"}
 
 
 def test_the_write_routes_leave_the_work_to_the_hub_repository():
-    """A route of ``writes/`` reads the request, calls ``repo/`` and answers: it neither writes the
+    """A route of ``writeroutes/`` reads the request, calls ``repo/`` and answers: it neither writes the
     registry nor the refs record, nor takes a branch's lock (``repo/repos.py``'s ``branches``)."""
-    files = sorted((HUBSERVER / "writes").rglob("*.py"))
+    files = sorted((HUBSERVER / "writeroutes").rglob("*.py"))
     assert len(files) > 5
     wrong = []
     for path in files:

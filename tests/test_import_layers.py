@@ -7,7 +7,7 @@ Every package has one layer, and no module of it another (no exception: the test
 
 Every import of every module counts, wherever it is written: at the top, inside a function
 (a lazy import hides a cycle from Python, not from this test), under ``TYPE_CHECKING``, and by
-name through :mod:`ocibridge.core.lazy` or ``importlib.import_module`` (a string naming a module).
+name through :mod:`ocibridge.core.lazyimport` or ``importlib.import_module`` (a string naming a module).
 The modules are read as text (their AST), never imported.
 """
 
@@ -254,7 +254,7 @@ def test_peers_do_not_import_each_other(module):
 #: reached through the API, so a command is one API call plus parsing and printing.
 CLI_MAY_IMPORT = (
     "ocibridge", "ocibridge.api", "ocibridge.cli", "ocibridge.errors", "ocibridge.version",
-    "ocibridge.core.terminal", "ocibridge.core.termwidth", "ocibridge.core.lazy", "ocibridge.core.interrupt",
+    "ocibridge.core.terminal", "ocibridge.core.termwidth", "ocibridge.core.lazyimport", "ocibridge.core.interrupt",
     "ocibridge.core.notices", "ocibridge.core.httpx_wall", "ocibridge.transfer.progress_modes",
 )
 
@@ -276,8 +276,8 @@ def test_the_cli_imports_only_the_public_api(module):
 
 def test_the_cli_rule_refuses_the_layers_below_the_api():
     """The rule itself: signing, kinds, k8s, mirror, serve and stores are out; the API is in."""
-    for below in ("ocibridge.signing.sign", "ocibridge.places.locate", "ocibridge.kinds.door", "ocibridge.k8s.volume",
-                  "ocibridge.mirror.job",
+    for below in ("ocibridge.signing.sign", "ocibridge.places.locate", "ocibridge.kinds.dispatch",
+                  "ocibridge.k8s.volume", "ocibridge.mirror.job",
                   "ocibridge.hubserver.app", "ocibridge.stores.base", "ocibridge.core.environment"):
         assert not _cli_may_import(below), below
     for public in ("ocibridge", "ocibridge.api.model_ops", "ocibridge.errors", "ocibridge.core.terminal"):

@@ -18,7 +18,7 @@ from serving import make_model
 from support.fixtures import new_repo
 
 from ocibridge.cli import main
-from ocibridge.lazymount.table import is_mounted
+from ocibridge.lazymount.mounttable import is_mounted
 from tests.support.kubeapi import checked_documents
 
 

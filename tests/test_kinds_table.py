@@ -10,7 +10,7 @@ from typing import ClassVar
 
 import pytest
 
-from ocibridge.kinds import door, families, table
+from ocibridge.kinds import dispatch, families, table
 from ocibridge.kinds.family import Exports, ModelFamily, Probes, Reading, WriteOptions, Writes
 from ocibridge.kinds.source import ReadsArtifacts, SniffsContent
 from ocibridge.oci.mediatypes import OCI_EMPTY, OCI_LAYER_TAR
@@ -48,7 +48,7 @@ def test_a_line_names_classes_of_its_own_package(line):
 def test_a_source_line_says_what_its_format_does(line):
     assert line.source is not None
     fmt = _class(line.source)()
-    assert fmt.name == line.format and door.by_name(fmt.name) is not None
+    assert fmt.name == line.format and dispatch.by_name(fmt.name) is not None
     assert callable(fmt.read) and callable(fmt.export)  # reads a source, writes it back
     assert isinstance(fmt.picks_files, bool) and isinstance(fmt.shows_progress, bool)
     assert line.sniffs == isinstance(fmt, SniffsContent), "sniffs"
@@ -147,8 +147,8 @@ def test_looking_into_a_file_loads_only_the_formats_that_declare_sniff(tmp_path)
 
     plain = tmp_path / "weights.bin"
     plain.write_bytes(b"not an archive")
-    probe = ("import sys\nfrom ocibridge.kinds import door\n"
-             f"print(door.source_format({str(plain)!r}).name)\n"
+    probe = ("import sys\nfrom ocibridge.kinds import dispatch\n"
+             f"print(dispatch.source_format({str(plain)!r}).name)\n"
              "print(sorted(m for m in sys.modules if m.startswith(('ocibridge.kinds.ollama', 'ocibridge.kinds.hf'))))")
     done = subprocess.run([sys.executable, "-c", probe], cwd=Path(__file__).resolve().parent.parent,
                           capture_output=True, text=True, check=True)

@@ -20,8 +20,8 @@ from support.fixtures import new_repo
 import ocibridge
 from ocibridge.api.lazy_ops import open_model
 from ocibridge.cache.chunks import CacheChunks
-from ocibridge.cache.models import model_cache_root
-from ocibridge.chunks.table import LayerChunks
+from ocibridge.cache.modelcache import model_cache_root
+from ocibridge.chunks.chunktable import LayerChunks
 from ocibridge.chunks.tablehash import TableHasher
 from ocibridge.errors import DigestMismatch
 from ocibridge.lazyread import blobreader

@@ -17,9 +17,9 @@ from support.fixtures import new_repo
 import ocibridge
 from ocibridge.api.lazy_ops import open_model
 from ocibridge.cache.chunks import CacheChunks
-from ocibridge.cache.models import ModelCache, model_cache_root
+from ocibridge.cache.modelcache import ModelCache, model_cache_root
 from ocibridge.cache.prune import prune
-from ocibridge.chunks.table import DEFAULT_CHUNK_SIZE
+from ocibridge.chunks.chunktable import DEFAULT_CHUNK_SIZE
 from ocibridge.core.fsutil import TEMP_PREFIX
 from ocibridge.errors import DigestMismatch
 

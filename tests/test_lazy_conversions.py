@@ -18,7 +18,7 @@ import ocibridge
 from ocibridge.api.convert import convert
 from ocibridge.api.lazy_ops import attach_chunks, open_model, open_tensors
 from ocibridge.api.model_ops import push
-from ocibridge.chunks.table import ANNOTATION_DIGEST, ARTIFACT_TYPE, DEFAULT_CHUNK_SIZE
+from ocibridge.chunks.chunktable import ANNOTATION_DIGEST, ARTIFACT_TYPE, DEFAULT_CHUNK_SIZE
 from ocibridge.cli import main
 from ocibridge.errors import NotFound
 from ocibridge.kinds.family import WriteOptions
@@ -167,7 +167,7 @@ def test_convert_to_modelkit_keeps_the_raw_weights_entry(chunked, registry, faul
 
 def test_a_table_is_cut_to_the_layers_that_stay_raw_and_byte_identical():
     from ocibridge.chunks.carry import describe_reduction, rebind, reduce_table
-    from ocibridge.chunks.table import LayerChunks, build_table
+    from ocibridge.chunks.chunktable import LayerChunks, build_table
     from ocibridge.oci.models import Descriptor
 
     a = LayerChunks("sha256:" + "a" * 64, 20, ("0" * 64,), "sha256")

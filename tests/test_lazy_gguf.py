@@ -15,7 +15,7 @@ from support.fixtures import new_repo
 
 import ocibridge
 from ocibridge.api.lazy_ops import open_tensors
-from ocibridge.chunks.table import DEFAULT_CHUNK_SIZE
+from ocibridge.chunks.chunktable import DEFAULT_CHUNK_SIZE
 from ocibridge.errors import DigestMismatch
 from ocibridge.lazyread.gguf import GGUFError, RemoteGGUF, load_table
 

@@ -11,7 +11,7 @@ from support.fixtures import new_repo
 
 import ocibridge
 from ocibridge.api.lazy_ops import open_model
-from ocibridge.chunks.table import DEFAULT_CHUNK_SIZE
+from ocibridge.chunks.chunktable import DEFAULT_CHUNK_SIZE
 from ocibridge.mirror import load_job, run_job
 
 MiB = 1024 * 1024

@@ -21,7 +21,7 @@ import ocibridge
 from ocibridge.api.lazy_ops import attach_chunks, open_model, open_tensors
 from ocibridge.api.model_ops import push
 from ocibridge.chunks.attach import attach_table
-from ocibridge.chunks.table import (
+from ocibridge.chunks.chunktable import (
     ANNOTATION_DIGEST,
     DEFAULT_CHUNK_SIZE,
     ChunkTableError,

@@ -381,7 +381,7 @@ def test_a_dtype_numpy_lacks_is_refused_after_the_header_alone(registry, fault_p
 def test_the_bytes_of_a_range_land_in_its_tensors_past_tensors_of_no_bytes():
     """Where a range lands (no registry: the map alone): a tensor of no bytes at the start of
     another, or inside it (the format allows its offsets anywhere), hides no tensor's bytes."""
-    from ocibridge.lazyread.landing import Landing, Slot
+    from ocibridge.lazyread.placement import Landing, Slot
     from ocibridge.lazyread.safetensors import TensorInfo
 
     def slot(name: str, start: int, end: int) -> Slot:

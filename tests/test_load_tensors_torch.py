@@ -21,7 +21,7 @@ from support.fixtures import new_repo
 import ocibridge
 from ocibridge.errors import OcibridgeError, SignatureError
 from ocibridge.lazyread import tensorload
-from ocibridge.lazyread.landing import Landing, Slot
+from ocibridge.lazyread.placement import Landing, Slot
 from ocibridge.lazyread.safetensors import TensorInfo
 from tests.test_load_tensors import CHUNK, SMALL_PARTS, TABLE, layer_of, offset_of
 
@@ -151,7 +151,7 @@ def test_a_ring_reuses_a_place_only_once_the_copies_out_of_it_are_done():
     """The ring alone (no registry): pieces of 100 bytes and a last one of 40, through a ring of
     250 (it wraps, with 50 bytes left at its end), into three tensors and bytes of no tensor;
     copies are deferred until waited for, and every tensor still gets its own bytes."""
-    from ocibridge.lazyread.staging import Ring
+    from ocibridge.lazyread.devicering import Ring
 
     data = bytes(range(256)) * 4  # 1024 bytes: a "file"
     slots = []

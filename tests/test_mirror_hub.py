@@ -439,7 +439,7 @@ def test_a_large_revision_is_mirrored_as_push_stores_it_with_its_chunk_table(tmp
     """A file from push's chunk threshold: ``push hf:ORG/NAME@COMMIT`` binds a chunk table and
     attaches its referrer; the mirror copied the manifest without them (another digest than
     the push its docs promise). Now the same manifest, and the table's referrer beside it."""
-    from ocibridge.chunks.table import ARTIFACT_TYPE, PUSH_THRESHOLD
+    from ocibridge.chunks.chunktable import ARTIFACT_TYPE, PUSH_THRESHOLD
 
     src = make_model(tmp_path / "models" / "big", weights=PUSH_THRESHOLD // 256 + 1)  # 64 MiB + 272 bytes
     assert main(["push", str(src), f"{hub_repo.repo}:latest", "-q"]) == 0

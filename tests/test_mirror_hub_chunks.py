@@ -12,7 +12,7 @@ from serving import point_hub_at, serving
 from test_mirror_hub import digest_of, hub_cache, hub_repo, write_job  # noqa: F401 - fixtures
 
 from ocibridge.chunks.choice import ChunkChoice
-from ocibridge.chunks.table import ARTIFACT_TYPE
+from ocibridge.chunks.chunktable import ARTIFACT_TYPE
 from ocibridge.cli import main
 from ocibridge.errors import OcibridgeError
 from ocibridge.mirror import load_job, parse_job, run_job

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from serving import make_model, point_hub_at, serving
 
-from ocibridge.chunks.table import ARTIFACT_TYPE, PUSH_THRESHOLD
+from ocibridge.chunks.chunktable import ARTIFACT_TYPE, PUSH_THRESHOLD
 from ocibridge.cli import main
 from ocibridge.mirror import load_job, run_job
 from ocibridge.oci.reference import parse_registry_reference

@@ -17,7 +17,7 @@ from support import FaultProxy, corrupt, drop_response, throttle
 from support.registry import RegistryProcess
 
 import ocibridge
-from ocibridge.cache.models import ModelCache, model_cache_root
+from ocibridge.cache.modelcache import ModelCache, model_cache_root
 from ocibridge.cache.prune import disk_use, prune
 from ocibridge.cli import main
 
@@ -277,7 +277,7 @@ def test_prune_removes_the_chunk_index_files_of_blobs_it_removed(tmp_path, capsy
     import io
 
     from ocibridge.chunks.chunkindex import ChunkIndex
-    from ocibridge.chunks.table import chunk_stream
+    from ocibridge.chunks.chunktable import chunk_stream
 
     cache = ModelCache()
     blobs = cache.root / "blobs" / "sha256"

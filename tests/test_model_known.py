@@ -17,7 +17,7 @@ import pytest
 import ocibridge
 from ocibridge.api.options import PushOptions
 from ocibridge.chunks.chunking import ChunkPolicy
-from ocibridge.chunks.table import DEFAULT_CHUNK_SIZE, PUSH_THRESHOLD, chunk_stream
+from ocibridge.chunks.chunktable import DEFAULT_CHUNK_SIZE, PUSH_THRESHOLD, chunk_stream
 from ocibridge.errors import SourceError
 from ocibridge.model.builder import BuildOptions
 from ocibridge.model.deliver import deliver

@@ -33,7 +33,7 @@ from support.fixtures import new_repo
 
 from ocibridge.cli import main
 from ocibridge.hubserver.repo.initial import GITATTRIBUTES
-from ocibridge.lazymount.table import is_mounted
+from ocibridge.lazymount.mounttable import is_mounted
 from tests.signing_keys import key_pair
 
 MiB = 1024 * 1024

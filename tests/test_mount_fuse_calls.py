@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from ocibridge.lazymount.fuseloop import THREADS, MountSession
 from ocibridge.lazymount.ops import ModelFS
 from ocibridge.lazymount.readahead import READ_AHEAD_KB, read_ahead_file
-from ocibridge.lazymount.session import THREADS, MountSession
 from ocibridge.lazymount.tree import LazyFile, MountTree
 
 MiB = 1024 * 1024
@@ -111,7 +111,7 @@ def test_a_read_that_fails_is_eio_and_no_byte(served):
 def test_a_libfuse_whose_read_buf_is_not_known_is_answered_through_read(tmp_path, monkeypatch):
     """``lazymount.replies`` writes libfuse 3.0-3.16's ``struct fuse_bufvec``: with another
     libfuse the binding is not given ``read_buf`` and calls ``read``."""
-    from ocibridge.lazymount import session
+    from ocibridge.lazymount import fuseloop as session
 
     monkeypatch.setattr(session, "layout_known", lambda major, minor: False)
     tree = MountTree()

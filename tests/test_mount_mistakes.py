@@ -9,7 +9,7 @@ import shutil
 
 from mounting import mount_env, run
 
-from ocibridge.lazymount.table import is_mounted
+from ocibridge.lazymount.mounttable import is_mounted
 from tests.docrun import EXAMPLE_MODEL
 
 

@@ -14,7 +14,7 @@ import pytest
 from mounting import mount_env, run
 from support.fixtures import new_repo
 
-from ocibridge.lazymount.table import is_mounted
+from ocibridge.lazymount.mounttable import is_mounted
 from ocibridge.oci.mediatypes import ANNOTATION_TITLE, OCI_MANIFEST, Family, Kind, Variant, layer_media_type
 from ocibridge.oci.models import Descriptor, Manifest
 from ocibridge.stores.registry import open_repository

@@ -16,7 +16,7 @@ from support.fixtures import new_repo
 
 import ocibridge
 from ocibridge.cli import main
-from ocibridge.lazymount.table import is_mounted
+from ocibridge.lazymount.mounttable import is_mounted
 
 MiB = 1024 * 1024
 #: nine large tensors and a small one: 9 x 28 MiB + 1 MiB, with the header ~256 MiB

@@ -14,7 +14,7 @@ from support.faultproxy import FaultProxy, status
 from test_model_cache import push_version
 
 import ocibridge
-from ocibridge.cache.models import ModelCache, remove_tree
+from ocibridge.cache.modelcache import ModelCache, remove_tree
 from ocibridge.errors import NotFound, RegistryError
 from ocibridge.stores.registry.unreachable import classify, is_outage
 

@@ -17,7 +17,7 @@ from support.fixtures import new_repo
 import ocibridge
 from ocibridge.api.lazy_ops import open_model
 from ocibridge.cache.chunks import CacheChunks
-from ocibridge.cache.models import ModelCache, model_cache_root
+from ocibridge.cache.modelcache import ModelCache, model_cache_root
 from ocibridge.cache.prune import disk_use, prune
 from ocibridge.cli import main
 

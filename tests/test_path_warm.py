@@ -17,7 +17,7 @@ from ocibridge.cli.modelcache import _only_warm_flags
 from ocibridge.cli.parser import build_parser
 
 HEAVY = ("pydantic", "httpx", "httpcore", "ocibridge.cli.transfer", "ocibridge.api.model_ops", "ocibridge.api.copy",
-         "ocibridge.cache.models", "ocibridge.model.extract", "ocibridge.stores.registry.client")
+         "ocibridge.cache.modelcache", "ocibridge.model.extract", "ocibridge.stores.registry.client")
 
 
 def cli(*args: str) -> tuple[int, str, str, list[str]]:
@@ -64,7 +64,7 @@ def test_a_moved_tag_is_resolved_again_the_full_way(warm, tmp_path, registry, un
     two = push_version(tmp_path, f"{registry.host}/{unique_repo}:v1", "two")  # v1 now names another model
     code, out, _, heavy = cli("path", ref)
     assert code == 0 and out != str(snapshot) and same_files(Path(out), two)
-    assert "ocibridge.cache.models" in heavy  # built by the full resolution
+    assert "ocibridge.cache.modelcache" in heavy  # built by the full resolution
     assert cli("path", ref) == (0, out, "", [])  # and warm again from then on
 
 

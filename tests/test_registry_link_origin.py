@@ -85,8 +85,8 @@ def _options() -> RegistryOptions:
 
 def test_a_catalog_or_tag_list_linked_to_another_host_is_refused_and_that_host_asked_nothing(pair):
     from ocibridge.oci.reference import RegistryReference
-    from ocibridge.stores.registry.catalog import list_catalog
     from ocibridge.stores.registry.store import open_repository
+    from ocibridge.stores.registry.v2catalog import list_catalog
 
     registry, elsewhere = pair
     with open_repository(RegistryReference(registry.host, "acme/m"), _options()) as store:

@@ -34,7 +34,7 @@ from support.profiles import (
 import ocibridge as api
 from ocibridge import TransferOptions
 from ocibridge.errors import OcibridgeError, RegistryError
-from ocibridge.stores.registry import hosts
+from ocibridge.stores.registry import hostsettings as hosts
 from ocibridge.stores.registry import upload as upload_module
 
 KiB = 1024

@@ -130,7 +130,7 @@ def test_a_clean_scan_requirement_needs_exactly_one_key_source(tmp_path, capsys)
 def test_a_door_judges_a_stored_model_before_its_tag_moves(tmp_path, capsys):
     """A layout's model (its raw files copied to scratch, its weights in one tar layer unpacked
     member by member), pushed by digest: the door scans it, attaches the report and refuses or quarantines as asked."""
-    from ocibridge.scanning.door import judge_stored
+    from ocibridge.scanning.screening import judge_stored
     from ocibridge.scanning.stored import newest, stored_reports
     from ocibridge.stores.layout import LayoutStore
     from tests.signing_keys import key_pair

@@ -50,7 +50,7 @@ def test_snapshot_download_holds_the_models_exact_bytes_then_answers_from_the_hu
         blobs = {p.name for p in (hub / "models--acme--tiny" / "blobs").iterdir()}
         assert blobs == {hashlib.sha256(b).hexdigest() for b in files_of(src).values()}  # named by SHA-256
         # what was served is in the model cache, under the same names
-        from ocibridge.cache.models import ModelCache
+        from ocibridge.cache.modelcache import ModelCache
 
         weights = hashlib.sha256((src / "model.safetensors").read_bytes()).hexdigest()
         assert ModelCache().blobs.blob_path(f"sha256:{weights}").is_file()
@@ -163,7 +163,7 @@ def test_a_tampered_blob_cuts_the_connection_and_nothing_is_committed(tmp_path, 
         folder = hub / "models--acme--tiny"
         assert not (folder / "blobs" / weights).exists()
         assert not any(p.name == "model.safetensors" for p in folder.rglob("*"))
-        from ocibridge.cache.models import ModelCache
+        from ocibridge.cache.modelcache import ModelCache
 
         assert not ModelCache().blobs.blob_path(f"sha256:{weights}").exists()  # nor in the model cache
         # the other files are served as ever
@@ -174,7 +174,7 @@ def test_a_tampered_layout_blob_cuts_the_connection_and_nothing_is_committed(tmp
     """From a layout the blob is fetched on a thread of its own and followed (no request holds
     it): a blob whose bytes are not its digest's still never reaches a client whole, nor the
     model cache."""
-    from ocibridge.cache.models import ModelCache
+    from ocibridge.cache.modelcache import ModelCache
     from ocibridge.stores.layout import LayoutStore
 
     src = make_model(tmp_path / "tiny", weights=4096)

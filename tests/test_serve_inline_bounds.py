@@ -23,7 +23,7 @@ import httpx
 import pytest
 from serve_processes import ServeProcess
 
-from ocibridge.hubserver.writes.inlinebudget import RETRY_AFTER, InlineBudget, InlineBusy
+from ocibridge.hubserver.writeroutes.inlinebudget import RETRY_AFTER, InlineBudget, InlineBusy
 
 MIB = 1024 * 1024
 BUDGET = 40 * MIB

@@ -269,7 +269,7 @@ def test_hostile_writes_are_refused_and_change_nothing(tmp_path, registry, uniqu
             assert blob_in(ref, oid, len(body)) == (status == 200)
         # a file push binds a chunk table for: its table made as it arrived and kept with the staged
         # file, so the commit reads it no more (not told to push's chunk cache: no side channel)
-        from ocibridge.chunks.table import DEFAULT_CHUNK_SIZE, chunk_stream
+        from ocibridge.chunks.chunktable import DEFAULT_CHUNK_SIZE, chunk_stream
 
         large = os.urandom(64 * MIB)
         oid = hashlib.sha256(large).hexdigest()

@@ -97,7 +97,7 @@ def test_a_256_mib_model_published_over_xet_comes_back_exactly(tmp_path, registr
 
 def _table_of(ref: str) -> str | None:
     """The chunk table the manifest binds (its digest)."""
-    from ocibridge.chunks.table import ANNOTATION_DIGEST
+    from ocibridge.chunks.chunktable import ANNOTATION_DIGEST
 
     with _store(ref) as (store, tag):
         manifest = json.loads(store.fetch_bytes(store.resolve(tag)))

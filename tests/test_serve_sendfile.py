@@ -83,7 +83,7 @@ def test_warm_xorbs_go_straight_to_the_socket(registry, unique_repo, tmp_path, s
         sent.clear()
         point_hub_at(monkeypatch, served.url, tmp_path / "warm", xet=True)
         assert Path(hf_hub_download("acme/x", "model.safetensors")).read_bytes() == data
-    xorb_bytes = len(data) + 8 * -(-len(data) // xorbs.CHUNK)
+    xorb_bytes = len(data) + 8 * -(-len(data) // xorbs.XET_CHUNK)
     assert sum(sent) == xorb_bytes  # every xorb byte of the warm read, none copied through Python
 
 
@@ -103,7 +103,7 @@ def test_cold_xorbs_leave_by_sendfile_as_the_fetch_verifies_them(registry, uniqu
         point_hub_at(monkeypatch, served.url, tmp_path / "hub", xet=True)
         assert Path(hf_hub_download("acme/c", "model.safetensors")).read_bytes() == data
         assert served.blobs.hits == 0  # followed the fetch: nothing from the model cache
-    xorb_bytes = len(data) + 8 * -(-len(data) // xorbs.CHUNK)
+    xorb_bytes = len(data) + 8 * -(-len(data) // xorbs.XET_CHUNK)
     assert sum(sent) == xorb_bytes
 
 

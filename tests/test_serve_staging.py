@@ -114,7 +114,7 @@ def test_a_file_the_registry_holds_is_staged_without_its_bytes_until_committed_o
     """A Xet file sent to the registry as it was built (xet/ahead.py) is staged as held: a commit
     may name it, with its chunk table, and nothing of its bytes is on serve's disk; the commit
     (or the expiry) takes the record and the table away as it would a file."""
-    from ocibridge.chunks.table import DEFAULT_CHUNK_SIZE, PUSH_THRESHOLD, chunk_count
+    from ocibridge.chunks.chunktable import DEFAULT_CHUNK_SIZE, PUSH_THRESHOLD, chunk_count
 
     staging = Staging(tmp_path / "staging")
     size = PUSH_THRESHOLD + 5

@@ -18,8 +18,8 @@ from serving import make_model, serving
 from support.faultproxy import status, throttle
 from support.fixtures import new_repo
 
-from ocibridge.cache.models import ModelCache
-from ocibridge.chunks.table import ANNOTATION_DIGEST, ANNOTATION_SIZE, build_table, chunk_stream, parse_table
+from ocibridge.cache.modelcache import ModelCache
+from ocibridge.chunks.chunktable import ANNOTATION_DIGEST, ANNOTATION_SIZE, build_table, chunk_stream, parse_table
 from ocibridge.cli import main
 from ocibridge.oci.models import Descriptor
 from ocibridge.stores.registry import open_repository

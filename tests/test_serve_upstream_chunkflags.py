@@ -10,7 +10,7 @@ from huggingface_hub import HfApi
 from serving import serve_over
 from upstream_proxy import CLIENT_TOKEN, Proxied, lfs_only, manifest_of  # noqa: F401 - autouse: over LFS
 
-from ocibridge.chunks.table import ANNOTATION_DIGEST, ARTIFACT_TYPE, parse_table
+from ocibridge.chunks.chunktable import ANNOTATION_DIGEST, ARTIFACT_TYPE, parse_table
 from ocibridge.cli import main
 from ocibridge.oci.models import parse_manifest_bytes
 from ocibridge.stores.registry import open_repository

@@ -20,11 +20,11 @@ import pytest
 
 from ocibridge.chunks import chunking, hashes
 from ocibridge.chunks.chunking import ChunkPolicy
-from ocibridge.chunks.table import ANNOTATION_DIGEST, MIN_CHUNK_SIZE, chunk_stream
-from ocibridge.hubserver.upstream import checked
+from ocibridge.chunks.chunktable import ANNOTATION_DIGEST, MIN_CHUNK_SIZE, chunk_stream
+from ocibridge.hubserver.upstream import fetchedfacts
 from ocibridge.hubserver.upstream.tee import FileFlight
-from ocibridge.kinds.hf.door import read_snapshot
 from ocibridge.kinds.hf.hubcache import repo_folder
+from ocibridge.kinds.hf.kind import read_snapshot
 from ocibridge.kinds.hf.locator import HubReference
 from ocibridge.kinds.source import ReadRequest
 from ocibridge.model.builder import ARTIFACT_TAG, PlannedArtifact
@@ -96,7 +96,7 @@ def built(cache: Path, flights: dict[str, FileFlight] | None, into: Path, policy
     package = read_snapshot(HubReference("acme/m", COMMIT), ReadRequest(), root=cache)
     tabled = {}
     if flights is not None:
-        assert checked.vouch(package, flights) == len(FILES)
+        assert fetchedfacts.vouch(package, flights) == len(FILES)
         tabled = {f.chunks.digest: f.chunks for f in flights.values() if f.chunks is not None}
     stats = copy(PlannedArtifact(package, None, policy, tabled), ARTIFACT_TAG, LayoutStore(into, create=True), "main")
     assert stats.root is not None
@@ -118,7 +118,7 @@ def test_the_build_takes_the_tees_digests_and_hashes_no_file_again(tmp_path: Pat
 def test_a_vouched_file_that_changed_on_disk_is_refused_by_its_size(tmp_path: Path):
     flights = teed(tmp_path / "hub")
     package = read_snapshot(HubReference("acme/m", COMMIT), ReadRequest(), root=tmp_path / "hub")
-    checked.vouch(package, flights)
+    fetchedfacts.vouch(package, flights)
     weights = flights["model.safetensors"].final
     os.chmod(weights, 0o644)
     with open(weights, "ab") as f:
@@ -130,19 +130,19 @@ def test_a_vouched_file_that_changed_on_disk_is_refused_by_its_size(tmp_path: Pa
 
 
 def test_checked_files_are_linked_into_the_model_cache_once(tmp_path: Path):
-    from ocibridge.cache.models import ModelCache
+    from ocibridge.cache.modelcache import ModelCache
 
     flights = teed(tmp_path / "hub")
     cache = ModelCache(tmp_path / "cache")
-    assert checked.into_model_cache(cache, flights) == len(FILES)
-    assert checked.into_model_cache(cache, flights) == 0  # held already
+    assert fetchedfacts.into_model_cache(cache, flights) == len(FILES)
+    assert fetchedfacts.into_model_cache(cache, flights) == 0  # held already
     for path, data in FILES.items():
         blob = cache.blobs.blob_path(f"sha256:{hashlib.sha256(data).hexdigest()}")
         assert blob.read_bytes() == data
         assert os.stat(blob).st_ino == os.stat(flights[path].final).st_ino  # linked, not copied
-        assert oct(blob.stat().st_mode & 0o777) == oct(checked.READ_ONLY)
+        assert oct(blob.stat().st_mode & 0o777) == oct(fetchedfacts.READ_ONLY)
     unchecked = SimpleNamespace(checked=False, sha256=None, final=tmp_path / "nothing")
-    assert checked.checked_files({"x": unchecked}) == {}  # type: ignore[dict-item]
+    assert fetchedfacts.checked_files({"x": unchecked}) == {}  # type: ignore[dict-item]
 
 
 def test_an_lfs_file_finished_by_its_check_alone_knows_its_sha256(tmp_path: Path):

@@ -27,7 +27,7 @@ from upstream_proxy import (
 
 import ocibridge
 from ocibridge.chunks import hashes
-from ocibridge.chunks.table import (
+from ocibridge.chunks.chunktable import (
     ANNOTATION_DIGEST,
     ARTIFACT_TYPE,
     DEFAULT_CHUNK_SIZE,

@@ -34,7 +34,7 @@ UP_TOKEN = "up-token"
 CLIENT_TOKEN = "client-token"
 ACCEPT = "application/vnd.oci.image.manifest.v1+json"
 #: a file of two of the upstream's xorbs (64 MiB each, xet/xorbs.py), the second of 8 chunks
-TWO_XORBS = xorbs.CHUNK * xorbs.XORB_CHUNKS + 8 * xorbs.CHUNK
+TWO_XORBS = xorbs.XET_CHUNK * xorbs.XORB_CHUNKS + 8 * xorbs.XET_CHUNK
 
 
 @dataclass
@@ -154,10 +154,11 @@ def test_a_cut_mid_xorb_cuts_its_reader_commits_nothing_and_the_next_fetch_resum
     # first chunk the cut one lacked (those before it kept, with their hashes, for the file's Xet hash)
     assert len(upstream.counted.requests_matching("GET", xorb_path("acme/cut", 0))) == 1
     asked = upstream.counted.requests_matching("GET", "/acme/cut/v1/reconstructions/")[-1].headers.get("range", "")
-    kept = (int(re.fullmatch(r"bytes=([0-9]+)-[0-9]+", asked)[1]) - xorbs.CHUNK * xorbs.XORB_CHUNKS) // xorbs.CHUNK
+    start = int(re.fullmatch(r"bytes=([0-9]+)-[0-9]+", asked)[1])
+    kept = (start - xorbs.XET_CHUNK * xorbs.XORB_CHUNKS) // xorbs.XET_CHUNK
     assert 1 <= kept <= 4, asked  # the cut came in its fifth chunk
     again = upstream.counted.requests_matching("GET", second)[-1].headers.get("range", "")
-    assert again.startswith(f"bytes={kept * (xorbs.CHUNK + xorbs.HEADER)}-"), again
+    assert again.startswith(f"bytes={kept * (xorbs.XET_CHUNK + xorbs.HEADER)}-"), again
     assert upstream.counted.requests_matching("GET", "/acme/cut/resolve/.*/w.safetensors") == []
 
 

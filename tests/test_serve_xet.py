@@ -69,7 +69,7 @@ def test_snapshot_download_over_xet_gets_the_exact_bytes_from_a_cold_server(mode
         gets = [p for m, p in served.requests if m == "GET" and "/resolve/" in p]
         assert not [p for p in gets if p.endswith("model.safetensors")]
         assert [p for p in gets if p.endswith("config.json")]
-        from ocibridge.cache.models import ModelCache
+        from ocibridge.cache.modelcache import ModelCache
 
         # kept in the model cache, checked by the table alone: under the table's content key, not the digest
         assert not ModelCache().blobs.blob_path(f"sha256:{weights}").exists()
@@ -200,7 +200,7 @@ def test_a_tampered_blob_sends_no_wrong_byte_and_the_client_commits_nothing(tmp_
         folder = hub / "models--acme--big"
         assert not (folder / "blobs" / weights).exists()
         assert not any(p.name == "model.safetensors" for p in folder.rglob("*"))
-        from ocibridge.cache.models import ModelCache
+        from ocibridge.cache.modelcache import ModelCache
 
         assert not ModelCache().blobs.blob_path(f"sha256:{weights}").exists()
         assert Path(hf_hub_download("acme/big", "config.json")).read_bytes() == (src / "config.json").read_bytes()

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from ocibridge.cache.models import ModelCache
-from ocibridge.chunks.table import LayerChunks
+from ocibridge.cache.modelcache import ModelCache
+from ocibridge.chunks.chunktable import LayerChunks
 from ocibridge.chunks.tablehash import TableHasher
 from ocibridge.errors import OcibridgeError
 from ocibridge.hubserver.reading.blobs import Blobs

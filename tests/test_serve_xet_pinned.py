@@ -21,7 +21,7 @@ def test_xorb_requests_resolve_their_commit_once_and_ask_who_reads_each_time(reg
 
     src = tmp_path / "m"
     src.mkdir()
-    data = os.urandom(xorbs.XORB_CHUNKS * xorbs.CHUNK + 7)  # two xorbs (64 MiB and 7 bytes)
+    data = os.urandom(xorbs.XORB_CHUNKS * xorbs.XET_CHUNK + 7)  # two xorbs (64 MiB and 7 bytes)
     (src / "model.safetensors").write_bytes(data)
     prefix = f"{registry.host}/{unique_repo}"
     assert main(["push", str(src), f"{prefix}/acme/p:latest", "-q", "--chunks", "--chunk-threshold", "1M"]) == 0

@@ -19,7 +19,7 @@ import pytest
 from huggingface_hub import HfApi
 from serving import own_registry_and_serve, serve_over
 
-from ocibridge.hubserver.repo.states import KEEP
+from ocibridge.hubserver.repo.repostates import KEEP
 
 TOKENS = ("alice-token user=alice write=alice/\n"
           "bob-token user=bob\n"  # reads every public repository, none of alice's private ones

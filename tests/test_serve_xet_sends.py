@@ -68,7 +68,7 @@ def test_xorb_chunks_and_headers_go_through_a_pipe_not_a_buffer(weights, monkeyp
         raise AssertionError("the file's bytes were read into a buffer")
 
     monkeypatch.setattr(os, "preadv", no_read)
-    assert segments[0][0] == xorbs._header(xorbs.CHUNK)[3:]  # the first header cut
+    assert segments[0][0] == xorbs._header(xorbs.XET_CHUNK)[3:]  # the first header cut
     assert _sent(path, segments) == _expected(data, segments)
 
 

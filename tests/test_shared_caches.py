@@ -16,7 +16,7 @@ from pathlib import Path
 import huggingface_hub
 import pytest
 
-from ocibridge.cache.models import ModelCache, remove_tree
+from ocibridge.cache.modelcache import ModelCache, remove_tree
 from ocibridge.cli import main
 from tests.hostile_run import snapshot
 from tests.support.hubcache import offline_hub_cache

@@ -19,7 +19,7 @@ from support.fixtures import new_repo
 
 import ocibridge
 from ocibridge.chunks import hashes
-from ocibridge.chunks.table import ANNOTATION_DIGEST, MIN_CHUNK_SIZE
+from ocibridge.chunks.chunktable import ANNOTATION_DIGEST, MIN_CHUNK_SIZE
 from ocibridge.cli import main
 from ocibridge.signing.classic import signature_tag
 from ocibridge.stores import partial

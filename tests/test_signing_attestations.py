@@ -17,7 +17,7 @@ import pytest
 from ocibridge.cli import main
 from ocibridge.signing import keys
 from ocibridge.signing.attach import attach_bundle
-from ocibridge.signing.bundle import SIGN_PREDICATE_TYPE, STATEMENT_V1, make_bundle
+from ocibridge.signing.sigstorebundle import SIGN_PREDICATE_TYPE, STATEMENT_V1, make_bundle
 from ocibridge.stores.layout import LayoutStore
 from tests.modelgen import make_model
 from tests.signing_keys import key_pair

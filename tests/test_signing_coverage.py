@@ -20,7 +20,7 @@ from support.fixtures import new_repo
 import ocibridge
 from ocibridge.api import lazy_ops
 from ocibridge.chunks import hashes
-from ocibridge.chunks.table import ANNOTATION_DIGEST, MIN_CHUNK_SIZE
+from ocibridge.chunks.chunktable import ANNOTATION_DIGEST, MIN_CHUNK_SIZE
 from ocibridge.cli import main
 from ocibridge.errors import OcibridgeError, SignatureError
 from ocibridge.oci.mediatypes import OCI_MANIFEST

@@ -21,8 +21,8 @@ from ocibridge.oci.mediatypes import OCI_MANIFEST
 from ocibridge.oci.models import Descriptor, Manifest
 from ocibridge.signing import keys
 from ocibridge.signing.attach import attach_bundle, find_signatures
-from ocibridge.signing.bundle import make_bundle
 from ocibridge.signing.oms import OMS_PREDICATE_TYPE, oms_statement
+from ocibridge.signing.sigstorebundle import make_bundle
 from ocibridge.stores.layout import LayoutStore
 from tests.modelgen import make_model
 from tests.signing_keys import key_pair

@@ -16,9 +16,9 @@ from cryptography.hazmat.primitives.asymmetric import ec
 
 from ocibridge.cli import main
 from ocibridge.signing import keys
-from ocibridge.signing.bundle import make_bundle
 from ocibridge.signing.oms import SHA256_FILES, Hashing, oms_statement
 from ocibridge.signing.omsdir import hash_files
+from ocibridge.signing.sigstorebundle import make_bundle
 from tests.modelgen import make_model
 from tests.signing_keys import key_pair
 

@@ -141,7 +141,7 @@ def test_a_hostile_settings_file_is_one_line(tmp_path, kind):
 
 def _remember_many(conf: str, worker: int, count: int) -> None:
     os.environ["OCIBRIDGE_REGISTRIES_CONF"] = conf
-    from ocibridge.stores.registry import hosts
+    from ocibridge.stores.registry import hostsettings as hosts
 
     for i in range(count):
         hosts.remember(f"w{worker}-{i}.example", plain_http=True)

@@ -44,7 +44,7 @@ COPY_PROBE = """
 import sys
 from ocibridge.cli import main
 code = main({args!r})
-heavy = sorted(m for m in ("pydantic", "ocibridge.api.model_ops", "ocibridge.model.builder", "ocibridge.kinds.door",
+heavy = sorted(m for m in ("pydantic", "ocibridge.api.model_ops", "ocibridge.model.builder", "ocibridge.kinds.dispatch",
                            "h2", "cryptography") if m in sys.modules)
 print("HEAVY:" + ",".join(heavy), file=sys.stderr)
 sys.exit(code)
@@ -105,9 +105,9 @@ PULL_UNUSED = ("ocibridge.model.builder", "ocibridge.model.packing", "ocibridge.
                "ocibridge.kinds.ollama", "ocibridge.kinds.kitops.family", "ocibridge.kinds.docker.family",
                "ocibridge.kinds.modelcar.family", "ocibridge.kinds.ollama.family", "ocibridge.kinds.conversion",
                "ocibridge.k8s", "ocibridge.transfer.results", "ocibridge.api.auth", "ocibridge.api.cache_ops",
-               "ocibridge.kinds.hf", "ocibridge.stores.registry.upload", "ocibridge.stores.registry.ingest",
+               "ocibridge.kinds.hf", "ocibridge.stores.registry.upload", "ocibridge.stores.registry.streamupload",
                "ocibridge.stores.registry.taglist", "ocibridge.transfer.askfirst", "ocibridge.transfer.sampleindex",
-               "ocibridge.chunks.table", "ocibridge.chunks.delta", "ocibridge.chunks.chunkindex",
+               "ocibridge.chunks.chunktable", "ocibridge.chunks.delta", "ocibridge.chunks.chunkindex",
                "ocibridge.cache.chunks", "ocibridge.api.policy", "ocibridge.kinds.neutral", "ocibridge.kinds.origin",
                "ocibridge.layers", "ocibridge.model.changesets", "ocibridge.model.index", "tarfile", "difflib")
 
@@ -145,7 +145,8 @@ def test_the_family_table_names_each_family_as_it_names_itself():
 
 
 WARM_PATH_HEAVY = ("pydantic", "httpx", "httpcore", "ssl", "email", "ocibridge.cli.transfer", "ocibridge.api.copy",
-                   "ocibridge.api.model_ops", "ocibridge.cache.models", "ocibridge.oci.models", "ocibridge.stores.base")
+                   "ocibridge.api.model_ops", "ocibridge.cache.modelcache", "ocibridge.oci.models",
+                   "ocibridge.stores.base")
 
 
 def test_a_warm_offline_path_loads_only_the_cache_records(tmp_path, monkeypatch):

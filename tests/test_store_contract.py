@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 from ollama_fixtures import DOCKER_MANIFEST, write_gguf, write_store
 
-from ocibridge.cache.source import CacheSource
+from ocibridge.cache.blobsource import CacheSource
 from ocibridge.errors import DigestMismatch, NotFound, OcibridgeError
 from ocibridge.kinds.conversion import convert_artifact
 from ocibridge.kinds.directory.source import read_directory

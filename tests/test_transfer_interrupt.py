@@ -18,7 +18,7 @@ import pytest
 from support.faultproxy import corrupt, corrupt_at, reroute, throttle
 
 from ocibridge.chunks.bound import remote_bound_table
-from ocibridge.chunks.table import ANNOTATION_DIGEST, binding_annotations, build_table, chunk_stream
+from ocibridge.chunks.chunktable import ANNOTATION_DIGEST, binding_annotations, build_table, chunk_stream
 from ocibridge.cli import main
 from ocibridge.oci.mediatypes import OCI_CONFIG, OCI_LAYER_TAR, OCI_MANIFEST
 from ocibridge.oci.models import Descriptor, Manifest, parse_manifest_bytes

@@ -17,7 +17,7 @@ import ocibridge
 from ocibridge.cli import main
 from ocibridge.errors import DigestMismatch, SignatureError, UnsafePath, UsageError
 from ocibridge.warm.artifact import ARTIFACT_TYPE
-from ocibridge.warm.keys import options_digest
+from ocibridge.warm.cachekey import options_digest
 from tests.modelgen import make_model
 from tests.signing_keys import key_pair
 

@@ -24,12 +24,12 @@ def archive_output(dest: str | Locator | None) -> tuple[PathReference, SourceFor
     store (or any other name, which the store rules locate)."""
     if not isinstance(dest, str) or not dest.lower().endswith(tuple(s.lower() for s in table.file_suffixes())):
         return None  # decided by the name alone: a copy between registries loads no format (startup)
-    from ocibridge.kinds import door
+    from ocibridge.kinds import dispatch
 
     located = locate(dest, Role.OUTPUT)
     if not isinstance(located, PathReference):
         return None
-    fmt = door.destination_format(located)
+    fmt = dispatch.destination_format(located)
     if fmt is None or fmt.picks_files:  # a directory (or the Hub cache): not a file
         return None
     return located, fmt
@@ -40,12 +40,12 @@ def write_archive(output: tuple[PathReference, SourceFormat], store: Store, desc
     """Write the artifact ``desc`` of ``store`` as the archive ``output`` names (an existing
     file there is refused, unless it already is this archive: core/overwrite.py)."""
     from ocibridge.core.overwrite import OnExisting
-    from ocibridge.kinds import door
+    from ocibridge.kinds import dispatch
     from ocibridge.transfer.copy import CopyStats
     from ocibridge.transfer.results import PushResult
 
     dest, fmt = output
-    request = door.ExportRequest(transfer.registry_options(), transfer.concurrency, None, None,
+    request = dispatch.ExportRequest(transfer.registry_options(), transfer.concurrency, None, None,
                                  OnExisting.REFUSE, dest)
     pulled = fmt.export(store, desc, text_of(dest), request)
     return PushResult(pulled.output, desc, CopyStats(root=desc), {"archive": pulled.output, "format": fmt.name})

@@ -14,7 +14,7 @@ def login(host: str, username: str, password: str, *, transfer: TransferOptions 
     TLS settings ``transfer`` gives (``ca_file``, ``plain_http``, ``insecure``) are remembered for
     the host too (as Docker's certs.d), so later calls need none of them; ``settings`` names that
     file when any was given."""
-    from ocibridge.stores.registry.hosts import remember
+    from ocibridge.stores.registry.hostsettings import remember
     from ocibridge.stores.registry.loginflow import login as store_login
 
     host = registry_host(host)

@@ -43,9 +43,9 @@ def list_repositories(target: str, *, transfer: TransferOptions | None = None,
     :class:`ocibridge.errors.RegistryError` when the registry refuses its catalog (many allow it
     only to an admin)."""
     from ocibridge.places.locate import registry_text
-    from ocibridge.stores.registry.catalog import MAX_PAGES, list_catalog
     from ocibridge.stores.registry.client import RegistryClient
     from ocibridge.stores.registry.credentials import credential_function
+    from ocibridge.stores.registry.v2catalog import MAX_PAGES, list_catalog
 
     text = registry_text(target, "repo ls takes REGISTRY[/PREFIX] (a layout's models: ocibridge ls oci:PATH)")
     text = text.rstrip("/")

@@ -26,9 +26,9 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 from ocibridge.api.copy import TransferOptions
 from ocibridge.api.opening import locate_destination, open_at, open_checked
 from ocibridge.core import boundedjson
+from ocibridge.core.asdict import FieldsAsDict
 from ocibridge.core.fsutil import write_sliced
-from ocibridge.core.records import FieldsAsDict
-from ocibridge.core.texts import one_or_many
+from ocibridge.core.textlists import one_or_many
 from ocibridge.errors import OcibridgeError, UsageError
 from ocibridge.layers.tarwalk import tar_members
 from ocibridge.oci.models import Descriptor

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ocibridge.core.texts import one_or_many
+from ocibridge.core.textlists import one_or_many
 from ocibridge.errors import OcibridgeError, UsageError
 from ocibridge.kinds.hf.locator import HubReference, as_hub_reference
 from ocibridge.places.locate import Locator, Role, locate, text_of
@@ -23,7 +23,7 @@ from ocibridge.stores.opened import closes_its_stores
 if TYPE_CHECKING:
     from ocibridge.api.options import TransferOptions
     from ocibridge.api.policy import Verification
-    from ocibridge.cache.models import ModelCache
+    from ocibridge.cache.modelcache import ModelCache
     from ocibridge.chunks.delta import DeltaResult
     from ocibridge.transfer.progress_events import ProgressFn
 
@@ -72,12 +72,12 @@ def path(
     refuse_before_opening(located, verify, shown)
     checking = needs_checking(located, verify)
     if transfer is None and not checking and hf is None:  # the cache may answer alone
-        from ocibridge.cache.warm import warm_path
+        from ocibridge.cache.fastpath import warm_path
 
         warm = warm_path(located, offline=offline, include=include, exclude=exclude)
         if warm is not None:
             return warm
-    from ocibridge.cache.models import ModelCache
+    from ocibridge.cache.modelcache import ModelCache
 
     hub = None if hf is None else as_hub_reference(hf)  # before a fetch
     cache = ModelCache()
@@ -85,7 +85,7 @@ def path(
         if checking:
             raise UsageError(f"{shown}: the policy (--verify-key or the policy file) needs the registry: "
                              "it cannot be checked offline")
-        from ocibridge.cache.source import NeverFetched
+        from ocibridge.cache.blobsource import NeverFetched
 
         try:
             snap = cache.snapshot(None, shown, shown=shown, include=include, exclude=exclude)
@@ -112,7 +112,7 @@ def path(
         for done in snap.deltas:
             on_delta(done)
     if hub is not None:
-        from ocibridge.kinds.hf.door import into_hub_cache
+        from ocibridge.kinds.hf.kind import into_hub_cache
 
         into_hub_cache(cache, snap, hub)
     return snap.path
@@ -147,7 +147,7 @@ def _cached_through_outage(cache: ModelCache, error: OcibridgeError, shown: str,
 def _direct_origin(located: Locator, store: object) -> tuple[str, str] | None:
     """(host, repository) when ``store`` is the registry repository ``located`` names, asked
     directly (not a mirror, not a local store name): then a warm ``path`` of a tag may check
-    it with one request (:mod:`ocibridge.cache.warm`)."""
+    it with one request (:mod:`ocibridge.cache.fastpath`)."""
     from ocibridge.oci.reference import RegistryReference
     from ocibridge.stores.base import RegistryRepository
 
@@ -159,7 +159,7 @@ def _direct_origin(located: Locator, store: object) -> tuple[str, str] | None:
 
 def cache_dir() -> Path:
     """Where the shared model cache is (``$OCIBRIDGE_CACHE/models``), made if it is not there yet."""
-    from ocibridge.cache.models import ModelCache
+    from ocibridge.cache.modelcache import ModelCache
 
     return ModelCache().root
 
@@ -193,7 +193,7 @@ def prune_cache(*, older_than: float | None = None, max_size: int | None = None)
     running pull holds stays. At least one of the two bounds is needed."""
     if older_than is None and max_size is None:
         raise UsageError("prune_cache needs older_than (seconds) and/or max_size (bytes)")
-    from ocibridge.cache.models import ModelCache
+    from ocibridge.cache.modelcache import ModelCache
     from ocibridge.cache.prune import prune
     from ocibridge.transfer.pullcache import pull_cache_dir
 

@@ -12,7 +12,7 @@ import argparse
 from dataclasses import dataclass
 from typing import Any
 
-from ocibridge.core.records import FieldsAsDict
+from ocibridge.core.asdict import FieldsAsDict
 from ocibridge.errors import OcibridgeError, UsageError
 
 __all__ = ["SHELLS", "CompletionScript", "completion_script"]

@@ -210,7 +210,7 @@ def k8s_modelcar(
     platforms = tuple(options.platforms) or None
     base = None
     if options.base:
-        from ocibridge.kinds.modelcar.base import open_base
+        from ocibridge.kinds.modelcar.baseimage import open_base
 
         b = _open(_located(options.base), transfer)
         base = open_base(b.store, b.reference, platform=(platforms or (DEFAULT_PLATFORM,))[0], shown=options.base)

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from ocibridge.api.upstream_policy import UpstreamPolicyOptions
-from ocibridge.core.texts import one_or_many as _as_texts
+from ocibridge.core.textlists import one_or_many as _as_texts
 
 if TYPE_CHECKING:
     from ocibridge.layers.apply import TreeEntry

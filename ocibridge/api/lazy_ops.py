@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from ocibridge.api.options import TransferOptions, caller_stacklevel
 from ocibridge.chunks.chain import ReferrerCheck, bound_table_descriptor
-from ocibridge.chunks.table import DEFAULT_CHUNK_SIZE, DEFAULT_THRESHOLD
+from ocibridge.chunks.chunktable import DEFAULT_CHUNK_SIZE, DEFAULT_THRESHOLD
 from ocibridge.lazyread.model import RemoteModel, Warn, warn_stderr
 from ocibridge.lazyread.stall import StallBound
 from ocibridge.oci.models import Descriptor
@@ -136,7 +136,7 @@ def opened_model(ref: str | Locator, *, transfer: TransferOptions | None = None,
             reader = LandedBlobs(store, checking=stall.heard)
         elif cache:
             from ocibridge.cache.chunks import CacheChunks
-            from ocibridge.cache.models import model_cache_root
+            from ocibridge.cache.modelcache import model_cache_root
 
             chunk_store = CacheChunks(model_cache_root())
             if keep_blobs:

@@ -9,11 +9,11 @@ from typing import TYPE_CHECKING, Any
 from ocibridge.api.lazy_ops import LazyModel, opened_model
 from ocibridge.api.missing import explaining_missing
 from ocibridge.api.options import TransferOptions
-from ocibridge.chunks.table import DEFAULT_THRESHOLD
+from ocibridge.chunks.chunktable import DEFAULT_THRESHOLD
 from ocibridge.errors import OcibridgeError
 from ocibridge.lazyread.framework_choice import framework_named
 from ocibridge.lazyread.model import Warn, warn_stderr
-from ocibridge.lazyread.shards import choose
+from ocibridge.lazyread.tensorfiles import choose
 from ocibridge.lazyread.tensorload import CONCURRENCY, SPAN, LoadFile, TensorStream
 from ocibridge.oci.digest import verify_bytes
 from ocibridge.places.locate import Locator

@@ -29,7 +29,7 @@ from ocibridge.api.scan_ops import attach_after_push, scan_before_push
 from ocibridge.core.overwrite import OnExisting
 from ocibridge.core.pathfilter import PathFilter
 from ocibridge.errors import UsageError
-from ocibridge.kinds import door
+from ocibridge.kinds import dispatch
 from ocibridge.model.extract import held_manifest, resolve_model
 from ocibridge.oci.reference import LayoutReference, PathReference
 from ocibridge.places.locate import Locator as Locator  # the type of what the calls take besides a text
@@ -85,7 +85,7 @@ def load_source(
 
     located = locate(source, Role.SOURCE)
     source = text_of(located)
-    fmt = door.source_format(source, format)
+    fmt = dispatch.source_format(source, format)
     if build_file is not None:
         package = buildfile.read_build_file(build_file, source, excludes=excludes, name=name)
         metadata.fill(package)
@@ -95,7 +95,7 @@ def load_source(
         package = buildfile.read_default_build_file(found, source, excludes=excludes, name=name)
         metadata.fill(package)
         return package
-    request = door.ReadRequest(kind_overrides, excludes, name, registry_options(transfer),
+    request = dispatch.ReadRequest(kind_overrides, excludes, name, registry_options(transfer),
                                None if isinstance(located, PathReference) else located)
     package = fmt.read(source, request)
     if name:
@@ -206,7 +206,7 @@ def _refuse_chunks_for_store(source_ref: Locator, options: PushOptions) -> None:
     from ocibridge.chunks.choice import ChunkChoice, refuse_for_stored
 
     asked = ChunkChoice(options.chunks, options.chunk_threshold, options.chunk_hash, options.chunk_size)
-    if asked != ChunkChoice() and door.is_store(source_ref):
+    if asked != ChunkChoice() and dispatch.is_store(source_ref):
         raise refuse_for_stored(text_of(source_ref), "push takes a stored artifact's layers as they are, "
                                 "with their digests and any chunk table", "a model push builds from files "
                                 "(a directory, a file, hf:ORG/NAME)")
@@ -232,7 +232,7 @@ def _push_archive(source_ref: Locator, archive: tuple[PathReference, SourceForma
     if options.to not in (None, "modelpack"):
         raise UsageError(f"{text_of(archive[0])}: an archive holds a ModelPack model; --to {options.to} "
                          "writes a store (oci:PATH:TAG, host/repo:tag or NAME:TAG)")
-    if door.is_store(source_ref):  # a model of a store: as it is
+    if dispatch.is_store(source_ref):  # a model of a store: as it is
         source = open_read(source_ref, transfer)
         return write_archive(archive, source.store, resolve_model(source.store, source.reference), transfer)
     package = load_source(source_ref, format=options.format, kind_overrides=options.kind_overrides,
@@ -257,18 +257,18 @@ def _push(source_ref: Locator, dest_ref: Locator | None, options: PushOptions, t
     kind_overrides, excludes, name, to = options.kind_overrides, options.excludes, options.name, options.to
     if isinstance(source_ref, PathReference):
         _say_path_wins(source_ref.path)
-    if door.is_store(source_ref):
+    if dispatch.is_store(source_ref):
         # An artifact of a family a source format reads (an Ollama model) is converted, unless
         # the destination is that format's own; anything else is copied as it is.
         origin = open_at(source_ref, transfer)
-        into = door.destination_format(dest_ref) if dest_ref is not None else None
-        conversion = door.examine(origin.store, origin.reference, into, source=source_ref,
+        into = dispatch.destination_format(dest_ref) if dest_ref is not None else None
+        conversion = dispatch.examine(origin.store, origin.reference, into, source=source_ref,
                                   refuse_other=False).conversion  # anything else: copied as it is
         if conversion is None or conversion.as_is:
             if dest_ref is None:
                 raise UsageError("copying from a store needs a destination")
             return copy_reference(source_ref, dest_ref, transfer=transfer, progress=progress)
-        request = door.ReadRequest(kind_overrides, excludes, name, transfer.registry_options(), source_ref)
+        request = dispatch.ReadRequest(kind_overrides, excludes, name, transfer.registry_options(), source_ref)
         package = conversion.format.read_artifact(origin.store, conversion.reference, request)
         if name:
             package.descriptor["name"] = name
@@ -331,7 +331,7 @@ class PullDestination:
 def pull_destination(dest: str | Locator, format: str | None = None) -> PullDestination:
     """What a caller asks before drawing a bar for :func:`pull` into ``dest``."""
     located = locate(dest, Role.OUTPUT)
-    return PullDestination(located, not door.exports_quietly(located, format))
+    return PullDestination(located, not dispatch.exports_quietly(located, format))
 
 
 @explaining_missing
@@ -370,7 +370,7 @@ def pull(
         dest = dest.locator
     src_ref, dest_ref = locate(src, Role.MODEL), locate(dest, Role.OUTPUT)  # located once each, here
     dest = text_of(dest_ref)
-    fmt = door.destination_format(dest_ref, format)
+    fmt = dispatch.destination_format(dest_ref, format)
     if fmt is not None and fmt.name == "directory":
         from ocibridge.core.parentdir import parent_must_exist
 
@@ -404,7 +404,7 @@ def pull(
         attestations = attestation_files.collect(source.store, subject, as_use_policy(verify).keys,
                                                  text_of(src_ref))
         attestation_files.check_folder(Path(dest))
-    examined = door.examine(source.store, source.reference, fmt, source=src_ref)
+    examined = dispatch.examine(source.store, source.reference, fmt, source=src_ref)
     conversion = examined.conversion
     store: Store
     named: str | None = None  # the digest the user named, when the files come from another form
@@ -414,7 +414,7 @@ def pull(
         # would convert it, so its files can be pulled.
         from ocibridge.model.builder import build
 
-        reading = door.ReadRequest(registry_options=registry)
+        reading = dispatch.ReadRequest(registry_options=registry)
         artifact = build(conversion.format.read_artifact(source.store, conversion.reference, reading))
         store, desc = artifact, artifact.descriptor
         in_hand = held_manifest(artifact, desc)
@@ -441,7 +441,7 @@ def pull(
         from ocibridge.signing.omstravel import landed_digests_wanted
 
         entry_digests = landed_digests_wanted(oms)
-    request = door.ExportRequest(registry, transfer.concurrency, progress, select, OnExisting(on_existing),
+    request = dispatch.ExportRequest(registry, transfer.concurrency, progress, select, OnExisting(on_existing),
                                  dest_ref, manifest=in_hand, table_checks=by_table, entry_digests=entry_digests)
     pulled = fmt.export(store, desc, dest, request)
     if oms is not None:

@@ -23,15 +23,15 @@ from typing import TYPE_CHECKING
 
 from ocibridge.errors import OcibridgeError, UsageError
 from ocibridge.lazymount import READ_TIMEOUT as READ_TIMEOUT
-from ocibridge.lazymount.process import read_request, start, stderr_handed_back
-from ocibridge.lazymount.session import fuse_binding
-from ocibridge.lazymount.table import (
+from ocibridge.lazymount.fuseloop import fuse_binding
+from ocibridge.lazymount.mounttable import (
     clear_dead_mount,
     is_mounted,
     mount_entry,
     refuse_a_mount_point,
     unmount_directory,
 )
+from ocibridge.lazymount.process import read_request, start, stderr_handed_back
 
 if TYPE_CHECKING:  # the model's modules load in the mount's process only: `ocibridge mount` starts sooner
     from ocibridge.api.lazy_ops import LazyModel
@@ -141,8 +141,8 @@ def serve_mount(ref: str | Locator, directory: str | os.PathLike[str], *, transf
     its own. Arguments: as :func:`mount`; ``warn`` hears what could not be read, and why
     (default: a line on stderr)."""
     from ocibridge.lazymount.build import Scratch, build_tree
+    from ocibridge.lazymount.fuseloop import MountSession
     from ocibridge.lazymount.ops import ModelFS
-    from ocibridge.lazymount.session import MountSession
     from ocibridge.lazyread.model import warn_stderr
 
     say: Warn = warn or warn_stderr
@@ -210,11 +210,11 @@ def _opened(ref: str | Locator, transfer: TransferOptions | None, verify: Verifi
     what ``ref`` resolved to; offline, from that record and the cache alone."""
     from ocibridge.api.lazy_ops import LazyModel, open_model
     from ocibridge.api.missing import explaining_missing
+    from ocibridge.cache.blobsource import NeverFetched
     from ocibridge.cache.chunks import CacheChunks
     from ocibridge.cache.keptblobs import CachedOnly, KeptBlobs
-    from ocibridge.cache.models import ModelCache
+    from ocibridge.cache.modelcache import ModelCache
     from ocibridge.cache.records import offline_from_env
-    from ocibridge.cache.source import NeverFetched
     from ocibridge.places.locate import Role, locate, text_of
     from ocibridge.signing.use import needs_checking
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from ocibridge.core.environment import POLICY as POLICY_ENV
-from ocibridge.core.texts import one_or_many
+from ocibridge.core.textlists import one_or_many
 from ocibridge.stores.opened import closes_its_stores
 
 if TYPE_CHECKING:

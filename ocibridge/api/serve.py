@@ -275,7 +275,7 @@ def _upstream(options: ServeOptions, concurrency: int) -> UpstreamSettings | Non
     if not options.upstream_wanted(options.upstream, others_given=bool(options.upstream_token_file),
                                    tokens=bool(options.tokens or options.token_file), token_flag="--token-file"):
         return None
-    from ocibridge.cache.models import ModelCache
+    from ocibridge.cache.modelcache import ModelCache
 
     url = parse_public_url(options.upstream, "--upstream")
     assert url is not None

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ocibridge.api.options import SignOptions as SignOptions  # its home: the options module
-from ocibridge.core.texts import one_or_many
+from ocibridge.core.textlists import one_or_many
 from ocibridge.errors import UsageError
 from ocibridge.signing import PASSWORD_ENV as PASSWORD_ENV  # cosign's variable for a key's password
 from ocibridge.stores.opened import closes_its_stores
@@ -136,7 +136,7 @@ class VerifyOptions:
     def policy(self) -> VerifyPolicy:
         """The verifier's policy: the keys read, the attestation type resolved. Raises
         :class:`ocibridge.errors.SignatureError` for no key and no identity, or an unreadable key."""
-        from ocibridge.signing.bundle import SIGN_PREDICATE_TYPE
+        from ocibridge.signing.sigstorebundle import SIGN_PREDICATE_TYPE
         from ocibridge.signing.verify import VerifyPolicy
 
         predicate_type = SIGN_PREDICATE_TYPE

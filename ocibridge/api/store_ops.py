@@ -19,7 +19,7 @@ from ocibridge.api.opening import store_reference as store_reference  # public h
 from ocibridge.core import boundedjson
 from ocibridge.core.fsutil import safe_relpath
 from ocibridge.core.graphbound import GraphBound
-from ocibridge.core.texts import one_or_many
+from ocibridge.core.textlists import one_or_many
 from ocibridge.errors import OcibridgeError, UsageError
 from ocibridge.oci.bookkeeping import is_bookkeeping, refuse_as_destination
 from ocibridge.oci.cnaidraft import ANNOTATION_PREFIX, is_draft
@@ -394,7 +394,7 @@ PREDICATE_KINDS = (("https://sigstore.dev/cosign/sign/", "signature"), ("https:/
 def referrer_label(desc: Descriptor) -> str:
     """A referrer as discover shows it: its artifact type, and for a sigstore bundle (or any
     referrer carrying ``dev.sigstore.bundle.predicateType``) what it is and its predicate type."""
-    from ocibridge.signing.bundle import PREDICATE_ANNOTATION
+    from ocibridge.signing.sigstorebundle import PREDICATE_ANNOTATION
 
     kind = desc.artifactType or desc.mediaType
     predicate = (desc.annotations or {}).get(PREDICATE_ANNOTATION)

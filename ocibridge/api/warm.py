@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from ocibridge.errors import OcibridgeError, SignatureError, UsageError
 from ocibridge.stores.opened import closes_its_stores
 from ocibridge.warm.artifact import LAYER_TYPES, CacheArtifact, attached_caches, cache_manifest
-from ocibridge.warm.keys import WarmKey, current_key, options_digest
+from ocibridge.warm.cachekey import WarmKey, current_key, options_digest
 
 if TYPE_CHECKING:
     from ocibridge.api.options import SignOptions, TransferOptions

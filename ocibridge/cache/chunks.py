@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from ocibridge.chunks.chunkindex import IndexedChunks
-    from ocibridge.chunks.table import LayerChunks
+    from ocibridge.chunks.chunktable import LayerChunks
 
 from ocibridge.cache.locks import flocked
 from ocibridge.chunks import hashes

@@ -25,8 +25,8 @@ from ocibridge.stores.ranged import ByteCount, RangedStore
 
 if TYPE_CHECKING:  # the chunk modules load when a delta may be built: something here to diff against
     from ocibridge.chunks.chunkindex import ChunkIndex
+    from ocibridge.chunks.chunktable import ChunkTable, LayerChunks
     from ocibridge.chunks.delta import DeltaResult, LocalChunks
-    from ocibridge.chunks.table import ChunkTable, LayerChunks
     from ocibridge.chunks.tabledfetch import TableCheckedLayer
 
 

@@ -3,7 +3,7 @@
 A lazy reader reads some blobs whole: the chunk table, a file no table covers, a tar layer.
 Read straight from the registry, each is fetched again by every new reader; read through
 here, each lands once in the cache's layout (verified, locked, as ``path`` fetches it:
-:class:`.source.CacheSource`) and every later reader, ``path`` included, takes it from there.
+:class:`.blobsource.CacheSource`) and every later reader, ``path`` included, takes it from there.
 Byte ranges still go to the registry: their chunks are kept by the chunk store
 (:mod:`.chunks`). Manifests, tags and referrers are the registry's answers, never the cache's.
 Offline, :class:`CachedOnly` answers from the cache alone, for what it holds.
@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import BinaryIO, Protocol
 
-from ocibridge.cache.models import ModelCache
-from ocibridge.cache.source import CacheSource, OfflineMiss
+from ocibridge.cache.blobsource import CacheSource, OfflineMiss
+from ocibridge.cache.modelcache import ModelCache
 from ocibridge.oci.models import Descriptor
 from ocibridge.stores.base import ReadableStore, close_store, is_manifest
 from ocibridge.stores.forwarding import ForwardingReads
@@ -81,7 +81,7 @@ class KeptBlobs(ForwardingReads[RangedStore]):
 
 class CachedOnly(ForwardingReads[CacheSource]):
     """The model manifest ``desc`` and what the model cache holds of it, with no registry
-    (offline): a blob the cache lacks is :class:`.source.OfflineMiss`, and so is a byte range
+    (offline): a blob the cache lacks is :class:`.blobsource.OfflineMiss`, and so is a byte range
     (the chunk store answers the chunks it holds before a range is asked)."""
 
     def __init__(self, desc: Descriptor, cache: ModelCache | None = None):

@@ -3,7 +3,7 @@ fetched into it once: the processes of one node that load one model (an engine's
 ranks, each of which reads every weight) share one fetch instead of asking the registry N times.
 
 The first process to need a blob fetches it whole under the cache's lock of that blob
-(:class:`.source.CacheSource`: resumable, in parts, verified as it lands); the others wait on
+(:class:`.blobsource.CacheSource`: resumable, in parts, verified as it lands); the others wait on
 that lock, then read the landed file. A range read from here is checked by its reader exactly as
 one from the registry (every chunk against the chunk table, or the file against its digest), so
 a blob found in the cache is read without being hashed first. Each landed blob is opened once
@@ -18,7 +18,7 @@ import threading
 from collections.abc import Callable
 
 from ocibridge.cache.keptblobs import KeptBlobs, RangedStore
-from ocibridge.cache.models import ModelCache
+from ocibridge.cache.modelcache import ModelCache
 from ocibridge.errors import OcibridgeError
 from ocibridge.oci.models import Descriptor
 from ocibridge.stores.ranged import RangeReader

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from ocibridge.cache.chunks import CacheChunks
 from ocibridge.cache.locks import flocked
-from ocibridge.cache.models import ModelCache, remove_tree
+from ocibridge.cache.modelcache import ModelCache, remove_tree
 from ocibridge.chunks.chunkindex import ChunkIndex
 from ocibridge.transfer.pullprune import Leftover, leftovers, pulls_paused, remove
 

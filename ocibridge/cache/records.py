@@ -1,7 +1,7 @@
 """What a reference last resolved to, and where its snapshot is: the model cache's small files,
 read with the standard library alone.
 
-``ocibridge path`` of a model the cache already holds answers from these (see :mod:`.warm`)
+``ocibridge path`` of a model the cache already holds answers from these (see :mod:`.fastpath`)
 before anything heavier is imported: the record of the reference names the manifest, and the
 snapshot directory of that manifest exists only once it is complete (it is built aside and
 renamed into place whole), so its presence is the completeness check.

@@ -4,7 +4,7 @@ attaching one to a model manifest as a referrer, so registries keep the table bl
 from __future__ import annotations
 
 from ocibridge.chunks import hashes
-from ocibridge.chunks.table import (
+from ocibridge.chunks.chunktable import (
     ARTIFACT_TYPE,
     DEFAULT_CHUNK_SIZE,
     DEFAULT_THRESHOLD,

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 
 from ocibridge.chunks.chain import bound_table_descriptor
-from ocibridge.chunks.table import MAX_TABLE_BYTES, ChunkTable, ChunkTableError, parse_table
+from ocibridge.chunks.chunktable import MAX_TABLE_BYTES, ChunkTable, ChunkTableError, parse_table
 from ocibridge.core.fsutil import atomic_write_bytes
 from ocibridge.errors import OcibridgeError
 from ocibridge.oci.digest import verify_bytes

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from ocibridge.chunks.attach import binding_annotations, referrer_manifest
 from ocibridge.chunks.chain import bound_table_descriptor, read_table_blob
-from ocibridge.chunks.table import ANNOTATION_DIGEST, ANNOTATION_SIZE, ARTIFACT_TYPE, ChunkTable
+from ocibridge.chunks.chunktable import ANNOTATION_DIGEST, ANNOTATION_SIZE, ARTIFACT_TYPE, ChunkTable
 from ocibridge.errors import NotFound
 from ocibridge.oci.empty import EMPTY_DIGEST, EMPTY_JSON
 from ocibridge.oci.layerinfo import is_raw
@@ -34,7 +34,7 @@ class SourceTable:
 def bound_source_table(store: ReadableStore, manifest: Manifest) -> SourceTable:
     """The table ``manifest`` binds, read from ``store`` and checked against the bound digest
     before it is parsed. A table served with other bytes (swapped, forged) raises
-    :class:`~ocibridge.chunks.table.ChunkTableError`: carrying it would bind a lie."""
+    :class:`~ocibridge.chunks.chunktable.ChunkTableError`: carrying it would bind a lie."""
     bound = bound_table_descriptor(manifest)
     if bound is None:
         return SourceTable(None)

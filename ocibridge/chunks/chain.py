@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ocibridge.chunks.table import (
+from ocibridge.chunks.chunktable import (
     ANNOTATION_DIGEST,
     ANNOTATION_SIZE,
     ARTIFACT_TYPE,

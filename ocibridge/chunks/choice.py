@@ -51,7 +51,7 @@ class ChunkChoice:
             return None
         from ocibridge.chunks import hashes
         from ocibridge.chunks.chunking import ChunkPolicy
-        from ocibridge.chunks.table import DEFAULT_CHUNK_SIZE, PUSH_THRESHOLD
+        from ocibridge.chunks.chunktable import DEFAULT_CHUNK_SIZE, PUSH_THRESHOLD
 
         try:
             return ChunkPolicy(DEFAULT_CHUNK_SIZE if self.chunk_size is None else self.chunk_size,

@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 
 from ocibridge.chunks import hashes
-from ocibridge.chunks.table import LayerChunks, chunk_count
+from ocibridge.chunks.chunktable import LayerChunks, chunk_count
 from ocibridge.core.environment import DIGEST_CACHE, cache_root, switched_on
 from ocibridge.core.smallfile import read_small
 from ocibridge.errors import OcibridgeError

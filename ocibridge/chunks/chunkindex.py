@@ -26,7 +26,7 @@ import stat
 from pathlib import Path
 
 from ocibridge.chunks import hashes
-from ocibridge.chunks.table import LayerChunks
+from ocibridge.chunks.chunktable import LayerChunks
 from ocibridge.core.fsutil import atomic_write_bytes
 from ocibridge.core.smallfile import read_small
 from ocibridge.errors import OcibridgeError, TooLarge

@@ -18,7 +18,7 @@ from types import TracebackType
 from typing import BinaryIO, Protocol
 
 from ocibridge.chunks import chunkcache, hashes
-from ocibridge.chunks.table import (
+from ocibridge.chunks.chunktable import (
     DEFAULT_CHUNK_SIZE,
     MAX_CHUNK_SIZE,
     MIN_CHUNK_SIZE,

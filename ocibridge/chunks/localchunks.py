@@ -9,8 +9,8 @@ import os
 import stat
 from pathlib import Path
 
+from ocibridge.chunks.chunktable import LayerChunks
 from ocibridge.chunks.delta import LocalChunks
-from ocibridge.chunks.table import LayerChunks
 
 
 class FileChunks:

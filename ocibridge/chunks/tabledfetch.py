@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ocibridge.chunks.table import LayerChunks
+from ocibridge.chunks.chunktable import LayerChunks
 from ocibridge.chunks.tablehash import TableHasher
 from ocibridge.errors import DigestMismatch
 from ocibridge.oci.digest import CHUNK

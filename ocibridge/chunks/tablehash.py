@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import threading
 
-from ocibridge.chunks.table import LayerChunks
+from ocibridge.chunks.chunktable import LayerChunks
 from ocibridge.oci.digest import split_digest
 
 

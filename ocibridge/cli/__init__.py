@@ -1,7 +1,7 @@
 """The ``ocibridge`` command: one module per command group, each parsing flags and calling the API.
 
 :func:`run` is the console script; :func:`main` takes an argument list and returns the exit code.
-Only the module of the command being run is imported (:mod:`.table`, :mod:`.parser`).
+Only the module of the command being run is imported (:mod:`.commandtable`, :mod:`.parser`).
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from ocibridge.cli.common import CommandAdder, add_transfer_flags, emit, plural, transfer_options
-from ocibridge.core.lazy import LazyModule
+from ocibridge.core.lazyimport import LazyModule
 from ocibridge.core.terminal import human_size, one_line
 from ocibridge.errors import UsageError
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from ocibridge.cli.common import CommandAdder, add_transfer_flags, emit, plural, transfer_options
 from ocibridge.cli.progress_flags import add_progress_flags, progress_display
 from ocibridge.cli.signing import add_verify_flags, policy_from_args
-from ocibridge.core.lazy import LazyModule
+from ocibridge.core.lazyimport import LazyModule
 from ocibridge.core.terminal import one_line
 
 if TYPE_CHECKING:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from ocibridge.cli.args import key_values
 from ocibridge.cli.transfer_flags import add_ranged_flags, add_upload_flags, ranged_options, upload_options
-from ocibridge.core.lazy import LazyModule
+from ocibridge.core.lazyimport import LazyModule
 from ocibridge.core.terminal import human_size, one_line, printable
 from ocibridge.errors import OcibridgeError, UsageError
 

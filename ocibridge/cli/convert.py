@@ -12,7 +12,7 @@ from ocibridge.cli.chunk_flags import add_chunk_flags, chunk_choice_given
 from ocibridge.cli.common import CommandAdder, add_transfer_flags, counts, transfer_options
 from ocibridge.cli.evidence_flags import add_evidence_flags, attest_options, evidence_lines
 from ocibridge.cli.progress_flags import add_progress_flags, progress_display
-from ocibridge.core.lazy import LazyModule
+from ocibridge.core.lazyimport import LazyModule
 
 if TYPE_CHECKING:
     from ocibridge import ConvertResult

@@ -7,7 +7,7 @@ import argparse
 from typing import TYPE_CHECKING
 
 from ocibridge.cli.common import CommandAdder, add_signed_name, add_signing_key, emit, transfer_options
-from ocibridge.core.lazy import LazyModule
+from ocibridge.core.lazyimport import LazyModule
 
 if TYPE_CHECKING:
     from ocibridge.api import evidence as api_evidence

@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from ocibridge.core.lazy import LazyModule
+from ocibridge.core.lazyimport import LazyModule
 from ocibridge.errors import UsageError
 
 if TYPE_CHECKING:

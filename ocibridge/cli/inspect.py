@@ -9,7 +9,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from ocibridge.cli.common import EXIT_FAILURE, CommandAdder, add_transfer_flags, emit, ref_command, transfer_options
-from ocibridge.core.lazy import LazyModule
+from ocibridge.core.lazyimport import LazyModule
 from ocibridge.core.terminal import one_line
 from ocibridge.errors import ValidationError
 

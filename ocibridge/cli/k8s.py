@@ -25,7 +25,7 @@ from ocibridge.cli.common import (
 )
 from ocibridge.cli.signing import add_verify_flags, policy_from_args
 from ocibridge.cli.upstream_flags import add_default_tag_flag, add_upstream_policy_flags, upstream_policy
-from ocibridge.core.lazy import LazyModule
+from ocibridge.core.lazyimport import LazyModule
 from ocibridge.core.terminal import human_size, one_line, printable
 from ocibridge.errors import OcibridgeError, UsageError
 

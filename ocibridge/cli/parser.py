@@ -1,7 +1,7 @@
 """The command line's parser: one argparse parser per command, which each command group module
 adds through its ``register(command)`` (:class:`~ocibridge.cli.common.CommandAdder`).
 
-:func:`build_parser` lists every command from the table (:mod:`.table`); ``main`` asks for
+:func:`build_parser` lists every command from the table (:mod:`.commandtable`); ``main`` asks for
 the lazy form, where a command's group module is imported and its parser built only when the
 line names it: ``--help`` and each command load no other command's module."""
 
@@ -13,9 +13,9 @@ import re
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
+from ocibridge.cli.commandtable import BY_NAME, COMMANDS, GROUPS, summary
 from ocibridge.cli.common import EXIT_USAGE, Command, CommandAdder
 from ocibridge.cli.help import add_examples
-from ocibridge.cli.table import BY_NAME, COMMANDS, GROUPS, summary
 
 
 class _Parser(argparse.ArgumentParser):

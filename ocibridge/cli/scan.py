@@ -7,7 +7,7 @@ import argparse
 from typing import TYPE_CHECKING
 
 from ocibridge.cli.common import EXIT_FAILURE, CommandAdder, add_transfer_flags, emit, transfer_options
-from ocibridge.core.lazy import LazyModule
+from ocibridge.core.lazyimport import LazyModule
 from ocibridge.errors import UsageError
 
 if TYPE_CHECKING:

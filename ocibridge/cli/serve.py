@@ -12,7 +12,7 @@ from ocibridge.cli.common import CommandAdder, add_transfer_flags, transfer_opti
 from ocibridge.cli.evidence_flags import add_evidence_flags, attest_options
 from ocibridge.cli.signing import add_verify_flags, policy_from_args
 from ocibridge.cli.upstream_flags import add_default_tag_flag, add_upstream_policy_flags, upstream_policy
-from ocibridge.core.lazy import LazyModule
+from ocibridge.core.lazyimport import LazyModule
 from ocibridge.errors import UsageError
 
 if TYPE_CHECKING:

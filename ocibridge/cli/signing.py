@@ -19,7 +19,7 @@ from ocibridge.cli.common import (
     add_transfer_flags,
     transfer_options,
 )
-from ocibridge.core.lazy import LazyModule
+from ocibridge.core.lazyimport import LazyModule
 from ocibridge.core.terminal import one_line, printable
 from ocibridge.errors import OcibridgeError
 

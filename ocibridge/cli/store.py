@@ -16,7 +16,7 @@ from ocibridge.cli.common import (
     ref_command,
     transfer_options,
 )
-from ocibridge.core.lazy import LazyModule
+from ocibridge.core.lazyimport import LazyModule
 from ocibridge.core.terminal import human_size, one_line
 
 if TYPE_CHECKING:

@@ -18,7 +18,7 @@ from ocibridge.cli.convert import add_override_flags, family_choices, overrides_
 from ocibridge.cli.evidence_flags import add_evidence_flags, attest_options, evidence_lines
 from ocibridge.cli.progress_flags import add_progress_flags, progress_display
 from ocibridge.cli.signing import add_verify_flags, policy_from_args
-from ocibridge.core.lazy import LazyModule
+from ocibridge.core.lazyimport import LazyModule
 from ocibridge.core.terminal import human_size
 from ocibridge.errors import UsageError
 

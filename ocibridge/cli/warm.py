@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from ocibridge.cli.args import key_values
 from ocibridge.cli.common import Command, CommandAdder, add_transfer_flags, emit, transfer_options
 from ocibridge.cli.signing import add_verify_flags, policy_from_args
-from ocibridge.core.lazy import LazyModule
+from ocibridge.core.lazyimport import LazyModule
 from ocibridge.core.terminal import human_size
 from ocibridge.errors import UsageError
 

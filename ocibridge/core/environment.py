@@ -47,7 +47,7 @@ MOUNT_STDERR_FD = "OCIBRIDGE_MOUNT_STDERR_FD"
 SERVE_LEASE_EXPIRY = "OCIBRIDGE_SERVE_LEASE_EXPIRY"
 SERVE_LEASE_RENEW = "OCIBRIDGE_SERVE_LEASE_RENEW"
 SERVE_LEASE_SETTLE = "OCIBRIDGE_SERVE_LEASE_SETTLE"
-#: bytes of inline commit lines serve holds at once, over every commit (hubserver/writes/inlinebudget.py)
+#: bytes of inline commit lines serve holds at once, over every commit (hubserver/writeroutes/inlinebudget.py)
 SERVE_INLINE_BUDGET = "OCIBRIDGE_SERVE_INLINE_BUDGET"
 #: the token serve --upstream sends to the upstream Hub when no --upstream-token-file names one
 SERVE_UPSTREAM_TOKEN = "OCIBRIDGE_UPSTREAM_TOKEN"

@@ -37,7 +37,7 @@ from ocibridge.core.closing import ClosesOnExit
 from ocibridge.core.environment import MAX_EXPANSION_RATIO
 from ocibridge.core.fsutil import is_root_entry, safe_relpath
 from ocibridge.core.limits import env_limit
-from ocibridge.core.streams import Reader, unzstd
+from ocibridge.core.streams import CHUNK, Reader, unzstd
 from ocibridge.errors import OcibridgeError, UnsafePath
 
 METHOD_STORED = zipfile.ZIP_STORED
@@ -47,7 +47,6 @@ METHOD_LZMA = zipfile.ZIP_LZMA
 METHOD_ZSTD = 93
 #: The methods decompressed here, from the raw data; the others known go through zipfile.
 OWN_METHODS = frozenset({METHOD_STORED, METHOD_DEFLATE, METHOD_ZSTD})
-CHUNK = 1 << 20
 #: zstd frames may ask for windows up to this size (the zstd default limit); more is refused.
 MAX_ZSTD_WINDOW = 1 << 27
 _LOCAL = struct.Struct("<4sHHHHHLLLHH")

@@ -8,7 +8,7 @@ URLs, Xet tokens, the pages' cookie; one ``require`` that raises), :mod:`.failur
 table from an exception to status, ``X-Error-Code`` and message), :mod:`.settings` (the flags, one
 frozen value), :mod:`.answers` (what a request says, the Hub's error shape). By protocol and side:
 :mod:`.reading` (sources, the catalog, files, blobs, the read routes), :mod:`.uploads` (where
-uploaded bytes land: staging, relay, mounts, parts), :mod:`.lfs`, :mod:`.xet`, :mod:`.writes`
+uploaded bytes land: staging, relay, mounts, parts), :mod:`.lfs`, :mod:`.xet`, :mod:`.writeroutes`
 (repositories, commits, refs, history, evidence) and :mod:`.web` (the pages). Starlette and
 uvicorn are the ``ocibridge[serve]`` extra, imported only here.
 """

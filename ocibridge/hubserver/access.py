@@ -7,7 +7,7 @@ Each raises :class:`Denied` (401 or 403), which the one table of :mod:`.failures
 ``may_take``, says no). A token file's line is read by :mod:`.grants`.
 
 What each token of ``--token-file`` may do: read, or read and write (the Hub's write API,
-:mod:`.writes`), every repository or those under a repo-id prefix. One token a line:
+:mod:`.writeroutes`), every repository or those under a repo-id prefix. One token a line:
 
     TOKEN                       read every repository
     TOKEN read acme/            read repositories under acme/ only (every other one: not found)
@@ -67,7 +67,7 @@ from ocibridge.hubserver.grants import parse_line as parse_line
 from ocibridge.hubserver.grants import parse_lines as parse_lines
 from ocibridge.hubserver.grants import within as within
 from ocibridge.hubserver.grants import writes_of
-from ocibridge.hubserver.repo.keys import hub_id, noun
+from ocibridge.hubserver.repo.reponames import hub_id, noun
 from ocibridge.hubserver.signer import TOKEN_LIFE as TOKEN_LIFE
 from ocibridge.hubserver.signer import Signer as Signer
 
@@ -309,7 +309,7 @@ class Gate:
         files, asked at each use and not only when granted: the repository is not deleted, the
         client's token is still served and reads it as it is now (:meth:`reader`: a private
         repository needs a private prefix) and is on its gate's list (:meth:`may_fetch`): the rule
-        :meth:`may_take` asks, for the client a grant names. The record is :mod:`ocibridge.hubserver.repo.states`',
+        :meth:`may_take` asks, for the client a grant names. The record is :mod:`ocibridge.hubserver.repo.repostates`',
         read again every few seconds on every replica, so a change of access ends what was
         granted within that bound, not the grant's hour."""
         if self.deleted(repo_id):

@@ -13,7 +13,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from ocibridge.core import boundedjson
-from ocibridge.hubserver.repo.keys import key_of
+from ocibridge.hubserver.repo.reponames import key_of
 from ocibridge.hubserver.repo.sources import RepoNotFound
 from ocibridge.kinds.hf.repotype import MODEL, model_id_allowed
 

@@ -2,7 +2,7 @@
 route answers through (the read token checked by :class:`.access.Gate`, an exception answered by
 the one table of :mod:`.failures`). The routes themselves live by protocol and side:
 :mod:`.reading` (the read API), :mod:`.lfs` and :mod:`.xet` (uploads and Xet reads),
-:mod:`.writes` (repositories, commits, refs), :mod:`.web` (the pages).
+:mod:`.writeroutes` (repositories, commits, refs), :mod:`.web` (the pages).
 
 Routes (huggingface_hub's, from its hf_api.py, file_download.py and hf_file_system.py), each a
 Starlette route (:mod:`.routing`: matched on the raw path, so a revision or a path sent quoted,
@@ -17,7 +17,7 @@ Starlette route (:mod:`.routing`: matched on the raw path, so a revision or a pa
     GET  /healthz, /readyz; GET /api/agent-harnesses, POST /v1/telemetry (housekeeping.py)
     GET  /, /models, /REPO, /REPO/tree/..., /REPO/blob/...  the web pages (:mod:`.web.pages`), tried last
     GET  /REPO/commits/{rev}, /REPO/commit/{rev}, /REPO/compare/{a}...{b}   history pages (:mod:`.web.historypages`)
-    ...  the write API (create_repo, preupload, LFS batch and uploads, commit, whoami): :mod:`.writes`, :mod:`.lfs`
+    ...  the write API (create_repo, preupload, LFS batch and uploads, commit, whoami): :mod:`.writeroutes`, :mod:`.lfs`
 
 Every ``/api/models/...`` route is also ``/api/datasets/...``, every file, upload, Xet and page path
 ``/REPO/...`` also ``/datasets/REPO/...`` (a dataset's: :mod:`.repo.keys`), the same handlers and
@@ -71,10 +71,10 @@ from ocibridge.hubserver.requestid import RequestId
 from ocibridge.hubserver.routing import KEY_FORMS, REPO_FORMS, HubRoute, route_path
 from ocibridge.hubserver.settings import ServeSettings
 from ocibridge.hubserver.tokenfile import TokenFile
-from ocibridge.hubserver.uploads.ingest import ingest_for
 from ocibridge.hubserver.uploads.mounts import Mounts
 from ocibridge.hubserver.uploads.relay import handing_for, relay_for, relays
 from ocibridge.hubserver.uploads.staging import Staging
+from ocibridge.hubserver.uploads.xetassembly import ingest_for
 from ocibridge.hubserver.upstream.errors import FetchedElsewhere
 from ocibridge.hubserver.upstream.fetchbounds import FetchClient
 from ocibridge.hubserver.upstream.proxy import ProxyCatalog
@@ -82,17 +82,17 @@ from ocibridge.hubserver.upstream.staleness import StaleWarning
 from ocibridge.hubserver.web.compare import Compare
 from ocibridge.hubserver.web.historypages import HistoryPages
 from ocibridge.hubserver.web.pages import WebPages
-from ocibridge.hubserver.writers import Writers
-from ocibridge.hubserver.writes.account import AccountRoutes
-from ocibridge.hubserver.writes.commit import CommitRoutes
-from ocibridge.hubserver.writes.creating import Creating
-from ocibridge.hubserver.writes.deleting import Deleting
-from ocibridge.hubserver.writes.lfsduplicate import LfsDuplicate
-from ocibridge.hubserver.writes.lfsfiles import LfsFiles
-from ocibridge.hubserver.writes.moving import Moving
-from ocibridge.hubserver.writes.refs import RefRoutes
-from ocibridge.hubserver.writes.reserved import refusing_reserved
-from ocibridge.hubserver.writes.squashing import Squashing
+from ocibridge.hubserver.writeaccess import Writers
+from ocibridge.hubserver.writeroutes.account import AccountRoutes
+from ocibridge.hubserver.writeroutes.commit import CommitRoutes
+from ocibridge.hubserver.writeroutes.creating import Creating
+from ocibridge.hubserver.writeroutes.deleting import Deleting
+from ocibridge.hubserver.writeroutes.lfsduplicate import LfsDuplicate
+from ocibridge.hubserver.writeroutes.lfsfiles import LfsFiles
+from ocibridge.hubserver.writeroutes.moving import Moving
+from ocibridge.hubserver.writeroutes.refs import RefRoutes
+from ocibridge.hubserver.writeroutes.reserved import refusing_reserved
+from ocibridge.hubserver.writeroutes.squashing import Squashing
 from ocibridge.hubserver.xet.routes import XetRoutes
 from ocibridge.hubserver.xet.upload import XetUpload
 from ocibridge.hubserver.xet.writegrant import write_grant
@@ -466,7 +466,7 @@ def create_app(catalog: Catalog, lists: FileLists, blobs: Blobs, settings: Serve
     ``ranges``: ranges of blobs the model cache lacks from verified chunks (else the whole blob
     is fetched first). ``app.state.serve`` is the :class:`ServeApp`; the app's lifespan closes it
     at shutdown (a server that runs none, or an app it is mounted in, calls
-    ``app.state.serve.close()``). ``publish``: how the write API (:mod:`.writes.commit`) writes
+    ``app.state.serve.close()``). ``publish``: how the write API (:mod:`.writeroutes.commit`) writes
     commits (:class:`ocibridge.hubserver.repo.publishing.Publishing`; None: writes refused); ``staging``: where
     uploads wait for their commit (default: serve's cache); ``diff``: ``ocibridge.diff``, which
     the compare pages show (:mod:`.web.compare`; None: they say there is none)."""

@@ -33,7 +33,7 @@ from ocibridge.errors import UsageError
 from ocibridge.hubserver.access import grant_of
 from ocibridge.hubserver.answers import error
 from ocibridge.hubserver.repo.committing import Landed
-from ocibridge.hubserver.repo.keys import key_of
+from ocibridge.hubserver.repo.reponames import key_of
 from ocibridge.kinds.hf.repotype import MODEL
 
 Handler = Callable[[Request], Awaitable[Response]]

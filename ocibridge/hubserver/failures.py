@@ -27,7 +27,7 @@ from ocibridge.hubserver.repo.refsrecord import RecordUnread
 from ocibridge.hubserver.repo.sources import Refused, RepoNotFound, RevisionNotFound
 from ocibridge.hubserver.uploads.staging import StagingFull
 from ocibridge.hubserver.upstream.errors import UpstreamDown
-from ocibridge.hubserver.writes.inlinebudget import InlineBusy
+from ocibridge.hubserver.writeroutes.inlinebudget import InlineBusy
 
 log = logging.getLogger("ocibridge.hubserver")
 
@@ -62,7 +62,7 @@ TABLE: tuple[tuple[type[Exception], int, str | None, str], ...] = (
     # a refs record not read (repo/refsrecord.py): whether the repository is private, gated or
     # deleted is not known, so nothing that needs it is answered (fail closed), "try again later"
     (RecordUnread, 503, None, "Serve cannot read this repository's settings now"),
-    # every commit's inline lines together at their budget (writes/inlinebudget.py): later
+    # every commit's inline lines together at their budget (writeroutes/inlinebudget.py): later
     (InlineBusy, 503, None, "Too many inline files in flight"),
     # serve's --upstream cannot be reached: what it gave before is served, a miss waits (upstream/)
     (UpstreamDown, 503, None, "The upstream Hub cannot be reached now"),

@@ -48,7 +48,7 @@ LFS_UPLOAD_MAX = 1 << 40
 #: the path under which LFS objects are PUT (lfs/routes.py's UPLOAD_PATH)
 UPLOADS = "/ocibridge/lfs/"
 #: bytes of a commit's body (the Hub's limit of a commit's inline files); its route reads it a
-#: line at a time, staging each file as it comes (writes/commit.py), one line at most 16 MiB
+#: line at a time, staging each file as it comes (writeroutes/commit.py), one line at most 16 MiB
 COMMIT_MAX = 1 << 30
 #: a commit's route (raw: ``/api/models/REPO/commit/REVISION``, or a dataset's, the revision's ``/`` quoted)
 COMMIT_PATH = re.compile(r"/api/(?:models|datasets)/[^/]+(?:/[^/]+)?/commit/[^/]+")

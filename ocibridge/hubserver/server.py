@@ -117,7 +117,7 @@ def read_tokens(path: str) -> list[str]:
 
 
 def build_app(catalog: Catalog, options: ServerSettings) -> Starlette:
-    from ocibridge.cache.models import ModelCache
+    from ocibridge.cache.modelcache import ModelCache
     from ocibridge.hubserver.app import create_app
     from ocibridge.hubserver.guard import Limits
     from ocibridge.hubserver.reading.blobs import Blobs

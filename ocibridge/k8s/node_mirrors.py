@@ -22,7 +22,7 @@ from typing import Any
 
 from ocibridge.core.hosts import is_loopback
 from ocibridge.k8s.runtime import Runtime, RuntimeVersion
-from ocibridge.stores.registry.hosts import host_settings
+from ocibridge.stores.registry.hostsettings import host_settings
 
 CRIO_DIR = "/etc/containers/registries.conf.d"
 CONTAINERD_DIR = "/etc/containerd/certs.d"

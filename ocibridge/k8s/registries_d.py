@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ocibridge.core.asdict import FieldsAsDict
 from ocibridge.core.hosts import OddHost
-from ocibridge.core.records import FieldsAsDict
 from ocibridge.core.smallfile import read_small
 from ocibridge.errors import TooLarge, UsageError
 from ocibridge.signing.containers_policy import Scope, canonical_scope

@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ocibridge.core.records import FieldsAsDict
+from ocibridge.core.asdict import FieldsAsDict
 from ocibridge.errors import OcibridgeError, UsageError
 
 #: API groups whose kinds are Kubernetes' own (the rest are custom resources)

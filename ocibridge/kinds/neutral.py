@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ocibridge.core.records import FieldsAsDict
+from ocibridge.core.asdict import FieldsAsDict
 from ocibridge.oci.mediatypes import Kind, Variant
 from ocibridge.oci.models import Descriptor
 

@@ -1,7 +1,7 @@
 """What a source format is: the protocol every format of the table implements, its two
 optional capabilities (checked with ``isinstance``), the requests passed to readers and
 exporters, and small helpers formats share. Format modules import this module, never the
-door (:mod:`.door`), which imports them by name from the table: no cycle.
+door (:mod:`.dispatch`), which imports them by name from the table: no cycle.
 """
 
 from __future__ import annotations

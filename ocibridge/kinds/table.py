@@ -4,7 +4,7 @@ A kind has a package under ``ocibridge/kinds/`` and up to two faces. Its *source
 (``source``) reads what ``push`` takes and writes what ``pull`` gives, when that is no store: a
 ``.carton``, an Ollama model, a directory. Its *model family* (``family``) reads its artifacts
 wherever they are stored, recognised by media type, and may write or export them (``convert
---to``, ``push --to``). :mod:`.door` serves the source formats and :mod:`.families` the
+--to``, ``push --to``). :mod:`.dispatch` serves the source formats and :mod:`.families` the
 families, both from :data:`KINDS`, importing a class by its (module, class) names only when it
 is needed.
 
@@ -83,16 +83,16 @@ KINDS: list[Line] = [
                        "application/vnd.docker.ai.model.config.v0.2+json")),
     Line("modelcar", family="modelcar", artifacts=("ocibridge.kinds.modelcar.family", "ModelCarFamily"),
          exports=True, probes=True),
-    Line("carton", format="carton", source=("ocibridge.kinds.carton.door", "CartonFormat"), sniffs=True,
+    Line("carton", format="carton", source=("ocibridge.kinds.carton.kind", "CartonFormat"), sniffs=True,
          suffixes=(".carton",)),
-    Line("mlsteam", format="mlarchive", source=("ocibridge.kinds.mlsteam.door", "MlarchiveFormat"), sniffs=True,
+    Line("mlsteam", format="mlarchive", source=("ocibridge.kinds.mlsteam.kind", "MlarchiveFormat"), sniffs=True,
          suffixes=(".mlarchive",)),
-    Line("ollama", format="ollama", source=("ocibridge.kinds.ollama.door", "OllamaFormat"), schemes=("ollama:",),
+    Line("ollama", format="ollama", source=("ocibridge.kinds.ollama.kind", "OllamaFormat"), schemes=("ollama:",),
          grammar=("ocibridge.oci.reference", "parse_ollama_reference"),
          locator=("ocibridge.oci.reference", "OllamaReference"),
          opener=("ocibridge.kinds.ollama.target", "open_ollama_target"),
          family="ollama", artifacts=("ocibridge.kinds.ollama.family", "OllamaFamily"), exports=True, converts=True),
-    Line("hf", format="hf", source=("ocibridge.kinds.hf.door", "HubCacheFormat"), schemes=("hf:",),
+    Line("hf", format="hf", source=("ocibridge.kinds.hf.kind", "HubCacheFormat"), schemes=("hf:",),
          grammar=("ocibridge.kinds.hf.locator", "parse_hub_reference"),
          locator=("ocibridge.kinds.hf.locator", "HubReference"),
          opener=("ocibridge.kinds.hf.artifact", "open_hub_target")),

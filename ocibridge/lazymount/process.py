@@ -31,7 +31,7 @@ from typing import Any
 
 from ocibridge.core.environment import MOUNT_STDERR_FD
 from ocibridge.errors import OcibridgeError
-from ocibridge.lazymount.table import is_mounted, refuse_a_mount_point
+from ocibridge.lazymount.mounttable import is_mounted, refuse_a_mount_point
 
 #: the environment variable naming the descriptor of the caller's stderr in the mount process
 STDERR_FD_ENV = MOUNT_STDERR_FD

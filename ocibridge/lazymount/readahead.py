@@ -23,7 +23,7 @@ import ctypes
 import os
 from pathlib import Path
 
-from ocibridge.lazymount.table import mount_entry
+from ocibridge.lazymount.mounttable import mount_entry
 
 #: the read-ahead a mount asks for its device: one request of libfuse's largest
 READ_AHEAD_KB = 1024

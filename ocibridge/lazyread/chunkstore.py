@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from ocibridge.chunks.chunktable import LayerChunks
     from ocibridge.chunks.delta import LocalChunks
-    from ocibridge.chunks.table import LayerChunks
 
 
 class StoredLayer(Protocol):

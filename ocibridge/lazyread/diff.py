@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ocibridge.core import boundedjson
-from ocibridge.core.records import FieldsAsDict
+from ocibridge.core.asdict import FieldsAsDict
 from ocibridge.lazyread.blobreader import LazySource, VerifiedBlob
 from ocibridge.lazyread.budget import OverBudget, ReadBudget
 from ocibridge.lazyread.model import RemoteModel

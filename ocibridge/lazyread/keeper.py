@@ -23,8 +23,8 @@ import weakref
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
+from ocibridge.chunks.chunktable import LayerChunks
 from ocibridge.chunks.delta import LocalChunks
-from ocibridge.chunks.table import LayerChunks
 from ocibridge.lazyread.chunkstore import ChunkStore, LayerStaging, StoredLayer
 from ocibridge.oci.models import Descriptor
 

@@ -13,7 +13,7 @@ import hashlib
 import threading
 from typing import Protocol
 
-from ocibridge.chunks.table import LayerChunks
+from ocibridge.chunks.chunktable import LayerChunks
 
 
 class Mismatch(Exception):

@@ -21,7 +21,7 @@ import weakref
 from collections.abc import Callable
 from pathlib import Path
 
-from ocibridge.chunks.table import LayerChunks
+from ocibridge.chunks.chunktable import LayerChunks
 from ocibridge.chunks.tablehash import TableHasher
 from ocibridge.core.fsutil import pread_full, pread_into
 from ocibridge.errors import DigestMismatch, OcibridgeError

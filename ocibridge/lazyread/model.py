@@ -10,7 +10,7 @@ from concurrent.futures import Future
 from typing import TYPE_CHECKING
 
 from ocibridge.chunks.chain import BoundCheck, Chain, ReferrerCheck, find_chain
-from ocibridge.chunks.table import DEFAULT_THRESHOLD, PUSH_THRESHOLD
+from ocibridge.chunks.chunktable import DEFAULT_THRESHOLD, PUSH_THRESHOLD
 from ocibridge.errors import NotFound, OcibridgeError
 from ocibridge.lazyread.chunkstore import ChunkStore
 from ocibridge.lazyread.stall import StallBound

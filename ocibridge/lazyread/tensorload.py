@@ -24,14 +24,14 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from ocibridge.chunks.table import LayerChunks
+from ocibridge.chunks.chunktable import LayerChunks
 from ocibridge.errors import DigestMismatch, OcibridgeError
+from ocibridge.lazyread.devicering import RING, DeviceCopies, Staging
 from ocibridge.lazyread.formats import read_table
 from ocibridge.lazyread.frameworks import Framework
 from ocibridge.lazyread.landcheck import ChunkDigests, LandCheck, Mismatch, WholeDigest
-from ocibridge.lazyread.landing import Landing, Slot, names
+from ocibridge.lazyread.placement import Landing, Slot, names
 from ocibridge.lazyread.rangefetch import ViewsOf, fetch_checked
-from ocibridge.lazyread.staging import RING, DeviceCopies, Staging
 from ocibridge.lazyread.tensorfile import TensorInfo
 from ocibridge.oci.models import Descriptor
 from ocibridge.stores.ranged import RangedBlobSource

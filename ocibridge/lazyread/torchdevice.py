@@ -1,7 +1,7 @@
 """torch tensors on a ``device`` (``load_tensors(framework="torch", device=...)``): each is
 allocated on the device, and its bytes reach it through the staging rings of
 ``lazyread.staging``, checked in host memory first. For CUDA a ring is pinned host memory
-(:data:`~ocibridge.lazyread.staging.RING` bytes per request in flight) and its copies are
+(:data:`~ocibridge.lazyread.devicering.RING` bytes per request in flight) and its copies are
 asynchronous on a CUDA stream of its own; for any other device (``"cpu"`` included, which is how
 the suite runs this path without a GPU) a ring is plain memory and each copy is done on return.
 """
@@ -11,8 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 from ocibridge.errors import OcibridgeError
+from ocibridge.lazyread.devicering import Lane
 from ocibridge.lazyread.frameworks import TorchTensors, bytes_of
-from ocibridge.lazyread.staging import Lane
 from ocibridge.lazyread.tensorfile import TensorInfo
 
 

@@ -12,7 +12,7 @@ is copied again and completed (:func:`table_lacking`).
 The copy downloads the commit with ``huggingface_hub.snapshot_download`` into the Hub cache
 (its download engine: resumed ``.incomplete`` files, Xet where the endpoint offers it; the
 cache is the staging area ``push hf:`` reads too), reads the snapshot as ``push hf:ORG/NAME@COMMIT``
-reads it (:func:`ocibridge.kinds.hf.door.read_snapshot`) and copies the artifact with the job's
+reads it (:func:`ocibridge.kinds.hf.kind.read_snapshot`) and copies the artifact with the job's
 usual copy: the same digest as that push, blobs the target holds HEAD-skipped, the tag written
 last. ``huggingface_hub`` is the ``ocibridge[hub]`` extra, imported only here.
 """
@@ -26,7 +26,7 @@ from typing import Any
 from ocibridge.chunks.choice import ChunkChoice
 from ocibridge.errors import NotFound, OcibridgeError, error_text
 from ocibridge.kinds.hf.commitdownload import CommitDownload, HubSource, hub, said
-from ocibridge.kinds.hf.door import REVISION_ANNOTATION, SOURCE_ANNOTATION
+from ocibridge.kinds.hf.kind import REVISION_ANNOTATION, SOURCE_ANNOTATION
 from ocibridge.kinds.hf.locator import HubReference
 from ocibridge.mirror.filters import compile_pattern
 from ocibridge.mirror.job import MirrorJob, RevisionFilter, SyncEntry
@@ -236,7 +236,7 @@ def table_lacking(store: Store, desc: Descriptor, manifest: Manifest) -> bool:
     referrers ``store`` lists are read for one that keeps the same table (attached otherwise)."""
     from ocibridge.chunks.attach import table_referrer
     from ocibridge.chunks.chain import bound_table_descriptor
-    from ocibridge.chunks.table import ARTIFACT_TYPE, ChunkTableError
+    from ocibridge.chunks.chunktable import ARTIFACT_TYPE, ChunkTableError
 
     try:
         table = bound_table_descriptor(manifest)

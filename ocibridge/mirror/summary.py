@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-from ocibridge.core.records import camel_key
+from ocibridge.core.asdict import camel_key
 from ocibridge.core.terminal import one_line
 from ocibridge.mirror.shard import Shard
 

@@ -24,7 +24,7 @@ from typing import BinaryIO
 
 from ocibridge.chunks import chunkcache
 from ocibridge.chunks.chunking import ChunkingReader, ChunkPolicy, chunk_table
-from ocibridge.chunks.table import ChunkTable, LayerChunks, binding_annotations
+from ocibridge.chunks.chunktable import ChunkTable, LayerChunks, binding_annotations
 from ocibridge.core.streams import IterReader
 from ocibridge.errors import DigestMismatch, NotFound, SourceError
 from ocibridge.model import digestcache

@@ -19,7 +19,7 @@ from typing import BinaryIO
 
 from ocibridge.chunks import hashes
 from ocibridge.chunks.chunking import ChunkPolicy
-from ocibridge.chunks.table import DEFAULT_CHUNK_SIZE, LayerChunks
+from ocibridge.chunks.chunktable import DEFAULT_CHUNK_SIZE, LayerChunks
 from ocibridge.errors import SourceError
 from ocibridge.model import metadata
 from ocibridge.model.builder import BuildOptions, PlannedArtifact

@@ -7,7 +7,7 @@
 | ``ollama:NAME``               | the local Ollama store ($OLLAMA_MODELS)   |
 | ``ollama://[host/]NAME``      | an Ollama-compatible registry             |
 
-Files and directories are no stores: the source formats (:mod:`ocibridge.kinds.door`) read
+Files and directories are no stores: the source formats (:mod:`ocibridge.kinds.dispatch`) read
 and write them.
 """
 
@@ -117,7 +117,7 @@ def local_store_reference(text: str) -> LayoutReference | None:
     """The one name rule of every command that takes a model reference: a bare ``NAME[:TAG]``
     (:mod:`ocibridge.stores.local_names`) the local store (the embedded default layout) holds
     means that model, even where a directory of that name exists (a push's source, where a path
-    wins, is parsed by :func:`ocibridge.kinds.door.source_reference`). Anything else, or a name
+    wins, is parsed by :func:`ocibridge.kinds.dispatch.source_reference`). Anything else, or a name
     the store does not hold, is None: Docker's defaults keep their meaning. A name the release
     before wrote is pinned by digest, so a rewrite of the store's names before its use
     (:func:`~ocibridge.stores.local_names.rewrite_legacy`) does not lose it."""

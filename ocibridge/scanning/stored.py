@@ -53,7 +53,7 @@ def stored_reports(store: Store, subject: Descriptor, keys: Keys | None = None) 
     """Every scan report of ``subject``, oldest first. With ``keys``, only signed reports whose
     signature verifies with one of them and whose statement names ``subject`` (the others are
     anyone's word); without, every report, read unverified (what ``inspect`` lists)."""
-    from ocibridge.signing.bundle import PREDICATE_ANNOTATION, is_bundle_type
+    from ocibridge.signing.sigstorebundle import PREDICATE_ANNOTATION, is_bundle_type
 
     found = []
     held = referrers_read(store, subject)
@@ -99,7 +99,7 @@ def _signed_report(data: bytes, subject: Descriptor, keys: Keys | None) -> tuple
     key was asked: read unverified)."""
     import base64
 
-    from ocibridge.signing.bundle import parse_bundle, statement_claims, verify_envelope
+    from ocibridge.signing.sigstorebundle import parse_bundle, statement_claims, verify_envelope
 
     content = parse_bundle(data)
     if content.envelope is None:

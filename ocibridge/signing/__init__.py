@@ -3,7 +3,7 @@
 * classic: a ``sha256-<hex>.sig`` tag whose layers are simple-signing payloads, each carrying
   its ECDSA signature in an annotation (:mod:`.classic`);
 * bundle: a sigstore bundle v0.3 holding a DSSE-signed in-toto statement, attached as an OCI 1.1
-  referrer of the signed manifest (:mod:`.bundle`).
+  referrer of the signed manifest (:mod:`.sigstorebundle`).
 
 :func:`verify_before_use` is what commands that read an artifact call to refuse an unsigned or
 badly signed one before they write anything.

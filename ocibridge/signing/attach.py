@@ -13,7 +13,6 @@ from dataclasses import dataclass
 
 from ocibridge.errors import NotFound
 from ocibridge.oci.models import Descriptor, Manifest, parse_manifest_bytes
-from ocibridge.signing.bundle import SIGN_PREDICATE_TYPE, is_bundle_type, referrer_manifest
 from ocibridge.signing.classic import (
     COMPANION_SUFFIXES,
     SignatureLayer,
@@ -22,6 +21,7 @@ from ocibridge.signing.classic import (
     signature_tag,
 )
 from ocibridge.signing.payload import SIMPLE_SIGNING_MEDIA_TYPE
+from ocibridge.signing.sigstorebundle import SIGN_PREDICATE_TYPE, is_bundle_type, referrer_manifest
 from ocibridge.stores.base import Store, WritableStore, referrers_read
 from ocibridge.transfer.copy import CopyStats
 from ocibridge.transfer.writer import Blob, retag, write_artifact

@@ -24,7 +24,7 @@ from ocibridge.oci.digest import split_digest
 from ocibridge.oci.empty import empty_descriptor
 from ocibridge.oci.mediatypes import OCI_MANIFEST
 from ocibridge.oci.models import Descriptor, Manifest, parse_manifest_bytes
-from ocibridge.signing.bundle import (
+from ocibridge.signing.sigstorebundle import (
     BUNDLE_MEDIA_TYPE,
     PREDICATE_ANNOTATION,
     SIGN_PREDICATE_TYPE,
@@ -77,7 +77,7 @@ def attest(store: WritableStore, subject: Descriptor, key: keys.PrivateKey, iden
     """Sign a statement of ``predicate_type`` about ``subject`` and attach it as a referrer:
     (the referrer manifest, whether it was new)."""
     from ocibridge.signing.attach import attach_bundle
-    from ocibridge.signing.bundle import make_bundle
+    from ocibridge.signing.sigstorebundle import make_bundle
 
     bundle = make_bundle(key, statement(identity, subject.digest, predicate_type, predicate))
     return attach_bundle(store, subject, bundle, predicate_type)

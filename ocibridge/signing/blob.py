@@ -10,8 +10,8 @@ from pathlib import Path
 from ocibridge.core.limits import read_at_most
 from ocibridge.errors import SignatureError, TooLarge
 from ocibridge.oci.digest import sha256_file
-from ocibridge.signing.bundle import parse_bundle
 from ocibridge.signing.keyless import verify_keyless
+from ocibridge.signing.sigstorebundle import parse_bundle
 from ocibridge.signing.verify import Verified, VerifyPolicy, verify_key_bundle
 
 #: A sigstore bundle is a few KiB (a certificate chain, a signature, a log entry).

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ocibridge.errors import SignatureError
-from ocibridge.signing.bundle import SIGN_PREDICATE_TYPE, statement_claims
+from ocibridge.signing.sigstorebundle import SIGN_PREDICATE_TYPE, statement_claims
 
 
 @dataclass(frozen=True)

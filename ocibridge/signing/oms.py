@@ -28,7 +28,7 @@ from typing import Any
 from ocibridge.core import boundedjson
 from ocibridge.core.fsutil import safe_relpath
 from ocibridge.errors import SignatureError, UnsafePath
-from ocibridge.signing.bundle import STATEMENT_V1
+from ocibridge.signing.sigstorebundle import STATEMENT_V1
 
 OMS_PREDICATE_TYPE = "https://model_signing/signature/v1.0"
 _OMS_V1 = re.compile(r"https://model_signing/signature/v1\.[0-9]{1,6}")

@@ -21,7 +21,6 @@ from pathlib import Path
 from ocibridge.core.limits import read_small_file
 from ocibridge.errors import SignatureError
 from ocibridge.oci.digest import sha256_file as digest_file
-from ocibridge.signing.bundle import parse_bundle
 from ocibridge.signing.oms import (
     GIT_PATHS,
     SHA256_FILES,
@@ -33,6 +32,7 @@ from ocibridge.signing.oms import (
     path_key,
 )
 from ocibridge.signing.omshash import hash_stream, hasher_factory
+from ocibridge.signing.sigstorebundle import parse_bundle
 from ocibridge.signing.verify import Verified, VerifyPolicy, verify_oms_signature
 
 #: A sigstore bundle of a large model lists many files; it is still far from this.

@@ -13,10 +13,10 @@ import hashlib
 from collections.abc import Callable
 from typing import Protocol
 
+from ocibridge.core.streams import CHUNK
 from ocibridge.errors import SignatureError
 from ocibridge.signing.oms import Hashing, shard_name
 
-CHUNK = 1 << 20
 BLAKE3_MISSING = "blake3 file digests need the blake3 package (pip install 'ocibridge[blake3]')"
 
 

@@ -28,7 +28,6 @@ from ocibridge.core.fsutil import atomic_write_bytes
 from ocibridge.errors import SignatureError
 from ocibridge.oci.models import Descriptor
 from ocibridge.signing.attach import attach_bundle, find_signatures
-from ocibridge.signing.bundle import parse_bundle
 from ocibridge.signing.oms import (
     GIT_PATHS,
     OMS_PREDICATE_TYPE,
@@ -43,6 +42,7 @@ from ocibridge.signing.oms import (
 )
 from ocibridge.signing.omsdir import hash_files
 from ocibridge.signing.omsfiles import ManifestListing
+from ocibridge.signing.sigstorebundle import parse_bundle
 from ocibridge.signing.verify import VerifyPolicy, is_oms, verify_oms_signature
 from ocibridge.stores.base import Store, WritableStore
 

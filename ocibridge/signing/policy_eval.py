@@ -24,10 +24,10 @@ from ocibridge.oci.digest import split_digest
 from ocibridge.oci.models import Descriptor
 from ocibridge.signing import keys
 from ocibridge.signing.attach import find_signatures
-from ocibridge.signing.bundle import parse_bundle, statement_claims, verify_envelope
 from ocibridge.signing.classic import SignatureLayer, signature_tag
 from ocibridge.signing.containers_policy import ACCEPT, CLEAN_SCAN, Decision, Requirement, Scope
 from ocibridge.signing.payload import parse_simple_signing
+from ocibridge.signing.sigstorebundle import parse_bundle, statement_claims, verify_envelope
 from ocibridge.signing.verify import Verified, is_oms
 from ocibridge.stores.base import Store
 

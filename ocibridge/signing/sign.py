@@ -13,10 +13,10 @@ from ocibridge.errors import SignatureError
 from ocibridge.oci.models import Descriptor
 from ocibridge.signing import keys
 from ocibridge.signing.attach import attach_bundle, attach_classic
-from ocibridge.signing.bundle import make_bundle, statement
 from ocibridge.signing.classic import signature_layer, signature_tag
 from ocibridge.signing.oms import SHA256_FILES, Hashing
 from ocibridge.signing.payload import simple_signing_payload
+from ocibridge.signing.sigstorebundle import make_bundle, statement
 from ocibridge.stores.base import WritableStore
 
 Form = Literal["classic", "bundle", "oms"]

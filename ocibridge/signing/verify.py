@@ -21,7 +21,12 @@ from ocibridge.errors import OcibridgeError, SignatureError
 from ocibridge.oci.models import Descriptor
 from ocibridge.signing import keys
 from ocibridge.signing.attach import find_signatures
-from ocibridge.signing.bundle import (
+from ocibridge.signing.classic import SignatureLayer
+from ocibridge.signing.coverage import Trusted, covers, uncovered_reason
+from ocibridge.signing.keyless import Identity, verify_keyless
+from ocibridge.signing.oms import OmsStatement, compare_files, is_oms_predicate, parse_oms, predicate_type_of
+from ocibridge.signing.payload import parse_simple_signing
+from ocibridge.signing.sigstorebundle import (
     SIGN_PREDICATE_TYPE,
     BundleContent,
     KeyMismatch,
@@ -29,11 +34,6 @@ from ocibridge.signing.bundle import (
     statement_claims,
     verify_envelope,
 )
-from ocibridge.signing.classic import SignatureLayer
-from ocibridge.signing.coverage import Trusted, covers, uncovered_reason
-from ocibridge.signing.keyless import Identity, verify_keyless
-from ocibridge.signing.oms import OmsStatement, compare_files, is_oms_predicate, parse_oms, predicate_type_of
-from ocibridge.signing.payload import parse_simple_signing
 from ocibridge.stores.base import Store
 
 CERTIFICATE_ANNOTATION = "dev.sigstore.cosign/certificate"

@@ -10,7 +10,7 @@ from ocibridge.oci.empty import empty_descriptor
 from ocibridge.oci.mediatypes import OCI_MANIFEST
 from ocibridge.oci.models import Descriptor, Manifest, parse_manifest_bytes
 from ocibridge.stores.base import ReadableStore, referrers_read
-from ocibridge.warm.keys import WarmKey
+from ocibridge.warm.cachekey import WarmKey
 
 ARTIFACT_TYPE = "application/vnd.ocibridge.warm.v1+json"
 #: the layer's media type by the key's ``form``

@@ -1,6 +1,6 @@
 """The upload mode preupload gives a file, as the Hub decides it (huggingface_hub's
 ``_fetch_upload_modes`` asks; its client then sends a ``regular`` file inline in the commit,
-where it becomes a regular file: :mod:`ocibridge.hubserver.repo.regular`, and an ``lfs`` one over LFS or Xet).
+where it becomes a regular file: :mod:`ocibridge.hubserver.repo.regularfiles`, and an ``lfs`` one over LFS or Xet).
 
 A file is ``lfs`` when the branch's ``.gitattributes`` puts its path in git-lfs
 (:mod:`.gitattributes`), when it is :data:`LFS_MIN` bytes or more (the Hub keeps no file past
@@ -28,7 +28,7 @@ from ocibridge.hubserver.lfs.gitattributes import Rule, in_lfs, lfs_rules
 from ocibridge.hubserver.repo.catalog import Resolved
 from ocibridge.hubserver.repo.files import HubFile, ModelFiles
 from ocibridge.hubserver.repo.initial import GITATTRIBUTES
-from ocibridge.hubserver.repo.regular import git_blob_id
+from ocibridge.hubserver.repo.regularfiles import git_blob_id
 
 log = logging.getLogger("ocibridge.hubserver")
 

@@ -32,7 +32,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 
 from ocibridge.chunks.chunking import ChunkHasher
-from ocibridge.chunks.table import DEFAULT_CHUNK_SIZE, PUSH_THRESHOLD
+from ocibridge.chunks.chunktable import DEFAULT_CHUNK_SIZE, PUSH_THRESHOLD
 from ocibridge.errors import DigestMismatch
 from ocibridge.hubserver.access import Grant, require_upload_url
 from ocibridge.hubserver.answers import (
@@ -50,11 +50,11 @@ from ocibridge.hubserver.lfs import modes
 from ocibridge.hubserver.lfs.gitignore import GITIGNORE, GITIGNORE_MAX, ignoring
 from ocibridge.hubserver.lfs.multipart import Multipart
 from ocibridge.hubserver.repo.commits import clean_path
-from ocibridge.hubserver.repo.keys import api_path
+from ocibridge.hubserver.repo.reponames import api_path
 from ocibridge.hubserver.repo.repos import Repos
 from ocibridge.hubserver.uploads.relay import Handed, HandingFor, Relay
 from ocibridge.hubserver.uploads.staging import Staging, hash_pieces, write_pieces
-from ocibridge.hubserver.writers import Writers
+from ocibridge.hubserver.writeaccess import Writers
 
 log = logging.getLogger("ocibridge.hubserver")
 

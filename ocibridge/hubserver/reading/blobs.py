@@ -36,7 +36,7 @@ import anyio.to_thread
 
 from ocibridge.cache.chunks import CacheChunks
 from ocibridge.cache.locks import flocked
-from ocibridge.chunks.table import LayerChunks
+from ocibridge.chunks.chunktable import LayerChunks
 from ocibridge.chunks.tablehash import TableHasher
 from ocibridge.core.fsutil import TEMP_PREFIX
 from ocibridge.hubserver.reading.fileanswer import Spans, file_spans
@@ -48,7 +48,7 @@ from ocibridge.stores.partial import download
 from ocibridge.stores.ranged import RangedBlobSource
 
 if TYPE_CHECKING:
-    from ocibridge.cache.models import ModelCache
+    from ocibridge.cache.modelcache import ModelCache
     from ocibridge.stores.base import Store
 
 #: a layer's chunk digests and the table's chunk size
@@ -282,7 +282,7 @@ class Blobs:
             return found
         event = self._claim(layer)
         try:
-            from ocibridge.cache.source import CacheSource
+            from ocibridge.cache.blobsource import CacheSource
 
             source = CacheSource(self.cache.blobs, self.cache.locks, store, manifest)
             await anyio.to_thread.run_sync(source.ensure, layer)

@@ -26,7 +26,7 @@ from typing import Any
 from ocibridge.core import boundedjson
 from ocibridge.hubserver.repo.catalog import Resolved
 from ocibridge.hubserver.repo.files import HubFile, ModelFiles
-from ocibridge.hubserver.repo.keys import type_of
+from ocibridge.hubserver.repo.reponames import type_of
 from ocibridge.kinds.hf.repotype import DATASET
 from ocibridge.model.cardmeta import split_front_matter
 

@@ -19,14 +19,14 @@ from typing import TYPE_CHECKING
 import anyio.to_thread
 
 from ocibridge.chunks.chain import bound_table_descriptor, read_table_blob
-from ocibridge.chunks.table import ChunkTable, LayerChunks
+from ocibridge.chunks.chunktable import ChunkTable, LayerChunks
 from ocibridge.errors import OcibridgeError
 from ocibridge.lazyread.blobreader import VerifiedBlob
 from ocibridge.oci.models import Descriptor, Manifest
 from ocibridge.stores.ranged import RangedBlobSource
 
 if TYPE_CHECKING:
-    from ocibridge.cache.models import ModelCache
+    from ocibridge.cache.modelcache import ModelCache
     from ocibridge.stores.base import Store
 
 #: bytes read from the chunks per step of a range (a whole number of 1 MiB chunks)

@@ -12,7 +12,7 @@ the sources: what a repo id and a revision name, a model's files, and their byte
     HEAD|GET /REPO/raw/{rev}/{path}                         a git-lfs file's pointer, a regular file's bytes
     GET  /api/settings/repositories                         hf repos ls (:mod:`.storage`)
 
-A regular file (:mod:`.regular`) is answered as the Hub answers a file kept in git (its git blob
+A regular file (:mod:`..repo.regularfiles`) is answered as the Hub answers a file kept in git (its git blob
 id the ETag), any other as one kept in git-lfs (its SHA-256, and the linked ETag and size).
 
 A file Xet may carry is named in ``X-Xet-Hash`` (:mod:`.xet.routes`). Not-found answers carry
@@ -43,12 +43,12 @@ from ocibridge.hubserver.repo import hubjson
 from ocibridge.hubserver.repo.arriving import Arriving, ArrivingCatalog, ArrivingFile, SaidAbove
 from ocibridge.hubserver.repo.catalog import Catalog, Resolved
 from ocibridge.hubserver.repo.files import FileLists, HubFile, ModelFiles, Resolver, directories
-from ocibridge.hubserver.repo.keys import hub_id, type_of
 from ocibridge.hubserver.repo.lastcommits import LastCommits
 from ocibridge.hubserver.repo.refsrecord import RecordUnread
-from ocibridge.hubserver.repo.regular import git_blob_id
+from ocibridge.hubserver.repo.regularfiles import git_blob_id
+from ocibridge.hubserver.repo.reponames import hub_id, type_of
+from ocibridge.hubserver.repo.repostates import listed_only
 from ocibridge.hubserver.repo.sources import RepoNotFound
-from ocibridge.hubserver.repo.states import listed_only
 from ocibridge.kinds.hf.repotype import MODEL
 
 if TYPE_CHECKING:

@@ -16,7 +16,7 @@ from typing import Any
 from ocibridge.hubserver.repo.catalog import Resolved
 from ocibridge.hubserver.repo.files import ModelFiles
 from ocibridge.hubserver.repo.hubjson import hub_date
-from ocibridge.hubserver.repo.keys import hub_id, type_of
+from ocibridge.hubserver.repo.reponames import hub_id, type_of
 
 EPOCH = "1970-01-01T00:00:00.000Z"
 

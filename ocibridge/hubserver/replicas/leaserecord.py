@@ -7,7 +7,7 @@ Hub repo ids map to (``prefix/org/name``, ``prefix/name``). A path no repo id ca
 (three parts deep) is one many registries refuse (Docker Hub and Quay keep two), so the lease
 takes the one-part id ``ocibridge-serve``, the shallowest path any registry that takes
 ``serve``'s repositories takes, and serve reserves that id: it is refused to every write
-(create_repo, a commit: :meth:`.writers.Writers.writer`) and left out of listings.
+(create_repo, a commit: :meth:`.writeaccess.Writers.writer`) and left out of listings.
 
 What: an OCI manifest, ``artifactType`` :data:`~ocibridge.oci.bookkeeping.WRITER_ARTIFACT_TYPE`,
 the empty config and one empty layer (the tombstone's blob), its facts in annotations, so that

@@ -16,9 +16,10 @@ from typing import TYPE_CHECKING, Any
 
 from ocibridge.core import boundedjson
 from ocibridge.errors import DigestMismatch, InvalidReference, NotFound, OcibridgeError, RegistryError
-from ocibridge.hubserver.repo.reborn import own_commit
+from ocibridge.hubserver.repo.recreated import own_commit
 from ocibridge.hubserver.repo.refnames import HEADS, TAGS, aside_tag, held_by, registry_tag, split_revision
 from ocibridge.hubserver.repo.refsrecord import read_record
+from ocibridge.hubserver.repo.repostates import RepoStates
 from ocibridge.hubserver.repo.sources import (
     COMMIT,
     CREATED,
@@ -36,7 +37,6 @@ from ocibridge.hubserver.repo.sources import (
     repo_parts,
     revision_named,
 )
-from ocibridge.hubserver.repo.states import RepoStates
 from ocibridge.hubserver.repo.tombstone import is_tombstone
 from ocibridge.hubserver.repo.upstreamids import by_upstream_id, upstream_commit, upstream_ids
 from ocibridge.model.cardmeta import card_data

@@ -5,7 +5,7 @@ digest, size and chunk table, :class:`ocibridge.model.known.KnownFile`): the bui
 artifact from those facts (:mod:`.publishing`), which is pushed under the branch's tag.
 
 What a commit is goes in the manifest's annotations (:data:`PARENT`, :data:`SUMMARY`, ...,
-and which of its files are regular files: :func:`regular_files`, :mod:`ocibridge.hubserver.repo.regular`); the
+and which of its files are regular files: :func:`regular_files`, :mod:`ocibridge.hubserver.repo.regularfiles`); the
 layers and config are ``push``'s of the same files. The payload is read as it comes
 (:func:`lines`, :func:`read_line`): a file sent inline is staged as its line arrives, so a commit
 holds one line in memory, not its body. Every file added must already be in
@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 from ocibridge.core import boundedjson
 from ocibridge.core.fsutil import safe_relpath
 from ocibridge.errors import OcibridgeError, UnsafePath
-from ocibridge.hubserver.repo.regular import git_blob_id
+from ocibridge.hubserver.repo.regularfiles import git_blob_id
 
 if TYPE_CHECKING:
     from ocibridge.model.known import KnownFile

@@ -19,23 +19,23 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ocibridge.chunks.table import DEFAULT_CHUNK_SIZE
+from ocibridge.chunks.chunktable import DEFAULT_CHUNK_SIZE
 from ocibridge.core.fsutil import writev_all
 from ocibridge.errors import OcibridgeError
 from ocibridge.hubserver.repo import commits
 from ocibridge.hubserver.repo.catalog import Resolved
 from ocibridge.hubserver.repo.files import HubFile
-from ocibridge.hubserver.repo.keys import type_of
 from ocibridge.hubserver.repo.mountable import admitted
 from ocibridge.hubserver.repo.ports import Author
 from ocibridge.hubserver.repo.publishing import Publishing, publish
-from ocibridge.hubserver.repo.regular import REGULAR, annotation
+from ocibridge.hubserver.repo.regularfiles import REGULAR, annotation
+from ocibridge.hubserver.repo.reponames import type_of
 from ocibridge.hubserver.repo.repos import Repos
 from ocibridge.hubserver.repo.sources import CREATED, RepoNotFound, commit_of, repo_parts
 from ocibridge.kinds.hf.repotype import DATASET
 
 if TYPE_CHECKING:
-    from ocibridge.chunks.table import ChunkTable
+    from ocibridge.chunks.chunktable import ChunkTable
     from ocibridge.model.known import KnownFile
     from ocibridge.stores.base import Store
 

@@ -1,5 +1,5 @@
 """Deletes with the Hub's semantics (``delete_repo``, ``delete_branch``, ``delete_tag``), over
-registries that mostly cannot delete one tag; no HTTP here (the routes: ``writes/deleting.py``).
+registries that mostly cannot delete one tag; no HTTP here (the routes: ``writeroutes/deleting.py``).
 
 A registry deletes a manifest with every tag naming it (and many refuse deletes), so serve deletes
 a tag by moving it to its tombstone (:mod:`.tombstone`): the ref then names no revision on
@@ -9,7 +9,7 @@ the blobs only it held. A deleted repository's refs record says ``deleted`` (wri
 crash midway leaves a repository that answers 404), then every tag of it (branches, Hub tags,
 serve's commit tags, cosign's signature tags) names the tombstone: no commit id of it resolves
 any more, and after GC nothing of it is left but the tombstone and the record. A repository of
-that name can be created again: it starts anew (:mod:`.creates`).
+that name can be created again: it starts anew (:mod:`.creation`).
 """
 
 from __future__ import annotations

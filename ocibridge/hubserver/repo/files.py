@@ -1,5 +1,5 @@
 """A model's files as the Hub lists them: path, size and SHA-256 of each, and the git blob id of
-those its commit recorded as regular files (:mod:`.regular`).
+those its commit recorded as regular files (:mod:`.regularfiles`).
 
 A raw layer is one file whose bytes are the blob's: its SHA-256 is the layer digest, known from
 the manifest without a byte fetched. Files inside tar layers are known only from their contents:
@@ -18,13 +18,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from ocibridge.errors import OcibridgeError
-from ocibridge.hubserver.repo.regular import recorded
+from ocibridge.hubserver.repo.regularfiles import recorded
 from ocibridge.model.paths import ArtifactPaths
 from ocibridge.oci.digest import sha256_file
 from ocibridge.oci.models import Descriptor
 
 if TYPE_CHECKING:
-    from ocibridge.cache.models import ModelCache
+    from ocibridge.cache.modelcache import ModelCache
     from ocibridge.hubserver.repo.catalog import Resolved
 
 #: models whose file lists are kept in memory

@@ -1,7 +1,7 @@
 """The Hub's JSON shapes, as huggingface_hub's ``ModelInfo``, ``RepoFile`` and ``RepoFolder``
 read them (facts from its hf_api.py).
 
-A file its commit recorded as regular (:mod:`.regular`) is listed as the Hub lists a file kept in
+A file its commit recorded as regular (:mod:`.regularfiles`) is listed as the Hub lists a file kept in
 git: ``oid`` (``blobId`` in a sibling) is its git blob id, and it has no ``lfs``. Every other file
 is listed as the Hub lists a file kept in git-lfs: ``lfs.oid`` (``lfs.sha256`` in a sibling) is
 its SHA-256, the name the Hub cache gives its blob and the model cache too; ``oid`` is the git
@@ -17,8 +17,8 @@ from typing import Any
 
 from ocibridge.hubserver.repo.catalog import Refs, Resolved
 from ocibridge.hubserver.repo.files import HubFile, ModelFiles
-from ocibridge.hubserver.repo.keys import hub_id, type_of
-from ocibridge.hubserver.repo.regular import git_blob_id
+from ocibridge.hubserver.repo.regularfiles import git_blob_id
+from ocibridge.hubserver.repo.reponames import hub_id, type_of
 from ocibridge.hubserver.repo.upstreamids import REPO_CREATED
 from ocibridge.kinds.hf.repotype import MODEL
 
@@ -76,7 +76,7 @@ def hub_date(text: str | None) -> str | None:
 
 
 def summary(key: str, private: bool = False, gated: str = "") -> dict[str, Any]:
-    """A repository (its key: :mod:`.keys`) as ``/api/models`` or ``/api/datasets`` lists it
+    """A repository (its key: :mod:`.reponames`) as ``/api/models`` or ``/api/datasets`` lists it
     (``gated``: "auto", "manual", or "" for false): by the repo id the Hub shows."""
     repo_id = hub_id(key)
     author = repo_id.split("/", 1)[0] if "/" in repo_id else None

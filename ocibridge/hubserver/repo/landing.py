@@ -96,7 +96,7 @@ class ScanFlagged(BadCommit):
 
 def _scanned(store: WritableStore, subject: Descriptor, tag: str, evidence: Evidence) -> None:
     """The commit's files scanned and the report attached (signed where serve signs); a flagged one refused."""
-    from ocibridge.scanning.door import judge_stored
+    from ocibridge.scanning.screening import judge_stored
 
     verdict = judge_stored(store, subject, mode="refuse", key=evidence.attest_key or evidence.sign_key,
                            identity=evidence.identity or "")

@@ -1,8 +1,8 @@
 """A repository's LFS objects, listed and permanently deleted (huggingface_hub's ``list_lfs_files``
-and ``permanently_delete_lfs_files``); no HTTP here (the routes: ``writes/lfsfiles.py``).
+and ``permanently_delete_lfs_files``); no HTTP here (the routes: ``writeroutes/lfsfiles.py``).
 
 An LFS object is a raw layer of a commit that the commit does not record as a regular file
-(:mod:`ocibridge.hubserver.repo.regular`), named by its SHA-256; it is listed once, with the first branch that
+(:mod:`ocibridge.hubserver.repo.regularfiles`), named by its SHA-256; it is listed once, with the first branch that
 holds it (``main`` first), the path it has there and the date of the oldest commit that holds it.
 
 A registry deletes no blob on request, and a blob stays while a tagged manifest names it, so a
@@ -31,7 +31,7 @@ from ocibridge.hubserver.repo.history import COMMITS_MAX, NO_DATE, annotations_o
 from ocibridge.hubserver.repo.landing import bookkept, land
 from ocibridge.hubserver.repo.refnames import HEADS, TAGS, registry_tag
 from ocibridge.hubserver.repo.refsrecord import RECORD_LOCK, read_record, record_store
-from ocibridge.hubserver.repo.regular import recorded
+from ocibridge.hubserver.repo.regularfiles import recorded
 from ocibridge.hubserver.repo.repos import Repos
 from ocibridge.hubserver.repo.sources import CREATED, RevisionNotFound
 from ocibridge.oci.bookkeeping import commit_tag

@@ -1,10 +1,10 @@
 """``move_repo``: the repository under its new id, then the old one deleted as ``delete_repo``
-deletes (:mod:`.deletes`); no HTTP here (the route: ``writes/moving.py``).
+deletes (:mod:`.deletes`); no HTTP here (the route: ``writeroutes/moving.py``).
 
 A registry has no rename: the new repository's refs record is written first (the old one's:
 private, gated, its refs), so nothing of it is readable by anyone the old one hid it from, at any
 moment; when private or gated, the move then waits out what another serve believes of the new
-id (:data:`.states.KEEP`). Then every live tag of the old repository (its branches, Hub tags,
+id (:data:`.repostates.KEEP`). Then every live tag of the old repository (its branches, Hub tags,
 commit tags, cosign's signature tags) is copied to the new one, its blobs mounted rather than
 sent where the registry allows, and with them the referrers of each (signatures, attestations,
 chunk tables). Only then is the old one deleted: a failure midway leaves the old repository
@@ -71,6 +71,6 @@ def move_repo(repos: Repos, old: str, new: str) -> None:
 
 def arrival_record(source: RefsRecord, there: RefsRecord) -> RefsRecord:
     """The destination's refs record: the source's (its refs, who may read it), made again over
-    a deleted repository of that name when one was there (:mod:`.reborn`)."""
+    a deleted repository of that name when one was there (:mod:`.recreated`)."""
     return dataclasses.replace(source, deleted=False, moved="",
                                recreated=source.recreated or there.deleted or there.recreated)

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from ocibridge.chunks.table import LayerChunks
+    from ocibridge.chunks.chunktable import LayerChunks
     from ocibridge.hubserver.repo.sources import Repository
     from ocibridge.oci.models import Descriptor
 

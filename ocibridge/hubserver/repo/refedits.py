@@ -1,5 +1,5 @@
 """Branches and tags made and moved (``create_branch``, ``create_tag``, ``create_branch(overwrite)``);
-no HTTP here (the routes: ``writes/refs.py``). A branch or tag is a registry tag; which of the two
+no HTTP here (the routes: ``writeroutes/refs.py``). A branch or tag is a registry tag; which of the two
 it is, and which registry tag holds it when a branch and a tag share a name, the repository's refs
 record says (:mod:`.refsrecord`, :mod:`.refnames`, :mod:`.clashes`). Each is made under the lock a
 commit to it takes, so two creates of one name at once are one made and one refused, and a commit

@@ -11,7 +11,7 @@ repository (:mod:`..visibility`), ``"gated": "auto"`` or ``"manual"`` for a gate
 go to its authorized list only: :mod:`..access`) and ``"deleted": true`` for one ``delete_repo`` deleted (its
 tags name serve's tombstone, :mod:`.tombstone`), ``"recreated": true`` for one made again over a
 deleted one of its name (a commit named by digest or id is then its own only when its commit tag
-names it: :mod:`.reborn`), ``"upstream": true`` for one a proxy recorded gated or private before
+names it: :mod:`.recreated`), ``"upstream": true`` for one a proxy recorded gated or private before
 the upstream's first commit of it landed (it is the upstream's to fill: upstream/keptaccess.py).
 A plain tag the record does not name is a Hub tag. :mod:`ocibridge.hubserver.repo.refsrecord` writes it.
 

@@ -3,8 +3,8 @@ lists, the branches' locks, the repositories made and not committed to yet, and 
 rooms lend (staging, other repositories' blobs, the writer lease: :mod:`.ports`), with the
 questions every write asks (a branch's head, whether a repository exists, whether an upload is
 staged for it). The commit path (:mod:`.committing`) and the edits (:mod:`.deletes`,
-:mod:`.moves`, :mod:`.refedits`, :mod:`.squash`, :mod:`.creates`) work over it; the routes of
-``writes/`` and ``lfs/`` hand it what a request named.
+:mod:`.moves`, :mod:`.refedits`, :mod:`.squash`, :mod:`.creation`) work over it; the routes of
+``writeroutes/`` and ``lfs/`` hand it what a request named.
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from ocibridge.errors import OcibridgeError
 from ocibridge.hubserver.repo.branchlocks import Branches
 from ocibridge.hubserver.repo.catalog import Catalog, Resolved
 from ocibridge.hubserver.repo.commits import BadCommit, UploadCollected
-from ocibridge.hubserver.repo.created import CreatedRepos
 from ocibridge.hubserver.repo.files import FileLists, ModelFiles, read_small
 from ocibridge.hubserver.repo.mountable import admitted
+from ocibridge.hubserver.repo.pendingrepos import CreatedRepos
 from ocibridge.hubserver.repo.ports import Author, BlobHomes, UploadStaging, WriterLease
 from ocibridge.hubserver.repo.refnames import HEADS, TAGS
 from ocibridge.hubserver.repo.sources import COMMIT, RepoNotFound, Repository, RevisionNotFound, repo_parts

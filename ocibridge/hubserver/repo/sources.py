@@ -83,7 +83,7 @@ class Refused(OcibridgeError):
 
 
 def repo_parts(repo_id: str) -> list[str] | None:
-    """The parts of a repository's key (:mod:`.keys`: a model's repo id, or ``datasets/`` and a
+    """The parts of a repository's key (:mod:`.reponames`: a model's repo id, or ``datasets/`` and a
     dataset's), lowercased; None when no source could hold it (a model id whose first part the
     Hub reserves is none: :func:`ocibridge.kinds.hf.repotype.model_id_allowed`)."""
     parts = repo_id.lower().split("/")
@@ -192,7 +192,7 @@ class RegistrySource(Source):
     def _catalog(self) -> set[str] | None:
         """The registry's catalog under the prefix (the store's one pager,
         stores/registry/catalog.py); None when the registry does not allow it."""
-        from ocibridge.stores.registry.catalog import catalog_pages
+        from ocibridge.stores.registry.v2catalog import catalog_pages
 
         found: set[str] = set()
         head, more = len(f"{self.path}/") if self.path else 0, False

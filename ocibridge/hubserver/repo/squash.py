@@ -1,5 +1,5 @@
 """``super_squash_history``: the branch becomes one commit holding its head's files, with the
-message given; no HTTP here (the route: ``writes/squashing.py``).
+message given; no HTTP here (the route: ``writeroutes/squashing.py``).
 
 The new commit is the head's manifest with no parent annotation and the squash's summary,
 author and date: the same layers and config, so nothing but one manifest is written, landed as

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from ocibridge.errors import InvalidReference, NotFound
-from ocibridge.kinds.hf.door import REVISION_ANNOTATION
+from ocibridge.kinds.hf.kind import REVISION_ANNOTATION
 from ocibridge.oci.bookkeeping import UPSTREAM_TAG_PREFIX, upstream_tag
 
 if TYPE_CHECKING:

@@ -53,7 +53,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, unquote
 
 from ocibridge.chunks import hashes
-from ocibridge.chunks.table import DEFAULT_CHUNK_SIZE, PUSH_THRESHOLD, LayerChunks, chunk_count
+from ocibridge.chunks.chunktable import DEFAULT_CHUNK_SIZE, PUSH_THRESHOLD, LayerChunks, chunk_count
 from ocibridge.core import boundedjson
 from ocibridge.core.environment import cache_root
 from ocibridge.core.fsutil import atomic_write_bytes, writev_all

@@ -7,9 +7,9 @@ upstream says of the commit, written to the registry and answered from it.
 - :mod:`.session`: the one session with the upstream every request goes through, each built from
   checked parts (never a client's path), the token to the upstream's origin only, JSON bounded.
 - :mod:`.client`: what the upstream says a revision is (its commit, its files).
-- :mod:`.door`: which repositories and files may enter on model_info's metadata (license, file
+- :mod:`.entryrules`: which repositories and files may enter on model_info's metadata (license, file
   globs, pickle formats; the repo id globs are :mod:`.settings`').
-- :mod:`.ingest`: one fetch per (repository, commit), written to the registry with its tags and
+- :mod:`.commitfetch`: one fetch per (repository, commit), written to the registry with its tags and
   the chunk table push binds (its chunks hashed by :mod:`.tee` as each file streams in).
 - :mod:`.commitfacts`: what the upstream says of a commit beyond its bytes (git blob ids, dates,
   title, author), kept as the fetched manifest's annotations so serve answers as the upstream did.

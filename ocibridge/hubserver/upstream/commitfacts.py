@@ -2,7 +2,7 @@
 manifest the proxy writes, so that serve answers it as the upstream did once the commit landed
 (the annotations serve reads for a commit of its own):
 
-- the git blob id of each file the upstream keeps in git rather than LFS (:data:`.regular.REGULAR`):
+- the git blob id of each file the upstream keeps in git rather than LFS (:data:`..repo.regularfiles.REGULAR`):
   its tree ``oid``, sibling ``blobId`` and resolve ``ETag``, where ``push hf:`` names every file by
   its SHA-256 (the Hub cache it reads does not say which files are in git);
 - the commit's date (``org.opencontainers.image.created``: model_info's ``lastModified`` of the
@@ -25,7 +25,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from ocibridge.hubserver.repo.commits import AUTHOR, DESCRIPTION, SUMMARY
-from ocibridge.hubserver.repo.regular import REGULAR, annotation
+from ocibridge.hubserver.repo.regularfiles import REGULAR, annotation
 from ocibridge.hubserver.repo.sources import CREATED
 from ocibridge.hubserver.repo.upstreamids import REPO_CREATED
 

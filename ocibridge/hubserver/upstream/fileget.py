@@ -12,7 +12,7 @@ if TYPE_CHECKING:
 
 #: bytes received from the upstream before they are written, hashed and told to the readers at
 #: once (what a reader waits for at most beyond the last write; a cut keeps what arrived)
-CHUNK = 512 << 10
+RECEIVE_BATCH = 512 << 10
 
 
 class XetUnavailable(Exception):  # noqa: N818 - an answer, not a failure: the next way is tried

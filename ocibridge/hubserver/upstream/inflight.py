@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     import httpx
 
     from ocibridge.hubserver.upstream.client import UpstreamHub
-    from ocibridge.hubserver.upstream.ingest import Flight
+    from ocibridge.hubserver.upstream.commitfetch import Flight
 
 #: the headers of the upstream's metadata answer passed on
 PASSED = ("content-type", "x-repo-commit", "etag", "x-error-code", "x-error-message", "x-total-count")

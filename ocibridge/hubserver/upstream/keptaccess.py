@@ -40,7 +40,7 @@ def nobody_reads(repo_id: str, *, private: bool, gated: str) -> Exception | None
 def keep_access(repo: Repository, private: bool, gated: str) -> bool:
     """``repo``'s refs record made private (``private``) and gated (``gated``: "auto", "manual"),
     what it said kept (its gate's mode, its refs); whether it was written (False: it said so)."""
-    from ocibridge.hubserver.upstream.ingest import writable
+    from ocibridge.hubserver.upstream.commitfetch import writable
 
     record = read_record(repo)
     kept = dataclasses.replace(record, private=record.private or private, gated=record.gated or gated,

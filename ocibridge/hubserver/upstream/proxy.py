@@ -1,6 +1,6 @@
 """The catalog of a proxy (``serve REG/PREFIX --upstream URL``): a read whose repository or
 revision the registry lacks is resolved at the upstream, let in or refused at the door, fetched
-once (:mod:`.ingest`) and answered from the registry; a read of a branch the upstream gave is
+once (:mod:`.commitfetch`) and answered from the registry; a read of a branch the upstream gave is
 re-checked against the upstream's head at most every ``--upstream-fresh`` seconds.
 
 The rules, in the order a miss meets them:
@@ -66,9 +66,9 @@ from ocibridge.hubserver.repo.sources import (
 )
 from ocibridge.hubserver.repo.upstreamids import is_proxied
 from ocibridge.hubserver.upstream.client import UpstreamHub, UpstreamRevision, not_found
+from ocibridge.hubserver.upstream.commitfetch import Audit, Ingest, writable
 from ocibridge.hubserver.upstream.errors import FetchedElsewhere, UpstreamDown, UpstreamRefused
 from ocibridge.hubserver.upstream.inflight import InFlight, landed
-from ocibridge.hubserver.upstream.ingest import Audit, Ingest, writable
 from ocibridge.hubserver.upstream.keptaccess import ReaderRefuses, keep_access, nobody_reads
 from ocibridge.hubserver.upstream.refguard import onto_serves_tag, skipped
 from ocibridge.hubserver.upstream.revocation import PRIVATE, REFUSED, Revocations, gated

@@ -1,7 +1,7 @@
 """A file by its ``resolve`` route (``GET /REPO/resolve/COMMIT/PATH``): :class:`ResolveGet`, the
 project's own streaming fetch in place of huggingface_hub's download engine. The body is read
 off the connection's socket straight into one reused buffer (``recv_into``), written to the
-partial file, hashed and told to its readers once per :data:`.fileget.CHUNK` (the tee: one copy
+partial file, hashed and told to its readers once per :data:`.fileget.RECEIVE_BATCH` (the tee: one copy
 into the process, one into the file, one pass of the hash); a cut is resumed from what the
 partial file holds (``Range``), a few times, before the fetch fails (the next request resumes it).
 
@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import urljoin
 
 from ocibridge.errors import OcibridgeError
-from ocibridge.hubserver.upstream.fileget import CHUNK
+from ocibridge.hubserver.upstream.fileget import RECEIVE_BATCH
 from ocibridge.hubserver.upstream.session import TIMEOUT, UpstreamSession, later
 from ocibridge.stores.registry.blobstream import receivable_socket
 
@@ -139,18 +139,18 @@ class ResolveGet:
         left = int(answer.headers["content-length"]) - len(first)
         if left <= 0:
             return
-        buffer = bytearray(CHUNK)
+        buffer = bytearray(RECEIVE_BATCH)
         view = memoryview(buffer)
         sock.settimeout(TIMEOUT[1])
         filled = 0
         try:
             while left > 0:
-                n = sock.recv_into(view[filled:min(CHUNK, filled + left)])
+                n = sock.recv_into(view[filled:min(RECEIVE_BATCH, filled + left)])
                 if not n:
                     raise ConnectionError(f"the upstream closed the connection {left} bytes short")
                 filled += n
                 left -= n
-                if filled == CHUNK or left == 0:
+                if filled == RECEIVE_BATCH or left == 0:
                     tee.write(view[:filled])
                     filled = 0
         except OSError as e:

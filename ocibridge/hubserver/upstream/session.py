@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlsplit
 
 from ocibridge.core import boundedjson
-from ocibridge.hubserver.repo.keys import API_PARTS, hub_id, type_of
+from ocibridge.hubserver.repo.reponames import API_PARTS, hub_id, type_of
 from ocibridge.hubserver.upstream.errors import UpstreamDown
 
 if TYPE_CHECKING:

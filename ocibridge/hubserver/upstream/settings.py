@@ -53,7 +53,7 @@ class UpstreamSettings:
         as serve's do. A glob matches a key as the Hub writes it: a model's ``ORG/NAME``, a dataset's
         ``datasets/ORG/NAME`` (an allow glob lets in only what it names: ``acme/*`` no dataset); a
         deny glob matches a dataset's ``ORG/NAME`` too, so ``evil/*`` keeps out evil's datasets as well."""
-        from ocibridge.hubserver.repo.keys import hub_id
+        from ocibridge.hubserver.repo.reponames import hub_id
 
         lowered = key.lower()
         for glob in self.deny:
@@ -73,13 +73,13 @@ class UpstreamSettings:
 
     def files_refused(self, paths: list[str]) -> tuple[list[str], str] | None:
         """The files a rule refuses and the rule (door.py); None when all may enter."""
-        from ocibridge.hubserver.upstream.door import files_refused
+        from ocibridge.hubserver.upstream.entryrules import files_refused
 
         return files_refused(paths, self.refuse_files, self.allow_pickle)
 
     def license_refused(self, card: dict[str, Any] | None) -> str | None:
         """Why ``--upstream-license`` refuses a repository with this card (door.py); None: it may enter."""
-        from ocibridge.hubserver.upstream.door import license_refused
+        from ocibridge.hubserver.upstream.entryrules import license_refused
 
         return license_refused(self.licenses, card)
 

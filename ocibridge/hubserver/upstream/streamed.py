@@ -90,8 +90,8 @@ class StreamedFetch:
 
     def __call__(self) -> tuple[PlannedArtifact, str]:
         """The artifact of the commit, every file fetched and checked."""
-        from ocibridge.hubserver.upstream.checked import vouch
         from ocibridge.hubserver.upstream.commitfacts import commit_facts
+        from ocibridge.hubserver.upstream.fetchedfacts import vouch
         from ocibridge.kinds.hf.commitdownload import said
         from ocibridge.model.builder import ARTIFACT_TAG, PlannedArtifact
 

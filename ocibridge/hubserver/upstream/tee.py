@@ -21,14 +21,13 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ocibridge.chunks.table import LayerChunks
+from ocibridge.chunks.chunktable import LayerChunks
+from ocibridge.core.streams import CHUNK
 
 if TYPE_CHECKING:
     from ocibridge.chunks.chunking import ChunkHasher, ChunkPolicy
     from ocibridge.hubserver.upstream.pickles import PickleSniff
 
-#: bytes a reader reads from the partial file at once
-CHUNK = 1 << 20
 
 
 class FileCut(Exception):
@@ -180,7 +179,7 @@ class FileFlight:
         chunks that do not cover its size: the build then reads it for them, as push would)."""
         if sha256 is None or chunks is None or self.chunking is None:
             return None
-        from ocibridge.chunks.table import chunk_count
+        from ocibridge.chunks.chunktable import chunk_count
 
         if len(chunks) != chunk_count(self.size, self.chunking.chunk_size):
             return None

@@ -20,10 +20,10 @@ from typing import Any
 from ocibridge.core.freshcache import FreshCache
 from ocibridge.errors import NotFound, OcibridgeError, RegistryError
 from ocibridge.hubserver.repo.catalog import Catalog, Resolved
-from ocibridge.hubserver.repo.keys import type_of
+from ocibridge.hubserver.repo.reponames import type_of
+from ocibridge.hubserver.repo.repostates import listed_only
 from ocibridge.hubserver.repo.rules import rules_in_force
 from ocibridge.hubserver.repo.sources import Refused, repo_parts
-from ocibridge.hubserver.repo.states import listed_only
 from ocibridge.hubserver.web import facts
 from ocibridge.oci.bookkeeping import version_order, version_tags
 
@@ -76,7 +76,7 @@ class Listing:
 
     def repo_ids(self) -> list[str]:
         """Every repo id, read again after :data:`LIST_FRESH` seconds or once this serve changed a
-        repository (created, deleted, moved: :meth:`.states.RepoStates.forget`)."""
+        repository (created, deleted, moved: :meth:`..repo.repostates.RepoStates.forget`)."""
         changes = self.catalog.states.changes
         with self._lock:
             known = self._ids

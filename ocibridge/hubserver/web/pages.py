@@ -2,7 +2,7 @@
 with serve's host), registered after every API route (app.py) so none is shadowed:
 
     GET  /, /models, /datasets[?search=TEXT&p=N] the catalog (:mod:`.listing`): both, models, datasets
-    GET  /REPO                                  a model (:mod:`.model`), a dataset (REPO: datasets/ORG/NAME)
+    GET  /REPO                                  a model (:mod:`.modelpage`), a dataset (REPO: datasets/ORG/NAME)
     GET  /REPO/tree/{rev}[/{path}]              a directory of its files
     GET  /REPO/blob/{rev}/{path}                one file: text shown, else its size and a download link
     GET|POST /ocibridge/login                   the token form (with --token-file; :mod:`.auth`)
@@ -27,12 +27,12 @@ from ocibridge.hubserver.access import Denied, Gate, grant_of, reads
 from ocibridge.hubserver.answers import in_thread, int_param, requested_repo
 from ocibridge.hubserver.failures import CAUGHT, failure_of
 from ocibridge.hubserver.repo.files import read_small
-from ocibridge.hubserver.repo.keys import hub_id
+from ocibridge.hubserver.repo.reponames import hub_id
 from ocibridge.hubserver.repo.sources import RepoNotFound, RevisionNotFound
 from ocibridge.hubserver.routing import KEY_FORMS, HubRoute
 from ocibridge.hubserver.web import auth, facts, render
 from ocibridge.hubserver.web.listing import Listing
-from ocibridge.hubserver.web.model import ModelPages, ModelView
+from ocibridge.hubserver.web.modelpage import ModelPages, ModelView
 from ocibridge.kinds.hf.repotype import DATASET, MODEL
 from ocibridge.oci.reference import RegistryReference
 

@@ -1,7 +1,7 @@
 """A Xet file built while its xorbs arrive: hf_xet sends a file's xorbs in order
 before the shard that names the file, so serve builds the file ahead of the shard from each xorb
 as it is verified: its chunk table made and its bytes sent to the registry as they are read from
-the xorbs (its SHA-256 made as it is sent, :mod:`..uploads.ingest`), instead of all of it after
+the xorbs (its SHA-256 made as it is sent, :mod:`..uploads.xetassembly`), instead of all of it after
 the shard. Sent, not written: the xorbs are the one copy on serve's disk, and the file taken is
 staged as held by the registry (:meth:`.Staging.commit_held`). Where there is no registry to
 send to (or the file is small, and its shard came first) it is written to a file, as before.
@@ -32,13 +32,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ocibridge.chunks.chunking import ChunkHasher
-from ocibridge.chunks.table import DEFAULT_CHUNK_SIZE, PUSH_THRESHOLD
+from ocibridge.chunks.chunktable import DEFAULT_CHUNK_SIZE, PUSH_THRESHOLD
 from ocibridge.core.fsutil import IOV_MAX, writev_all
 from ocibridge.core.pagecache import let_go
 from ocibridge.errors import OcibridgeError
 from ocibridge.hubserver.guard import LFS_UPLOAD_MAX
-from ocibridge.hubserver.uploads.ingest import IngestFor
 from ocibridge.hubserver.uploads.relay import RELAY_MIN, STALL, take_parts
+from ocibridge.hubserver.uploads.xetassembly import IngestFor
 from ocibridge.hubserver.xet import merkle, shards
 from ocibridge.hubserver.xet.chunklist import ChunkList
 from ocibridge.hubserver.xet.shards import BadUpload, FileEntry

@@ -18,7 +18,7 @@ from ocibridge.hubserver.guard import Shares, turn_of
 from ocibridge.hubserver.reading.blobs import Blobs, Checked, CheckedFile, TableOf
 from ocibridge.hubserver.repo.catalog import Resolved
 from ocibridge.hubserver.repo.files import HubFile, ModelFiles, Resolver
-from ocibridge.hubserver.repo.keys import api_path
+from ocibridge.hubserver.repo.reponames import api_path
 from ocibridge.hubserver.routing import route_path
 from ocibridge.hubserver.xet import layouts, xorbs
 from ocibridge.hubserver.xet.pinned import Pinned, PinnedCommits
@@ -68,7 +68,7 @@ class XetRoutes:
     def name(self, f: HubFile, published: bool = False) -> str | None:
         """The file's Xet name when it is large enough for Xet (``published``: a file in git-lfs of
         a commit serve made, offered whatever its size, as the Hub keeps every such file in Xet);
-        none for a regular file, which the Hub keeps in git, never in Xet (:mod:`ocibridge.hubserver.repo.regular`)."""
+        none for a regular file, which the Hub keeps in git, never in Xet (:mod:`..repo.regularfiles`)."""
         if f.git_blob is not None or self.xet_min is None:
             return None
         return xorbs.file_id(f.sha256, f.size) if published or self.name_size(f.size) else None

@@ -53,8 +53,8 @@ from ocibridge.hubserver.xet.writegrant import write_grant
 from ocibridge.hubserver.xet.xorbcheck import XorbCheck
 
 if TYPE_CHECKING:
-    from ocibridge.hubserver.uploads.ingest import IngestFor
     from ocibridge.hubserver.uploads.relay import RelayFor
+    from ocibridge.hubserver.uploads.xetassembly import IngestFor
 
 log = logging.getLogger("ocibridge.hubserver")
 

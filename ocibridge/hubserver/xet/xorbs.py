@@ -13,7 +13,7 @@ What serve says, as the Xet CAS API has it (facts from xet-core's client and its
   ``X-Xet-Token-Expiration``).
 - ``GET {cas}/v2/reconstructions/{file}`` (and ``v1``), with an optional ``Range``: the terms
   that make up the bytes asked for, and for each "xorb" the URL and byte range that carry them.
-- A xorb is the file's bytes in chunks of :data:`CHUNK`, each behind an 8-byte header (version 0,
+- A xorb is the file's bytes in chunks of :data:`XET_CHUNK`, each behind an 8-byte header (version 0,
   stored length, scheme 0 = stored as is, length); :data:`XORB_CHUNKS` chunks a xorb. Those are
   the layout serve issues (:data:`ISSUED`); a xorb URL names its own, and is answered in it
   (:mod:`.layouts`: replicas of other releases answer each other's URLs).
@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     from ocibridge.hubserver.reading.blobs import Checked
 
 #: bytes of a chunk: Xet's target size (hf_xet refuses a chunk over 128 KiB)
-CHUNK = 64 * 1024
+XET_CHUNK = 64 * 1024
 #: chunks of a xorb: 64 MiB of the file, a request of hf_xet each (a xorb holds at most 8192 and
 #: 64 MiB of data: the Hub's are as large). Each request costs serve's loop its parsing, routing
 #: and hand-overs, and hf_xet opens as many connections as it has requests under way: a warm
@@ -56,7 +56,7 @@ CHUNK = 64 * 1024
 #: about 0.4 s more a GiB on 64 MiB xorbs than on 16 MiB ones (as it does against the Hub).
 XORB_CHUNKS = 1024
 #: the layout of the xorbs serve's reconstructions name (a xorb URL is answered in the one it names)
-ISSUED = Layout(chunk=CHUNK, chunks=XORB_CHUNKS)
+ISSUED = Layout(chunk=XET_CHUNK, chunks=XORB_CHUNKS)
 #: a chunk's header: version, stored length (3 bytes, little-endian), scheme, length (3 bytes)
 HEADER = 8
 #: chunks read from the file per piece handed to the server (1 MiB)
@@ -80,7 +80,7 @@ SHARE = SENDING_AT_ONCE // 2
 @functools.lru_cache(maxsize=4096)
 def file_id(sha256: str, size: int) -> str:
     """The Xet name of a file: of its SHA-256 and size (64 hex digits, as hf_xet takes it)."""
-    return hashlib.sha256(f"ocibridge-xet-file-v1 {sha256} {size} {CHUNK}".encode()).hexdigest()
+    return hashlib.sha256(f"ocibridge-xet-file-v1 {sha256} {size} {XET_CHUNK}".encode()).hexdigest()
 
 
 def xorb_id(sha256: str, size: int, layout: Layout, k: int) -> str:

@@ -35,7 +35,7 @@ def open_hub_target(ref: HubReference, *, for_write: bool = False,
         from ocibridge.errors import InvalidReference
 
         raise InvalidReference(f"{ref.text} is no store: push, copy and convert read it as a source")
-    from ocibridge.kinds.hf.door import read_snapshot
+    from ocibridge.kinds.hf.kind import read_snapshot
     from ocibridge.kinds.source import ReadRequest
     from ocibridge.model.builder import ARTIFACT_TAG
     from ocibridge.stores.target import SourceTarget

@@ -122,7 +122,7 @@ class _Download:
 
     def package(self, listed: list[Any]) -> ModelPackage:
         """The downloaded snapshot's ``listed`` files, read as ``push hf:ORG/NAME@COMMIT`` reads them."""
-        from ocibridge.kinds.hf.door import read_snapshot
+        from ocibridge.kinds.hf.kind import read_snapshot
         from ocibridge.kinds.hf.locator import HubReference as Reference
         from ocibridge.kinds.source import ReadRequest
 

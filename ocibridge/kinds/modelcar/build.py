@@ -29,7 +29,7 @@ from ocibridge.core.confined import check_link, check_links, no_link_on_the_way
 from ocibridge.core.fsutil import is_root_entry, safe_relpath, write_sliced
 from ocibridge.core.streams import IterReader, Reader, open_tar_stream
 from ocibridge.errors import NotFound, OcibridgeError, UnsafePath
-from ocibridge.kinds.modelcar.base import BaseImage
+from ocibridge.kinds.modelcar.baseimage import BaseImage
 from ocibridge.layers.reader import layer_mode, layer_path, open_layer
 from ocibridge.layers.tarwalk import tar_members
 from ocibridge.model.extract import read_model_manifest
@@ -82,7 +82,7 @@ def build_modelcar(
     """Write the image (or the index) into ``store`` and return its descriptor; ``stats``
     counts what was uploaded and what was there already (``convert --to modelcar`` reports it).
     ``undo_on_failure``: a layout takes back what a failed build added (off for a caller whose
-    own undo block holds several writes). ``base``: a runnable image (:mod:`.base`) whose
+    own undo block holds several writes). ``base``: a runnable image (:mod:`.baseimage`) whose
     layers and config come first, for KServe's sidecar mode; its platform is the only one.
     ``read``: the model's manifest as the caller read it (not read again).
 

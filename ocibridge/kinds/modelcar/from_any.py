@@ -9,7 +9,7 @@ modules: it uses the table of kinds, whose families are loaded as detection reac
 from __future__ import annotations
 
 from ocibridge.kinds.families import identify
-from ocibridge.kinds.modelcar.base import BaseImage
+from ocibridge.kinds.modelcar.baseimage import BaseImage
 from ocibridge.kinds.modelcar.build import DEFAULT_PLATFORMS, build_modelcar
 from ocibridge.kinds.pull import modelpack_of
 from ocibridge.kinds.undo import undone_on_failure

@@ -7,11 +7,11 @@ names here that belong there are re-exported for callers of this package.
 
 from __future__ import annotations
 
+from ocibridge.kinds.ollama.blobmounts import mount_sources
+from ocibridge.kinds.ollama.destcheck import NotAnOllamaModel, OllamaRegistryStore
 from ocibridge.kinds.ollama.exporter import export_ollama
-from ocibridge.kinds.ollama.guard import NotAnOllamaModel, OllamaRegistryStore
 from ocibridge.kinds.ollama.manifest import OllamaConfig, OllamaManifest, parse_ollama_manifest
 from ocibridge.kinds.ollama.mapping import ANNOTATION_MANIFEST_DIGEST, ANNOTATION_NAME, CONFIG_FILE, MANIFEST_FILE
-from ocibridge.kinds.ollama.mount import mount_sources
 from ocibridge.kinds.ollama.reader import read_ollama
 from ocibridge.kinds.ollama.store import OllamaStore, default_models_dir
 from ocibridge.kinds.ollama.target import open_ollama_target

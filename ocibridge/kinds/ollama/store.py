@@ -19,7 +19,7 @@ from typing import BinaryIO
 from ocibridge.core.closing import ClosesOnExit
 from ocibridge.core.fsutil import TEMP_PREFIX, atomic_write_bytes, atomic_writer, write_sliced
 from ocibridge.errors import DigestMismatch, NotFound, OcibridgeError, TooLarge
-from ocibridge.kinds.ollama.guard import check_blob, check_manifest
+from ocibridge.kinds.ollama.destcheck import check_blob, check_manifest
 from ocibridge.kinds.ollama.manifest import manifest_blobs, parse_ollama_manifest
 from ocibridge.oci.digest import (
     CHUNK,

@@ -23,7 +23,7 @@ def open_ollama_target(ref: str | OllamaReference, *, for_write: bool = False,
     name, text = ref.name, ref.text
     store: WritableStore
     if ref.remote:
-        from ocibridge.kinds.ollama.guard import OllamaRegistryStore
+        from ocibridge.kinds.ollama.destcheck import OllamaRegistryStore
         from ocibridge.stores.registry import open_repository
 
         on_registry = ref.registry_reference()

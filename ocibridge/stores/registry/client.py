@@ -21,7 +21,7 @@ from ocibridge.stores.registry.auth import Authenticator, AuthTransport
 from ocibridge.stores.registry.bodies import read_bounded
 from ocibridge.stores.registry.errcodes import code_of, parse_error_body
 from ocibridge.stores.registry.fallback import FallbackTransport
-from ocibridge.stores.registry.hosts import host_settings
+from ocibridge.stores.registry.hostsettings import host_settings
 from ocibridge.stores.registry.options import ByteBudget, CredentialFunc, RegistryOptions, anonymous
 from ocibridge.stores.registry.quickhead import DOCKER_HUB, user_agent
 from ocibridge.stores.registry.ratelimit import RateLimitTransport, budget_for

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from ocibridge.errors import OcibridgeError
 from ocibridge.oci.reference import RegistryReference
-from ocibridge.stores.registry.hosts import host_settings
+from ocibridge.stores.registry.hostsettings import host_settings
 from ocibridge.stores.registry.options import RegistryOptions
 from ocibridge.stores.registry.store import RegistryStore, open_repository
 

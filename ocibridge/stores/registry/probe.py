@@ -19,7 +19,7 @@ from typing import Any
 
 import httpx
 
-from ocibridge.core.records import camel_key
+from ocibridge.core.asdict import camel_key
 from ocibridge.errors import OcibridgeError, RegistryError
 from ocibridge.oci.digest import sha256_bytes
 from ocibridge.oci.empty import EMPTY_JSON, empty_descriptor

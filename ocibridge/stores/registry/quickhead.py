@@ -42,7 +42,7 @@ def _plain_case(host: str) -> bool:
     the settings file (mirrors, TLS choices), no certs.d files, no proxy, not Docker Hub."""
     if host == DOCKER_HUB or any(os.environ.get(v) or os.environ.get(v.upper()) for v in _PROXY_VARIABLES):
         return False
-    from ocibridge.stores.registry.hosts import HostSettings, host_settings
+    from ocibridge.stores.registry.hostsettings import HostSettings, host_settings
     from ocibridge.stores.registry.trust import host_cert_files
 
     saved = host_settings(host)

@@ -327,7 +327,7 @@ class RegistryStore(ClosesOnExit):
         """Upload a blob whose digest is not known yet, hashing while sending (one read).
         ``source_path``, the file ``reader`` reads, lets a large upload continue in a later
         run (the session is found by the file's identity)."""
-        from ocibridge.stores.registry.ingest import StreamingIngest
+        from ocibridge.stores.registry.streamupload import StreamingIngest
         from ocibridge.stores.registry.upload import RESUMABLE_MIN
         from ocibridge.stores.registry.uploadstate import UploadState, file_identity
 

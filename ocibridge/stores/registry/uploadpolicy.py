@@ -2,7 +2,7 @@
 
 Registries differ: Google Artifact Registry refuses chunked (PATCH) uploads, Cloudflare in
 front of a registry refuses request bodies over ~100 MB, Quay a single PUT over 20 GB (see
-docs/registry.md). An upload starts with what the settings file (hosts.py) says about the host;
+docs/registry.md). An upload starts with what the settings file (hostsettings.py) says about the host;
 a refusal that names the form (405/501 on PATCH, 413 on a body) switches the upload to the
 other form, or to chunks half the refused size, and what then works is written to the settings
 file so the next push starts with it. Every choice is logged on ``ocibridge.http`` (``--debug``).
@@ -15,7 +15,7 @@ import threading
 
 from ocibridge.core.terminal import human_size
 from ocibridge.errors import OcibridgeError, RegistryError
-from ocibridge.stores.registry import errcodes, hosts
+from ocibridge.stores.registry import errcodes, hostsettings
 
 #: Chunks are not halved below this: a cap smaller than that is no cap a push can live with.
 MIN_BODY = 256 * 1024
@@ -42,10 +42,10 @@ class UploadPolicy:
 
     @classmethod
     def load(cls, host: str) -> UploadPolicy:
-        saved = hosts.host_settings(host)
+        saved = hostsettings.host_settings(host)
         policy = cls(host, saved.upload, saved.max_body, saved.range_end)
         if saved.upload or saved.max_body or saved.range_end:
-            log.info("%s: upload settings from %s: %s%s%s", host, hosts.settings_path(),
+            log.info("%s: upload settings from %s: %s%s%s", host, hostsettings.settings_path(),
                      saved.upload or "any form",
                      f", bodies up to {saved.max_body} bytes" if saved.max_body else "",
                      f", Range answers end-{saved.range_end}" if saved.range_end else "")
@@ -123,7 +123,7 @@ class UploadPolicy:
 
     def _remember(self, **learnt: object) -> None:
         try:
-            path = hosts.remember_upload(self.host, **learnt)  # type: ignore[arg-type]
+            path = hostsettings.remember_upload(self.host, **learnt)  # type: ignore[arg-type]
         except (OSError, OcibridgeError) as e:  # a read-only home still pushes
             log.info("%s: could not remember the upload settings: %s", self.host, e)
             return

@@ -1,7 +1,7 @@
 """Who writes (the HTTP half of every write route, over :mod:`.access`): the write grant a
 request's token holds for a repository, the name its uploads are staged under, and the grant
 handed to the Hub repository as the :class:`.repo.ports.Author` of a commit. Every write route
-asks it (``writes/``, ``lfs/``, the xet write token), and nothing else: what they then do to a
+asks it (``writeroutes/``, ``lfs/``, the xet write token), and nothing else: what they then do to a
 repository is ``repo/``'s.
 
 Every write needs a write token of ``--token-file`` (:class:`.access.Gate`): none sent or unknown

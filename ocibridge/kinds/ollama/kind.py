@@ -42,7 +42,7 @@ class OllamaFormat:
         return read_ollama(store, reference, name)
 
     def mount_sources(self, origin: Store, reference: str) -> dict[str, Store]:
-        from ocibridge.kinds.ollama.mount import mount_sources
+        from ocibridge.kinds.ollama.blobmounts import mount_sources
 
         return mount_sources(origin, reference)
 

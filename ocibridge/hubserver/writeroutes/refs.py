@@ -22,8 +22,8 @@ from ocibridge.hubserver.repo.refedits import create_ref, empty_branch, move_bra
 from ocibridge.hubserver.repo.refnames import HEADS, TAGS
 from ocibridge.hubserver.repo.refrules import hub_ref_name
 from ocibridge.hubserver.repo.sources import COMMIT
-from ocibridge.hubserver.writers import Writers
-from ocibridge.hubserver.writes.reserved import reserved_why
+from ocibridge.hubserver.writeaccess import Writers
+from ocibridge.hubserver.writeroutes.reserved import reserved_why
 
 
 class RefRoutes:
@@ -62,7 +62,7 @@ class RefRoutes:
         await in_thread(self.repos.catalog.resolve, repo_id, start)  # the Hub's order: RevisionNotFound first
         if COMMIT.fullmatch(name.lower()):  # a ref the commit ids of the read API would hide
             return error(400, "BadRequest", f"Invalid reference name: {name}: it reads as a commit id")
-        if reserved_why(name):  # create_tag's name, in the body (a path's: writes/reserved.py)
+        if reserved_why(name):  # create_tag's name, in the body (a path's: writeroutes/reserved.py)
             return error(400, "BadRequest", f"Invalid reference name: {name}: {reserved_why(name)}")
         try:
             hub_ref_name(name)

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ocibridge.errors import NotFound, OcibridgeError
-from ocibridge.hubserver.repo.keys import hub_id, type_of
+from ocibridge.hubserver.repo.reponames import hub_id, type_of
 from ocibridge.hubserver.repo.sources import commit_of
 from ocibridge.hubserver.repo.upstreamids import by_upstream_id
 from ocibridge.hubserver.upstream.errors import UpstreamDown, UpstreamRefused
@@ -264,8 +264,8 @@ class Ingest:
         cache (emptied after), never the operator's."""
         if self.settings.hub_cache is None:
             return
-        from ocibridge.cache.models import ModelCache
-        from ocibridge.hubserver.upstream.checked import into_model_cache
+        from ocibridge.cache.modelcache import ModelCache
+        from ocibridge.hubserver.upstream.fetchedfacts import into_model_cache
 
         into_model_cache(ModelCache(), fetch.files)
 

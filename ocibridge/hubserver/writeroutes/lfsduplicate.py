@@ -17,9 +17,9 @@ from starlette.responses import JSONResponse, Response
 
 from ocibridge.hubserver.answers import NOT_JSON, error, in_thread, is_sha256, json_body, requested_repo
 from ocibridge.hubserver.repo.catalog import Catalog
-from ocibridge.hubserver.repo.keys import API_PARTS, key_of
 from ocibridge.hubserver.repo.mountable import admitted
-from ocibridge.hubserver.writers import Writers
+from ocibridge.hubserver.repo.reponames import API_PARTS, key_of
+from ocibridge.hubserver.writeaccess import Writers
 
 #: files one request names at most (huggingface_hub sends them in batches of 100)
 FILES_MAX = 1000

@@ -2,7 +2,7 @@
 file in git itself, not in git-lfs, and names it by that id (tree ``oid``, a sibling's
 ``blobId``, the resolve ``ETag``, the Hub cache's ``blobs/<id>``).
 
-serve records them when it commits them (:mod:`.writes.commit`: a file sent inline is regular),
+serve records them when it commits them (:mod:`.writeroutes.commit`: a file sent inline is regular),
 in one annotation of the commit's manifest, :data:`REGULAR`: compact JSON ``{path: git blob id}``.
 Never in the layers, which stay byte for byte ``push``'s of the same files; no read hashes a file
 again for it. A manifest that records none (pushed outside serve) has every file in git-lfs.

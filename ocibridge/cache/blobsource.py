@@ -40,7 +40,7 @@ from ocibridge.transfer.progress_events import ProgressFn
 from ocibridge.transfer.writer import reading, write_blob
 
 if TYPE_CHECKING:
-    from ocibridge.chunks.table import ChunkTable
+    from ocibridge.chunks.chunktable import ChunkTable
 
 #: Blobs and snapshot files are never written after they are made.
 READ_ONLY = 0o444

@@ -22,7 +22,7 @@ from ocibridge.kinds.hf.locator import HubReference, parse_hub_reference
 from ocibridge.kinds.source import ExportRequest, ReadRequest
 
 if TYPE_CHECKING:
-    from ocibridge.cache.models import ModelCache, Snapshot
+    from ocibridge.cache.modelcache import ModelCache, Snapshot
     from ocibridge.model.package import ModelFile, ModelPackage
     from ocibridge.oci.mediatypes import Kind
     from ocibridge.oci.models import Descriptor
@@ -142,7 +142,7 @@ class HubCacheFormat:
         return read_snapshot(located if isinstance(located, HubReference) else parse_hub_reference(source), request)
 
     def export(self, store: Store, desc: Descriptor, dest: str, request: ExportRequest) -> PullResult:
-        from ocibridge.cache.models import ModelCache
+        from ocibridge.cache.modelcache import ModelCache
         from ocibridge.transfer.pull_result import PullResult
 
         located = request.destination

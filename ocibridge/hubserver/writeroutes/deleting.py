@@ -16,8 +16,8 @@ from ocibridge.hubserver.answers import branch_of, in_thread, requested_repo
 from ocibridge.hubserver.audit import note
 from ocibridge.hubserver.repo.deletes import delete_ref, delete_repo
 from ocibridge.hubserver.repo.repos import Repos
-from ocibridge.hubserver.writers import Writers
-from ocibridge.hubserver.writes.creating import named_repo
+from ocibridge.hubserver.writeaccess import Writers
+from ocibridge.hubserver.writeroutes.creating import named_repo
 
 
 class Deleting:

@@ -7,7 +7,7 @@ plant a forged one. Only serve's signer (repo/evidence.py) writes them, through 
 
 Every route that names a ref in its path (create/delete of a branch or tag, a preupload's, a commit's or a
 super-squash's branch) is wrapped by :func:`refusing_reserved`; ``create_tag``'s name, sent in
-the body, is checked by its route (writes/refs.py) with :func:`reserved_why`.
+the body, is checked by its route (writeroutes/refs.py) with :func:`reserved_why`.
 """
 
 from __future__ import annotations

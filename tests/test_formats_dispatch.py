@@ -12,7 +12,7 @@ import pytest
 
 from ocibridge.cli import main
 from ocibridge.errors import InvalidReference, OcibridgeError
-from ocibridge.kinds import door, table
+from ocibridge.kinds import dispatch, table
 from ocibridge.kinds.hf.locator import HubReference
 from ocibridge.oci.reference import LayoutReference, OllamaReference, PathReference, RegistryReference
 from ocibridge.places.locate import Role, locate, on_registry, on_this_machine
@@ -57,7 +57,7 @@ def test_a_registered_format_is_a_format_choice_and_is_found_by_content(toy, tmp
         main(["push", "--help"])
     assert "{auto,directory,carton,mlarchive,toy}" in capsys.readouterr().out
     plain = _toy_file(tmp_path / "no-suffix")  # no .toy: found by its first bytes
-    assert door.source_format(str(plain)).name == "toy"
+    assert dispatch.source_format(str(plain)).name == "toy"
     assert main(["push", str(plain), f"oci:{tmp_path}/store:sniffed"]) == 0
     assert main(["pull", f"oci:{tmp_path}/store:sniffed", str(tmp_path / "x.json"), "--format", "toy"]) == 0
     assert _files(tmp_path / "x.json") == FILES
@@ -76,7 +76,7 @@ def test_a_format_that_picks_no_files_refuses_include(toy, tmp_path, capsys):
 def test_unregistered_the_toy_is_unknown(tmp_path, capsys):
     assert "toy" not in table.format_choices()
     src = _toy_file(tmp_path / "tiny.toy")
-    assert door.source_format(str(src)).name == "directory"  # the fallback, which then refuses a file
+    assert dispatch.source_format(str(src)).name == "directory"  # the fallback, which then refuses a file
     assert main(["push", str(src), f"oci:{tmp_path}/store:v1"]) == 1
     assert capsys.readouterr().err.startswith("ocibridge: error:")
 
@@ -91,7 +91,7 @@ def test_registering_a_name_twice_is_refused(toy):
     ("ollama:tiny", "ollama"), ("ollama://localhost:5000/tiny", "ollama"), ("models/tiny", "directory"),
 ])
 def test_formats_are_recognised_by_scheme_then_suffix_then_fallback(text, expected):
-    assert door.source_format(text).name == expected
+    assert dispatch.source_format(text).name == expected
 
 
 def _out(text):
@@ -99,14 +99,14 @@ def _out(text):
 
 
 def test_pull_destinations_come_from_the_table():
-    assert door.destination_format(_out("out.carton")).name == "carton"
-    assert door.destination_format(_out("ollama:tiny")).name == "ollama"
-    assert door.destination_format(_out("out/dir")).name == "directory"
-    assert door.destination_format(_out("localhost:5000/repo:v1")) is None  # a store: a copy
-    assert door.destination_format(_out("oci:/srv/store:v1")) is None
-    assert door.destination_format(_out("registry.example/x.carton")).name == "carton"  # an archive file
-    assert door.destination_format(_out("localhost:5000/repo:v1"), "carton").name == "carton"  # --format wins
-    assert door.exports_quietly(_out("out.mlarchive")) and not door.exports_quietly(_out("out/dir"))
+    assert dispatch.destination_format(_out("out.carton")).name == "carton"
+    assert dispatch.destination_format(_out("ollama:tiny")).name == "ollama"
+    assert dispatch.destination_format(_out("out/dir")).name == "directory"
+    assert dispatch.destination_format(_out("localhost:5000/repo:v1")) is None  # a store: a copy
+    assert dispatch.destination_format(_out("oci:/srv/store:v1")) is None
+    assert dispatch.destination_format(_out("registry.example/x.carton")).name == "carton"  # an archive file
+    assert dispatch.destination_format(_out("localhost:5000/repo:v1"), "carton").name == "carton"  # --format wins
+    assert dispatch.exports_quietly(_out("out.mlarchive")) and not dispatch.exports_quietly(_out("out/dir"))
 
 
 @pytest.mark.parametrize("text, role, kind", [
@@ -196,14 +196,14 @@ def test_archives_without_their_suffix_are_found_by_content(tmp_path, capsys):
     carton = shutil.copy(data() / "carton" / "python_runner_doubler.carton", tmp_path / "doubler.bin")
     mlarchive = make_sdk_archive_v2024(tmp_path / "sdk")
     renamed = mlarchive.rename(tmp_path / "demo.zip")
-    assert door.source_format(str(carton)).name == "carton"
-    assert door.source_format(str(renamed)).name == "mlarchive"
+    assert dispatch.source_format(str(carton)).name == "carton"
+    assert dispatch.source_format(str(renamed)).name == "mlarchive"
     other = tmp_path / "other.zip"
     with zipfile.ZipFile(other, "w") as z:
         z.writestr("manifest.json.bak", "{}")
     (tmp_path / "text").write_text("PK\x03\x04 but no zip")
-    assert door.source_format(str(other)).name == "directory"
-    assert door.source_format(str(tmp_path / "text")).name == "directory"
+    assert dispatch.source_format(str(other)).name == "directory"
+    assert dispatch.source_format(str(tmp_path / "text")).name == "directory"
     for path in (carton, renamed):
         assert main(["push", str(path), f"oci:{tmp_path}/store:{Path(path).stem}"]) == 0
     assert main(["push", str(other), f"oci:{tmp_path}/store:other"]) == 1

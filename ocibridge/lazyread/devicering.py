@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, Protocol, runtime_checkable
 
-from ocibridge.lazyread.landing import Landing
+from ocibridge.lazyread.placement import Landing
 
 #: host bytes of one request's ring (at least one piece: a chunk of the table, 1 MiB by default)
 RING = 16 * 1024 * 1024

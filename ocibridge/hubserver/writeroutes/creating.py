@@ -9,7 +9,7 @@ A bare name (no organization, no ``/``: what ``push_to_hub("name")`` sends) land
 namespace (:attr:`.access.Grant.namespace`, the name ``whoami`` answers), as the Hub does. A new
 repository gets the Hub's first commit at once (:mod:`.initial`), with the files the create sent
 and the model card of its license; what is written, and in which order, is
-:mod:`ocibridge.hubserver.repo.creates`'s.
+:mod:`ocibridge.hubserver.repo.creation`'s.
 """
 
 from __future__ import annotations
@@ -25,10 +25,10 @@ from ocibridge.hubserver.audit import note
 from ocibridge.hubserver.repo import initial
 from ocibridge.hubserver.repo.commits import BadCommit
 from ocibridge.hubserver.repo.committing import Committer
-from ocibridge.hubserver.repo.creates import create_repo, set_settings
-from ocibridge.hubserver.repo.keys import hub_id, key_of, noun
+from ocibridge.hubserver.repo.creation import create_repo, set_settings
 from ocibridge.hubserver.repo.refsrecord import GATES
-from ocibridge.hubserver.writers import Writers
+from ocibridge.hubserver.repo.reponames import hub_id, key_of, noun
+from ocibridge.hubserver.writeaccess import Writers
 from ocibridge.kinds.hf.repotype import MODEL, REPO_TYPES, model_id_allowed
 
 
@@ -101,7 +101,7 @@ def repo_id_of(name: object, organization: object, grant: Grant) -> str:
 
 class Creating:
     """``create_repo`` and the repository's settings: the request read and answered; the
-    repository made by :func:`.repo.creates.create_repo` (its first commit: ``committer``)."""
+    repository made by :func:`..repo.creation.create_repo` (its first commit: ``committer``)."""
 
     def __init__(self, writers: Writers, committer: Committer):
         self.writers = writers

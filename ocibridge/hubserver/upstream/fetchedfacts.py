@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, BinaryIO
 from ocibridge.oci.digest import VerifyingReader
 
 if TYPE_CHECKING:
-    from ocibridge.cache.models import ModelCache
+    from ocibridge.cache.modelcache import ModelCache
     from ocibridge.hubserver.upstream.tee import FileFlight
     from ocibridge.model.package import ModelPackage
 

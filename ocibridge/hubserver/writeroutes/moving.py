@@ -13,8 +13,8 @@ from ocibridge.hubserver.audit import note
 from ocibridge.hubserver.repo.moves import Conflict, move_repo
 from ocibridge.hubserver.repo.repos import Repos
 from ocibridge.hubserver.repo.sources import repo_parts
-from ocibridge.hubserver.writers import Writers
-from ocibridge.hubserver.writes.creating import repo_body, repo_key
+from ocibridge.hubserver.writeaccess import Writers
+from ocibridge.hubserver.writeroutes.creating import repo_body, repo_key
 
 
 class Moving:

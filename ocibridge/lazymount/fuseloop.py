@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from ocibridge.errors import OcibridgeError
+from ocibridge.lazymount.mounttable import FSNAME, is_mounted, unmount_directory
 from ocibridge.lazymount.ops import ModelFS
 from ocibridge.lazymount.readahead import keep_reply_buffers, raise_read_ahead
 from ocibridge.lazymount.replies import layout_known
-from ocibridge.lazymount.table import FSNAME, is_mounted, unmount_directory
 
 #: how long the kernel keeps attributes and names: the tree never changes while mounted
 CACHE_SECONDS = 86400

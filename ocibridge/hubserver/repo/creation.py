@@ -1,11 +1,11 @@
 """A repository made (``create_repo``) and who sees it (``update_repo_settings``); no HTTP here
-(the routes: ``writes/creating.py``).
+(the routes: ``writeroutes/creating.py``).
 
 A new repository gets the Hub's first commit at once (:mod:`.initial`, through the one commit
 path: :meth:`.Committer.first_commit`). A private one is recorded in its refs record before that
 commit is written, so it is never readable by others for a moment. One made again over a deleted
 one of its name is recorded so (``recreated``): the deleted one's commits, still in the registry
-until its garbage collection, are never reached through it by digest or commit id (:mod:`.reborn`).
+until its garbage collection, are never reached through it by digest or commit id (:mod:`.recreated`).
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ from ocibridge.core.freshcache import FreshCache
 from ocibridge.errors import OcibridgeError, SignatureError
 from ocibridge.hubserver.repo.catalog import Catalog, Refs, Resolved
 from ocibridge.hubserver.repo.files import HubFile, ModelFiles, read_small
-from ocibridge.hubserver.repo.keys import type_of
+from ocibridge.hubserver.repo.reponames import type_of
 from ocibridge.hubserver.web import facts
 from ocibridge.hubserver.web.card import Card, render_card
 from ocibridge.hubserver.web.glance import Glance, glance

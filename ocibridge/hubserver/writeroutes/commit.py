@@ -20,8 +20,8 @@ from ocibridge.hubserver.repo import commits
 from ocibridge.hubserver.repo.committing import Committer
 from ocibridge.hubserver.repo.refrules import hub_ref_name
 from ocibridge.hubserver.repo.sources import COMMIT
-from ocibridge.hubserver.writers import Writers
-from ocibridge.hubserver.writes.inlinebudget import InlineBudget, InlineBusy, InlineHold, declared_length
+from ocibridge.hubserver.writeaccess import Writers
+from ocibridge.hubserver.writeroutes.inlinebudget import InlineBudget, InlineBusy, InlineHold, declared_length
 from ocibridge.oci.bookkeeping import PREFIX, is_bookkeeping
 
 

@@ -172,11 +172,11 @@ def examine(store: Store, reference: str, dest_format: SourceFormat | None = Non
 
 
 if TYPE_CHECKING:  # mypy holds the built-in formats to the protocols (the table loads them by name)
-    from ocibridge.kinds.carton.door import CartonFormat
+    from ocibridge.kinds.carton.kind import CartonFormat
     from ocibridge.kinds.directory.source import DirectoryFormat
-    from ocibridge.kinds.hf.door import HubCacheFormat
-    from ocibridge.kinds.mlsteam.door import MlarchiveFormat
-    from ocibridge.kinds.ollama.door import OllamaFormat
+    from ocibridge.kinds.hf.kind import HubCacheFormat
+    from ocibridge.kinds.mlsteam.kind import MlarchiveFormat
+    from ocibridge.kinds.ollama.kind import OllamaFormat
 
     def _conforming() -> tuple[list[SourceFormat], ReadsArtifacts]:
         formats: list[SourceFormat] = [CartonFormat(), MlarchiveFormat(), OllamaFormat(), HubCacheFormat(),

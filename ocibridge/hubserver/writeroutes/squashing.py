@@ -14,7 +14,7 @@ from ocibridge.hubserver.repo import commits
 from ocibridge.hubserver.repo.publishing import Publishing
 from ocibridge.hubserver.repo.repos import Repos
 from ocibridge.hubserver.repo.squash import squash
-from ocibridge.hubserver.writers import Writers
+from ocibridge.hubserver.writeaccess import Writers
 
 
 class Squashing:

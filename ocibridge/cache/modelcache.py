@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ocibridge.cache.blobsource import CacheSource, NeverFetched
 from ocibridge.cache.locks import flocked
 from ocibridge.cache.records import (
     TEMP_PREFIX,
@@ -33,7 +34,6 @@ from ocibridge.cache.records import (
     snapshot_name,
 )
 from ocibridge.cache.records import model_cache_root as model_cache_root  # where the cache is, named here too
-from ocibridge.cache.source import CacheSource, NeverFetched
 from ocibridge.chunks.delta import DeltaResult
 from ocibridge.core import boundedjson
 from ocibridge.core.fsutil import atomic_write_bytes
@@ -75,7 +75,7 @@ class ModelCache:
     # -- references --------------------------------------------------------------------------
     def remember(self, reference: str, desc: Descriptor, origin: Origin | None = None) -> None:
         """Record what ``reference`` resolved to, for an offline resolution later (and, with
-        its ``origin``, for the warm answer of :mod:`.warm`)."""
+        its ``origin``, for the warm answer of :mod:`.fastpath`)."""
         data = record_bytes(reference, desc.mediaType, desc.digest, desc.size, origin)
         atomic_write_bytes(ref_file(self.root, reference), data)
 

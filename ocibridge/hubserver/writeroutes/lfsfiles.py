@@ -14,7 +14,7 @@ from starlette.responses import JSONResponse, Response
 from ocibridge.hubserver.answers import NOT_JSON, error, in_thread, is_sha256, json_body, requested_repo
 from ocibridge.hubserver.audit import note
 from ocibridge.hubserver.repo.lfsobjects import LfsObjects
-from ocibridge.hubserver.writers import Writers
+from ocibridge.hubserver.writeaccess import Writers
 
 #: objects one batch deletes at most (huggingface_hub sends 1,000 a request)
 DELETIONS_MAX = 1000
