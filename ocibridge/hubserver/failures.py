@@ -23,6 +23,7 @@ from ocibridge.hubserver.repo.commits import (
     StaleParent,
     UnknownContent,
 )
+from ocibridge.hubserver.repo.moves import Conflict
 from ocibridge.hubserver.repo.refsrecord import RecordUnread
 from ocibridge.hubserver.repo.sources import Refused, RepoNotFound, RevisionNotFound
 from ocibridge.hubserver.uploads.staging import StagingFull
@@ -51,6 +52,7 @@ TABLE: tuple[tuple[type[Exception], int, str | None, str], ...] = (
     (Refused, 403, "GatedRepo", "Refused by the policy serve enforces"),
     (StaleParent, 412, None, "A commit has happened since"),
     (RepoMoving, 409, None, "The repository is being moved"),
+    (Conflict, 409, None, "The target exists"),
     (ProtectedRef, 403, None, "A ref the Hub keeps"),
     (EscapingPath, 422, "BadRequest", "A path that climbs out of the repository"),
     (MissingEntry, 404, "EntryNotFound", "No such file"),

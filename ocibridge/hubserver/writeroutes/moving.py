@@ -10,7 +10,7 @@ from starlette.responses import JSONResponse, Response
 
 from ocibridge.hubserver.answers import error, in_thread
 from ocibridge.hubserver.audit import note
-from ocibridge.hubserver.repo.moves import Conflict, move_repo
+from ocibridge.hubserver.repo.moves import move_repo
 from ocibridge.hubserver.repo.repos import Repos
 from ocibridge.hubserver.repo.sources import repo_parts
 from ocibridge.hubserver.writeaccess import Writers
@@ -35,8 +35,5 @@ class Moving:
         note(request, repository=old, revision=new)
         self.writers.writer(request, old)
         self.writers.writer(request, new)
-        try:
-            await in_thread(move_repo, self.repos, old, new)
-        except Conflict as e:
-            return error(409, None, str(e))
+        await in_thread(move_repo, self.repos, old, new)  # a target that exists: failures.py's 409
         return JSONResponse({})
