@@ -196,6 +196,7 @@ def test_the_compile_cache_step_restores_the_nodes_cache_verified(tmp_path, caps
     _, stranger = key_pair(tmp_path / "other")
     refused = run_step(steps[0], tmp_path / "node-2", stranger)
     assert refused.returncode == 0 and not (tmp_path / "node-2").exists()
+    assert "none verifies with" in refused.stderr  # (refused for its signature, not for anything else)
     assert "nothing restored for " + steps[0]["args"][0] in refused.stderr and "Traceback" not in refused.stderr
 
     for args, message in ((["--warm-image", "img"], "--warm-image needs --warm-verify-key"),
