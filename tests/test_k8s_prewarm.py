@@ -143,3 +143,66 @@ def test_pull_secret_from_the_stored_login(tmp_path, capsys, monkeypatch, own_cr
     auth = json.loads(base64.b64decode(secret["data"][".dockerconfigjson"]))["auths"][auth_registry.host]
     assert base64.b64decode(auth["auth"]).decode() == f"{auth_registry.username}:{auth_registry.password}"
     assert "holds registry credentials" in err
+
+
+def test_the_compile_cache_step_restores_the_nodes_cache_verified(tmp_path, capsys, models):
+    """``--warm-image``: an init container per model restores its compile cache for the node's
+    key into the node's directory, verifying with the key a ConfigMap holds; its command line,
+    run here as the node would run it, restores the cache byte for byte, and with the wrong key
+    restores nothing and still exits 0 (the weights' prewarm goes on)."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.signing_keys import key_pair
+    from tests.test_warm import _cache_dir, _files
+
+    first, second, _ = models
+    private, public = key_pair(tmp_path / "k")
+    cache = _cache_dir(tmp_path / "compiled")
+    assert main(["warm", "save", first, str(cache), "--engine", "inductor", "--device", "cpu", "--key", str(private),
+                 "--option", "mode=default"]) == 0
+    capsys.readouterr()
+    assert main(["k8s", "prewarm", first, second, "--warm-image", "registry.example/vllm-ocibridge:0.33.1",
+                 "--warm-verify-key", "configmap/warm-keys/warm.pub", "--warm-engine", "inductor",
+                 "--warm-device", "cpu", "--warm-option", "mode=default", "--plain-http",
+                 "--image-pull-secret", "regcred"]) == 0
+    out = capsys.readouterr().out
+    [ds] = k8s_checked(tmp_path / "a", out)
+    assert "Compile caches: each node restores the inductor cache of each model for its own key into " \
+           "/var/lib/ocibridge/warm/model-prewarm (verified with configmap warm-keys's warm.pub)" in out
+    spec = ds["spec"]["template"]["spec"]
+    steps = spec["initContainers"]
+    assert [s["name"] for s in steps] == ["warm-0", "warm-1"]
+    assert {s["image"] for s in steps} == {"registry.example/vllm-ocibridge:0.33.1"}
+    assert steps[0]["args"][0] == f"{first.rsplit(':', 1)[0]}@{digest_of(capsys, first)}"  # pinned
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    assert volumes["warm-cache"]["hostPath"] == {"path": "/var/lib/ocibridge/warm/model-prewarm",
+                                                 "type": "DirectoryOrCreate"}
+    assert volumes["warm-key"]["configMap"] == {"name": "warm-keys", "items": [{"key": "warm.pub",
+                                                                                "path": "warm.pub"}]}
+    assert volumes["docker-config"]["secret"]["secretName"] == "regcred"
+    assert "NVIDIA_VISIBLE_DEVICES" not in {e["name"] for e in steps[0]["env"]}  # (cpu: no GPU asked)
+
+    def run_step(step: dict, node: Path, key: Path) -> subprocess.CompletedProcess:
+        args = [str(node) if a == "/warm-cache" else str(key) if a == "/warm-key/warm.pub" else a
+                for a in step["args"]]
+        env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+        return subprocess.run([*step["command"], *args], capture_output=True, text=True, env=env, timeout=300)
+
+    done = run_step(steps[0], tmp_path / "node", public)
+    assert done.returncode == 0 and "signature verified" in done.stdout, done.stderr
+    assert _files(tmp_path / "node") == _files(cache)
+    _, stranger = key_pair(tmp_path / "other")
+    refused = run_step(steps[0], tmp_path / "node-2", stranger)
+    assert refused.returncode == 0 and not (tmp_path / "node-2").exists()
+    assert "none verifies with" in refused.stderr  # (refused for its signature, not for anything else)
+    assert "nothing restored for " + steps[0]["args"][0] in refused.stderr and "Traceback" not in refused.stderr
+
+    for args, message in ((["--warm-image", "img"], "--warm-image needs --warm-verify-key"),
+                          (["--warm-verify-key", "configmap/k/warm.pub"], "go with --warm-image IMAGE"),
+                          (["--warm-image", "img", "--warm-verify-key", "keys/warm.pub"],
+                           "--warm-verify-key 'keys/warm.pub': secret/NAME/ITEM")):
+        assert main(["k8s", "prewarm", first, *args]) == 2, args
+        err = capsys.readouterr().err
+        assert message in err and "Traceback" not in err, err

@@ -305,3 +305,32 @@ def test_the_use_this_model_snippet_loads_the_model_when_pasted_into_a_shell(mod
         done = subprocess.run(["bash", "-c", snippet], env=env, capture_output=True, text=True, timeout=300)
         assert done.returncode == 0, done.stderr[-2000:]
         assert '"model_type": "bert"' in done.stdout and '"hidden_size": 32' in done.stdout
+
+
+def test_the_model_page_lists_the_compile_caches_warm_save_attached(models, tmp_path, capsys):
+    prefix, root, _ = models
+    ref = f"{prefix}/acme/other:latest"
+    cache = tmp_path / "cache" / "rank_0_0"
+    cache.mkdir(parents=True)
+    (cache / "graph.py").write_text("# compiled\n" * 100)
+    assert main(["warm", "save", ref, str(tmp_path / "cache"), "--engine", "vllm", "--engine-version", "0.33.1",
+                 "--key", str(root / "keys" / "cosign.key"), "--option", "level=3", "--json"]) == 0
+    signed = json.loads(capsys.readouterr().out)
+    assert main(["warm", "save", ref, str(tmp_path / "cache"), "--engine", "sglang", "--engine-version", "0.5.0",
+                 "--json"]) == 0
+    unsigned = json.loads(capsys.readouterr().out)
+    with serving([prefix]) as served:
+        html = page_checks(get(served.url + "/acme/other"))
+    rows = dict((digest, row) for row, digest in
+                ((row, re.search(r"<code>(sha256:[0-9a-f]{64})</code></td>$", row)[1])  # type: ignore[index]
+                 for row in re.findall(r'<tr class="warm-cache">(.*?)</tr>', html)))
+    assert set(rows) == {signed["digest"], unsigned["digest"]}
+    key = signed["key"]
+    assert rows[signed["digest"]].startswith(f"<td>vllm 0.33.1</td><td>dir</td><td>{key['torch']}</td>")
+    assert f"<td>{key['device']}</td><td>{key['python']}</td><td><code>{key['options'][:19]}</code></td>" \
+        in rows[signed["digest"]]
+    from ocibridge.hubserver.web.render import human_size
+
+    assert f"<td>{human_size(signed['size'])}</td><td>classic, bundle</td>" in rows[signed["digest"]]
+    assert rows[unsigned["digest"]].startswith("<td>sglang 0.5.0</td>") and "<td>no</td>" in rows[unsigned["digest"]]
+    assert '<h2 id="warm-h">Compile caches</h2>' in html

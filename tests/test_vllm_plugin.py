@@ -176,9 +176,10 @@ def test_the_vllm_extra_is_the_range_the_plugin_accepts():
 
 
 def stand_in_vllm(monkeypatch: pytest.MonkeyPatch, version: str) -> list[tuple[str, type]]:
-    """A module named ``vllm`` whose ``__version__`` is ``version``, with the three names the
-    plugin takes from it; returns the load formats registered through it. (The version rule
-    only: the real vLLM runs the plugin in bench/vllm_check.py.)"""
+    """A module named ``vllm`` whose ``__version__`` is ``version``, with the names the plugin
+    takes from it (its worker's compile step does nothing here); returns the load formats
+    registered through it. (The version rule only: the real vLLM runs the plugin in
+    bench/vllm_check.py.)"""
     import types
 
     from ocibridge.engines import vllm_loader
@@ -186,7 +187,8 @@ def stand_in_vllm(monkeypatch: pytest.MonkeyPatch, version: str) -> list[tuple[s
     registered: list[tuple[str, type]] = []
     modules = {name: types.ModuleType(name) for name in (
         "vllm", "vllm.model_executor", "vllm.model_executor.model_loader",
-        "vllm.model_executor.model_loader.base_loader", "vllm.model_executor.model_loader.default_loader")}
+        "vllm.model_executor.model_loader.base_loader", "vllm.model_executor.model_loader.default_loader",
+        "vllm.v1", "vllm.v1.worker", "vllm.v1.worker.gpu_worker")}
     modules["vllm"].__version__ = version  # type: ignore[attr-defined]
     modules["vllm.model_executor.model_loader"].register_model_loader = (  # type: ignore[attr-defined]
         lambda name: lambda cls: registered.append((name, cls)) or cls)
@@ -194,9 +196,12 @@ def stand_in_vllm(monkeypatch: pytest.MonkeyPatch, version: str) -> list[tuple[s
         "BaseModelLoader", (), {"__init__": lambda self, load_config: None})
     modules["vllm.model_executor.model_loader.default_loader"].DefaultModelLoader = type(  # type: ignore[attr-defined]
         "DefaultModelLoader", (), {})
+    modules["vllm.v1.worker.gpu_worker"].Worker = type(  # type: ignore[attr-defined]
+        "Worker", (), {"compile_or_warm_up_model": lambda self: None})
     for name, module in modules.items():
         monkeypatch.setitem(sys.modules, name, module)
     monkeypatch.setattr(vllm_loader, "_registered", False)
+    monkeypatch.setattr(vllm_loader, "_after_compile_calls", [])
     return registered
 
 

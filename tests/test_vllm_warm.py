@@ -3,10 +3,14 @@ the stand-in ``vllm`` module of tests/test_vllm_plugin.py and the real registry:
 ``"warm": "load"`` the loader restores the model's compile cache for this process's key into
 ``$VLLM_CACHE_ROOT/torch_compile_cache`` byte for byte before the first weight reaches the
 model (vLLM compiles after the weights are in); a cache for another vLLM, or one unsigned
-where a key is asked, restores nothing, and the weights still load."""
+where a key is asked, restores nothing, and the weights still load. With ``"warm": "save"``
+the plugin attaches the cache directory once the stand-in worker's compile step has returned
+(vLLM's point where every graph is compiled), signed, unless one of that key is attached."""
 
 from __future__ import annotations
 
+import json
+import sys
 import types
 from pathlib import Path
 from typing import Any
@@ -16,6 +20,7 @@ import torch
 from safetensors.torch import save_file
 
 import ocibridge
+from ocibridge.cli import main
 from ocibridge.errors import OcibridgeError
 from tests.signing_keys import key_pair
 from tests.test_vllm_plugin import stand_in_vllm
@@ -119,8 +124,82 @@ def test_without_warm_nothing_is_asked_of_the_caches(signed_model, tmp_path, mon
     assert not cache.exists() and "w" in model.received and capsys.readouterr().err == ""
 
 
+def start_engine(monkeypatch, root: Path, settings: dict[str, Any], compiles: Path | None) -> SnapshotModel:
+    """One start of the stand-in engine on a node whose vLLM cache root is ``root``: the plugin's
+    loader loads the weights, then the worker's compile step writes ``compiles``' files that the
+    cache directory lacks (as vLLM compiles what it finds no cache for), and returns."""
+    from ocibridge.engines.vllm_loader import register
+
+    monkeypatch.setenv("VLLM_CACHE_ROOT", str(root))
+    registered = stand_in_vllm(monkeypatch, VLLM)
+    register()
+    cache = root / "torch_compile_cache"
+    worker = sys.modules["vllm.v1.worker.gpu_worker"].Worker
+
+    def compile_step(self: Any) -> None:
+        for rel, (data, executable) in (_files(compiles) if compiles is not None else {}).items():
+            if not (cache / rel).exists():
+                (cache / rel).parent.mkdir(parents=True, exist_ok=True)
+                (cache / rel).write_bytes(data)
+                (cache / rel).chmod(0o755 if executable else 0o644)
+
+    monkeypatch.setattr(worker, "compile_or_warm_up_model", compile_step)
+    loader = registered[0][1](types.SimpleNamespace(model_loader_extra_config=settings))
+    model = SnapshotModel(cache)
+    loader.load_weights(model, types.SimpleNamespace(quantization="stand-in"))
+    worker().compile_or_warm_up_model()
+    return model
+
+
+def test_save_after_the_first_compile_then_a_fresh_node_starts_warm(signed_model, tmp_path, monkeypatch, capsys):
+    ref, private, public = signed_model
+    compiled = _cache_dir(tmp_path / "compiled")
+    saving = {"reference": ref, "verify_keys": str(public), "warm": "save", "warm_key": str(private)}
+    start_engine(monkeypatch, tmp_path / "node-a", saving, compiled)
+    err = capsys.readouterr().err
+    listed = ocibridge.warm_caches(ref).caches
+    assert len(listed) == 1 and listed[0].key.engine == "vllm" and listed[0].key.engine_version == VLLM
+    assert err == (f"ocibridge: warm start: compile cache {listed[0].digest[:19]} saved from "
+                   f"{tmp_path / 'node-a' / 'torch_compile_cache'} for the next start (3 files, "
+                   f"{listed[0].size} bytes, signed: classic, bundle)\n")
+    assert main(["warm", "ls", ref, "--plain-http", "--json"]) == 0
+    assert [c["digest"] for c in json.loads(capsys.readouterr().out)["caches"]] == [listed[0].digest]
+
+    model = start_engine(monkeypatch, tmp_path / "node-b", {"reference": ref, "verify_keys": str(public),
+                                                            "warm": "load"}, None)
+    assert model.cache_at_first_weight == _files(compiled)  # byte for byte, before the first weight
+    assert "signature verified" in capsys.readouterr().err
+
+
+def test_save_leaves_a_cache_of_the_same_key_alone(signed_model, tmp_path, monkeypatch, capsys):
+    ref, private, public = signed_model
+    first = ocibridge.warm_save(ref, _cache_dir(tmp_path / "compiled"), engine="vllm", engine_version=VLLM,
+                                sign=ocibridge.SignOptions(key=private))
+    other = tmp_path / "other"
+    (other / "rank_0_0").mkdir(parents=True)
+    (other / "rank_0_0" / "more.py").write_text("# compiled again\n")
+    model = start_engine(monkeypatch, tmp_path / "node", {"reference": ref, "verify_keys": str(public),
+                                                           "warm": "load+save", "warm_key": str(private)}, other)
+    assert model.cache_at_first_weight == _files(tmp_path / "compiled")  # (restored first)
+    assert [c.digest for c in ocibridge.warm_caches(ref).caches] == [first.digest]  # nothing more saved
+    err = capsys.readouterr().err.splitlines()
+    assert err[-1] == (f"ocibridge: warm start: the model has a compile cache for this key already "
+                       f"({first.digest[:19]}); nothing saved")
+
+
+def test_an_engine_that_compiled_nothing_saves_nothing(signed_model, tmp_path, monkeypatch, capsys):
+    ref, private, _ = signed_model
+    start_engine(monkeypatch, tmp_path / "node", {"reference": ref, "warm": "save", "warm_key": str(private)}, None)
+    assert ocibridge.warm_caches(ref).caches == ()
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "holds nothing to save" in err
+
+
 @pytest.mark.parametrize(("settings", "said"), [
-    ({"warm": "save"}, r"^ocibridge loader: \"warm\" is 'load', not 'save'$"),
+    ({"warm": "eager"}, r"^ocibridge loader: \"warm\" is 'load', 'save', 'load\+save', not 'eager'$"),
+    ({"warm": "save"}, r"^ocibridge loader: \"warm\": 'save' signs the cache it saves: name the private key in "
+                       r"\"warm_key\""),
+    ({"warm": "load", "warm_key": 3}, r"^ocibridge loader: \"warm_key\" is a private key file's path, not 3$"),
     ({"warm_options": "level=3"}, r"^ocibridge loader: \"warm_options\" is a JSON object, not 'level=3'$"),
     ({"warm_allow_unsigned": "yes"}, r"^ocibridge loader: \"warm_allow_unsigned\" is true or false, not 'yes'$"),
 ])

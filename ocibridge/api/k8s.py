@@ -286,7 +286,9 @@ def k8s_prewarm(
     """A DaemonSet making every node ``options.selector`` picks pull the models of ``refs``
     (registry references, each resolved once and pinned by digest) before a workload needs them:
     as image volumes where ``runtime`` has them, else as ModelCar images (``options.mode``)."""
+    from ocibridge.core.texts import one_or_many
     from ocibridge.k8s.prewarm import Model, check_selector, prewarm_daemonset
+    from ocibridge.k8s.prewarm_warm import warm_step
     from ocibridge.oci.reference import RegistryReference
     from ocibridge.places.locate import text_of
     from ocibridge.stores.registry.pull_secret import loopback_warnings, pull_secret
@@ -307,7 +309,11 @@ def k8s_prewarm(
     done = prewarm_daemonset(models, runtime=runtime, platform=platform, mode=options.mode,
                              name=options.name, namespace=options.namespace, selector=selector,
                              image=options.image, pull_secrets=pull_secrets.names,
-                             node_mirrors=options.node_mirrors)
+                             node_mirrors=options.node_mirrors,
+                             warm=warm_step(options.warm_image, options.warm_verify_key, engine=options.warm_engine,
+                                            options=one_or_many(options.warm_options), device=options.warm_device,
+                                            host_path=options.warm_host_path,
+                                            plain_http=transfer is not None and transfer.plain_http))
     hosts = sorted({p.registry for p in done.pinned})
     secret = (pull_secret(pull_secrets.names[0], hosts, namespace=options.namespace)
               if pull_secrets.create else None)

@@ -74,7 +74,12 @@ class PrewarmOptions:
     """The prewarm DaemonSet: image volumes or ModelCar init containers (``mode``; default: what
     the runtime has), its name and namespace, the nodes (labels ``selector`` picks; every node
     without), and the image of the container that holds the models. ``node_mirrors``: carry the
-    models' registries.toml mirrors to the nodes (False when Spegel or Dragonfly sets them)."""
+    models' registries.toml mirrors to the nodes (False when Spegel or Dragonfly sets them).
+    ``warm_image``: each node also restores the models' compile caches (``warm load``, in that
+    image: the engine's, with ocibridge) for ``warm_engine``, verified with the public key
+    ``warm_verify_key`` names (``secret/NAME/ITEM`` or ``configmap/NAME/ITEM``), keyed by
+    ``warm_options`` (KEY=VALUE) and ``warm_device`` (``cuda``, ``cpu``), into the node's
+    ``warm_host_path`` (default ``/var/lib/ocibridge/warm/NAME``), which the engine's pods mount."""
 
     mode: Literal["volume", "modelcar"] | None = None
     name: str = "model-prewarm"
@@ -82,6 +87,12 @@ class PrewarmOptions:
     selector: Mapping[str, str] | Sequence[str] = ()  # {"key": "value"} or ["key=value", ...]
     image: str = DEFAULT_IMAGE
     node_mirrors: bool = True
+    warm_image: str | None = None
+    warm_engine: str = "vllm"
+    warm_verify_key: str | None = None
+    warm_options: Sequence[str] = ()
+    warm_device: str = "cuda"
+    warm_host_path: str | None = None
 
 
 @dataclass(frozen=True)

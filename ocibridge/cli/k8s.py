@@ -205,7 +205,10 @@ def cmd_k8s_mount_daemon(args: argparse.Namespace) -> int:
 def cmd_k8s_prewarm(args: argparse.Namespace) -> int:
     options = api_k8s.PrewarmOptions(mode=args.mode, name=args.name, namespace=args.namespace,
                                      selector=tuple(args.selector), image=args.image,
-                                     node_mirrors=not args.no_node_mirrors)
+                                     node_mirrors=not args.no_node_mirrors, warm_image=args.warm_image,
+                                     warm_engine=args.warm_engine, warm_verify_key=args.warm_verify_key,
+                                     warm_options=tuple(args.warm_option), warm_device=args.warm_device,
+                                     warm_host_path=args.warm_host_path)
     done = api_k8s.k8s_prewarm(args.refs, options, runtime=args.runtime, platform=args.platform,
                                pull_secrets=_pull_secrets(args), transfer=transfer_options(args))
     _print_documents(args, done)
@@ -293,6 +296,18 @@ def register(command: CommandAdder) -> None:
     p.add_argument("--no-node-mirrors", action="store_true",
                    help="leave out the ConfigMap and DaemonSet that give the nodes the models' registries.toml "
                         "mirrors (the nodes' mirrors are set otherwise: Spegel, Dragonfly)")
+    g = p.add_argument_group("compile caches (docs/warm.md): each node restores the models' caches for its key")
+    g.add_argument("--warm-image", metavar="IMAGE",
+                   help="restore them with warm load in this image: the engine's, with ocibridge installed")
+    g.add_argument("--warm-engine", default="vllm", metavar="ENGINE", help="the engine they are keyed by (vllm)")
+    g.add_argument("--warm-verify-key", metavar="KIND/NAME/ITEM",
+                   help="the public key: secret/NAME/ITEM or configmap/NAME/ITEM (required with --warm-image)")
+    g.add_argument("--warm-option", action="append", default=[], metavar="KEY=VALUE",
+                   help="a compile option of the key (repeatable; as warm load --option)")
+    g.add_argument("--warm-device", choices=("cuda", "cpu"), default="cuda", help="the device the key names")
+    g.add_argument("--warm-host-path", metavar="DIR",
+                   help="the node's directory for the caches (default /var/lib/ocibridge/warm/NAME), which the "
+                        "engine's pods mount at their cache directory")
     add_pull_secret_flags(p, pulls="the models", creates="their registries")
     add_validate_flag(p)
     _register_serve(ksub)

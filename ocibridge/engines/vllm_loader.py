@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 import sys
+from collections.abc import Callable
 from typing import Any
 
 #: the ``--load-format`` this plugin registers
@@ -28,6 +29,9 @@ TESTED_VLLM = ">=0.33,<0.34"
 _TESTED_FROM, _TESTED_BELOW = (0, 33), (0, 34)
 
 _registered = False
+#: the worker classes whose compile step is wrapped in this process, and what runs after it
+_hooked: set[type] = set()
+_after_compile_calls: list[Callable[[], object]] = []
 
 
 def untested(version: str) -> str | None:
@@ -77,12 +81,52 @@ def _processes_loading() -> int:
         return 1
 
 
+def _world() -> tuple[int, Any]:
+    """This process's rank among those of the engine, and their group (None: one process)."""
+    try:
+        from vllm.distributed.parallel_state import get_world_group
+
+        group = get_world_group()
+        return int(group.rank), group if int(group.world_size) > 1 else None
+    except (ImportError, AssertionError, AttributeError):
+        return 0, None
+
+
+def after_compile(call: Callable[[], object]) -> None:
+    """Run ``call`` in this process once vLLM has compiled: its worker's
+    ``compile_or_warm_up_model`` compiles the graphs of every size and captures the CUDA graphs
+    before the engine serves a request, so its return is the point where the compile cache is
+    whole. With several processes, all of them meet there first and the first rank runs the
+    calls (their caches share the node's ``torch_compile_cache``)."""
+    from vllm.v1.worker.gpu_worker import Worker
+
+    _after_compile_calls.append(call)
+    if Worker in _hooked:
+        return
+    compile_step = Worker.compile_or_warm_up_model
+
+    def compiled_then_called(self: Any, *args: Any, **kwargs: Any) -> Any:
+        result = compile_step(self, *args, **kwargs)
+        rank, group = _world()
+        if group is not None:
+            group.barrier()
+        calls = list(_after_compile_calls)
+        _after_compile_calls.clear()
+        if rank == 0:
+            for done in calls:
+                done()
+        return result
+
+    Worker.compile_or_warm_up_model = compiled_then_called
+    _hooked.add(Worker)
+
+
 def _loader_class() -> type:
     """The loader class, made once vLLM is importable (its base class is vLLM's)."""
     from vllm.model_executor.model_loader.base_loader import BaseModelLoader
     from vllm.model_executor.model_loader.default_loader import DefaultModelLoader
 
-    from ocibridge.engines.vllm_warm import WarmSettings, restore_cache, this_device
+    from ocibridge.engines.vllm_warm import WarmSettings, restore_cache, save_cache, this_device
     from ocibridge.engines.weights import WeightSource, load_into
 
     class OcibridgeModelLoader(BaseModelLoader):  # type: ignore[misc]
@@ -92,6 +136,8 @@ def _loader_class() -> type:
             super().__init__(load_config)
             self.source = WeightSource.from_settings(load_config.model_loader_extra_config)
             self.warm = WarmSettings.from_settings(load_config.model_loader_extra_config)
+            if self.warm.saves:
+                after_compile(lambda: save_cache(self.source, self.warm, _vllm_version(), device=this_device()))
 
         def download_model(self, model_config: Any) -> None:
             """Nothing to download: the weights stream at load (the config and tokenizer are the

@@ -1,9 +1,10 @@
 """A warm start for vLLM's loader: before the weights stream in (vLLM compiles after they are
 loaded), the compile cache attached to the model for this process's key is restored into
 vLLM's ``torch_compile_cache`` directory, its signature verified under the model's own keys
-and policy. A warm start is an optimisation: no cache for this key, a refused signature or a
-changed byte is one line, nothing is restored, and vLLM compiles cold. Needs no vLLM (its
-version is the caller's), so it is tested without the engine."""
+and policy; once vLLM has compiled, the directory can be attached to the model for the next
+node, signed (:func:`save_cache`). A warm start is an optimisation: no cache for this key, a
+refused signature or a changed byte is one line, nothing is restored, and vLLM compiles cold.
+Needs no vLLM (its version is the caller's), so it is tested without the engine."""
 
 from __future__ import annotations
 
@@ -19,8 +20,9 @@ from ocibridge.engines.weights import WeightSource
 from ocibridge.errors import OcibridgeError
 from ocibridge.lazyread.model import Warn, warn_stderr
 
-#: what ``warm`` may say: ``load`` restores the model's compile cache before vLLM compiles
-WARM_MODES = ("load",)
+#: what ``warm`` may say: ``load`` restores the model's compile cache before vLLM compiles,
+#: ``save`` attaches vLLM's once it has compiled (when none has this key), ``load+save`` both
+WARM_MODES = ("load", "save", "load+save")
 #: the engine name a vLLM cache is keyed by (``ocibridge warm save ... --engine vllm``)
 ENGINE = "vllm"
 
@@ -28,11 +30,21 @@ ENGINE = "vllm"
 @dataclass(frozen=True)
 class WarmSettings:
     """The warm-start part of the loader's settings: ``mode`` (None: off), the compile
-    ``options`` hashed into the key, and whether an unsigned cache may load."""
+    ``options`` hashed into the key, whether an unsigned cache may load, and the private key
+    a saved cache is signed with (its password: ``$COSIGN_PASSWORD``)."""
 
     mode: str | None = None
     options: Mapping[str, Any] = field(default_factory=dict)
     allow_unsigned: bool = False
+    key: str | None = None
+
+    @property
+    def loads(self) -> bool:
+        return self.mode in ("load", "load+save")
+
+    @property
+    def saves(self) -> bool:
+        return self.mode in ("save", "load+save")
 
     @classmethod
     def from_settings(cls, settings: Mapping[str, Any] | None) -> WarmSettings:
@@ -42,13 +54,19 @@ class WarmSettings:
         mode = given.get("warm")
         options = given.get("warm_options", {})
         allow = given.get("warm_allow_unsigned", False)
+        key = given.get("warm_key")
         if mode is not None and mode not in WARM_MODES:
-            raise OcibridgeError(f"ocibridge loader: \"warm\" is {' or '.join(map(repr, WARM_MODES))}, not {mode!r}")
+            raise OcibridgeError(f"ocibridge loader: \"warm\" is {', '.join(map(repr, WARM_MODES))}, not {mode!r}")
+        if key is not None and (not isinstance(key, str) or not key):
+            raise OcibridgeError(f"ocibridge loader: \"warm_key\" is a private key file's path, not {key!r}")
+        if mode in ("save", "load+save") and key is None:
+            raise OcibridgeError(f"ocibridge loader: \"warm\": {mode!r} signs the cache it saves: name the private "
+                                 "key in \"warm_key\" (its password in $COSIGN_PASSWORD)")
         if not isinstance(options, dict):
             raise OcibridgeError(f"ocibridge loader: \"warm_options\" is a JSON object, not {options!r}")
         if not isinstance(allow, bool):
             raise OcibridgeError(f"ocibridge loader: \"warm_allow_unsigned\" is true or false, not {allow!r}")
-        return cls(mode, options, allow)
+        return cls(mode, options, allow, None if key is None else os.path.expanduser(key))
 
 
 def vllm_cache_dir(environ: Mapping[str, str] | None = None) -> Path:
@@ -72,7 +90,7 @@ def restore_cache(source: WeightSource, settings: WarmSettings, engine_version: 
     """Restore the model's vLLM compile cache for this process's key into :func:`vllm_cache_dir`
     when ``settings`` ask it; whether one was. Anything that keeps it from loading is one line
     through ``warn`` and nothing restored (the engine compiles cold)."""
-    if settings.mode != "load":
+    if not settings.loads:
         return False
     dest = vllm_cache_dir()
     try:
@@ -86,3 +104,35 @@ def restore_cache(source: WeightSource, settings: WarmSettings, engine_version: 
     warn(f"warm start: compile cache {done.digest[:19]} restored into {dest} "
          f"({done.files} files, {done.bytes} bytes, {checked})")
     return True
+
+
+def save_cache(source: WeightSource, settings: WarmSettings, engine_version: str, *,
+               device: str | None = None, warn: Warn = warn_stderr) -> str | None:
+    """Attach :func:`vllm_cache_dir` to the model as its compile cache for this process's key,
+    signed with ``settings.key``, when ``settings`` ask it and no cache of that key is attached
+    yet; the saved cache's digest, else None. Call it once vLLM has compiled. Anything that
+    keeps it from saving is one line through ``warn`` (the engine serves on)."""
+    if not settings.saves:
+        return None
+    from ocibridge.api.options import SignOptions
+    from ocibridge.api.warm import warm_caches, warm_key, warm_save
+
+    cache = vllm_cache_dir()
+    try:
+        if not cache.is_dir() or not any(cache.iterdir()):
+            warn(f"warm start: {cache} holds nothing to save (did vLLM compile? --enforce-eager compiles nothing)")
+            return None
+        key = warm_key(source.reference, form="dir", engine=ENGINE, engine_version=engine_version,
+                       options=settings.options, device=device)
+        held = [c.digest for c in warm_caches(source.reference).caches if c.key == key]
+        if held:
+            warn(f"warm start: the model has a compile cache for this key already ({held[0][:19]}); nothing saved")
+            return None
+        assert settings.key is not None  # (checked with the settings)
+        saved = warm_save(source.reference, cache, key=key, sign=SignOptions(key=settings.key))
+    except (OcibridgeError, OSError) as e:
+        warn(f"warm start: compile cache not saved: {one_line(str(e))}")
+        return None
+    warn(f"warm start: compile cache {saved.digest[:19]} saved from {cache} for the next start "
+         f"({saved.files} files, {saved.size} bytes, signed: {', '.join(saved.signed)})")
+    return saved.digest

@@ -33,9 +33,12 @@ SETTINGS = {
                      "engine reads them there; false: each streams them from the registry (default: true when "
                      "more than one process loads the model, as tensor-parallel ranks do)",
     "warm": "'load': the model's compile cache for this process's key is restored into vLLM's "
-            "torch_compile_cache before it compiles, verified as the model is (docs/warm.md)",
+            "torch_compile_cache before it compiles, verified as the model is; 'save': once vLLM has compiled, "
+            "its torch_compile_cache is attached to the model for this key, signed with warm_key (unless one "
+            "is attached already); 'load+save': both (docs/warm.md)",
     "warm_options": "the compile options the cache was saved with (warm save --option), hashed into its key",
     "warm_allow_unsigned": "true: a cache that nothing here asks a signature of loads unchecked",
+    "warm_key": "the private key file a saved cache is signed with (its password: $COSIGN_PASSWORD)",
 }
 
 

@@ -14,13 +14,16 @@ start. Operators prewarm images with a DaemonSet; this one is made for models, p
   runs ``busybox true`` from there; the pod is Ready once every init container ran, so once
   every image was pulled.
 
-The pod keeps running (asking for 1m of CPU and 8 MiB of memory), so the node's image garbage
+With a compile-cache step (:mod:`.prewarm_warm`), each node also restores the models' compile
+caches, verified, into a directory the engine's pods mount. The pod keeps running (asking for
+1m of CPU and 8 MiB of memory), so the node's image garbage
 collection sees each model in use and keeps it. ``kubectl rollout status ds/NAME`` waits until
 every selected node holds every model.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -28,6 +31,7 @@ from typing import Any, Literal
 
 from ocibridge.errors import OcibridgeError, UsageError
 from ocibridge.k8s import node_mirrors
+from ocibridge.k8s.prewarm_warm import HOST_ROOT, WarmStep, add_warm_step
 from ocibridge.k8s.runtime import DEFAULT_PLATFORM, Runtime, RuntimeVersion, select
 from ocibridge.k8s.volume import DEFAULT_IMAGE, pinned_reference, volume_document
 from ocibridge.oci.reference import RegistryReference
@@ -113,12 +117,14 @@ def prewarm_daemonset(
     image: str = DEFAULT_IMAGE,
     pull_secrets: Sequence[str] = (),
     node_mirrors: bool = True,
+    warm: WarmStep | None = None,
 ) -> Prewarm:
     """The DaemonSet prewarming ``models`` on the nodes ``selector`` picks (all by default):
     as image volumes when ``runtime`` has them (``mode`` says otherwise), else as ModelCar
     images. Each model is resolved once and pinned by digest; one the runtime would not mount
     (or, for ``modelcar``, that is no image) is refused with the reason. ``node_mirrors``: the
-    registries.toml mirrors of the models' registries go to the nodes too (k8s/node_mirrors.py)."""
+    registries.toml mirrors of the models' registries go to the nodes too (k8s/node_mirrors.py).
+    ``warm``: each node restores the models' compile caches too (k8s/prewarm_warm.py)."""
     rv = RuntimeVersion.parse(runtime)
     if not models:
         raise UsageError("k8s prewarm needs at least one model reference")
@@ -182,6 +188,10 @@ def prewarm_daemonset(
     carried = _carry_mirrors(pinned, rv, mode, name, namespace, image, selector, spec, hold) if node_mirrors \
         else ([], [])
     notes[:0] = carried[1]
+    if warm is not None:
+        warm = dataclasses.replace(warm, host_path=warm.host_path or f"{HOST_ROOT}/{name}")
+        refs = [str(pinned_reference(m.located, m.store.resolve(m.reference).digest)) for m in models]
+        notes += add_warm_step(spec, warm, refs, pull_secret=pull_secrets[0] if pull_secrets else None)
     spec["containers"] = [hold]
     if selector:
         spec["nodeSelector"] = dict(selector)

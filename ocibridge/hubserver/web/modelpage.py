@@ -27,6 +27,7 @@ from ocibridge.hubserver.web.card import Card, render_card
 from ocibridge.hubserver.web.glance import Glance, glance
 from ocibridge.hubserver.web.history import EVIDENCE_TAG
 from ocibridge.hubserver.web.render import human_size
+from ocibridge.hubserver.web.warmcaches import WarmRow, warm_rows
 
 #: seconds what was gathered for a manifest is shown before it is gathered again (referrers come
 #: and go while the manifest stays)
@@ -89,6 +90,7 @@ class Gathered:
     policy: PolicyView | None
     sbom: tuple[tuple[str, str], ...]
     provenance: tuple[tuple[str, str], ...]
+    warm: tuple[WarmRow, ...] = ()  # the compile caches attached to the model manifest
 
     @property
     def checked(self) -> bool:
@@ -194,7 +196,8 @@ class ModelPages:
                 sbom = sbom_summary(facts.statement_of(store, e))
             elif e.kind == "provenance" and not provenance:
                 provenance = provenance_summary(facts.statement_of(store, e))
-        return Gathered(descriptor, config, card, evidence, keys, problem, self._policy(resolved), sbom, provenance)
+        return Gathered(descriptor, config, card, evidence, keys, problem, self._policy(resolved), sbom, provenance,
+                        warm_rows(store, resolved.model))
 
     def _card(self, resolved: Resolved, files: ModelFiles) -> Card | None:
         found = next((f for p, f in files.files.items() if p.lower() in CARD_NAMES), None)
