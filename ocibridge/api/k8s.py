@@ -286,7 +286,7 @@ def k8s_prewarm(
     """A DaemonSet making every node ``options.selector`` picks pull the models of ``refs``
     (registry references, each resolved once and pinned by digest) before a workload needs them:
     as image volumes where ``runtime`` has them, else as ModelCar images (``options.mode``)."""
-    from ocibridge.core.texts import one_or_many
+    from ocibridge.core.textlists import one_or_many
     from ocibridge.k8s.prewarm import Model, check_selector, prewarm_daemonset
     from ocibridge.k8s.prewarm_warm import warm_step
     from ocibridge.oci.reference import RegistryReference

@@ -13,7 +13,7 @@ from ocibridge.hubserver.web.render import human_size
 from ocibridge.oci.models import Descriptor
 from ocibridge.stores.base import Store
 from ocibridge.warm.artifact import CacheArtifact, attached_caches
-from ocibridge.warm.keys import NONE
+from ocibridge.warm.cachekey import NONE
 
 
 @dataclass(frozen=True)
