@@ -17,7 +17,7 @@ WORDS = 2500
 #: the long reference pages not split yet, and their words when serve.md was split: each may grow by a
 #: tenth (other changes under way add to them) before it must be split
 NOT_YET_SPLIT = {
-    "api.md": 5809, "benchmarks.md": 72528, "cli.md": 6387, "kubernetes.md": 6288,
+    "api.md": 5809, "benchmarks.md": 72528, "kubernetes.md": 6288,
     "lazy.md": 8740, "mirroring.md": 5258, "mount.md": 2630, "registry.md": 3029, "security.md": 8611, "signing.md":
     8464, "transfers.md": 3680,
 }
