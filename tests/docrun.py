@@ -43,6 +43,10 @@ EXTRA = re.compile(r"(?:ocibridge|(?<![\w\]])\.)\[([\w,\s-]+)\]")
 COMMENTED_COMMAND = re.compile(r"^\s*#\s*(?:then:\s*)?(?:ocibridge|python3?|curl|hf|HF_[A-Z_]+=\S*)\s")
 #: what a fresh virtualenv holds besides what is installed into it
 VENV_OWN = {"pip", "setuptools", "wheel"}
+#: the pages serve.md indexes whose blocks run, in the order a reader's shell runs them: the first
+#: pushes ``acme/tiny``, which the others read
+SERVE_PAGES = ("serve-day.md", "serve-xet.md", "serve-publish.md", "serve-replicas.md", "serve-proxy.md",
+               "serve-history.md", "serve-access.md", "serve-kubernetes.md")
 
 
 def doc_text(doc: str) -> str:

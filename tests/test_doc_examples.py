@@ -15,6 +15,7 @@ from ocibridge.cli.parser import build_parser
 from tests.docrun import (
     DOCS_DIR,
     RUNNERS,
+    SERVE_PAGES,
     commented_commands,
     doc_env,
     doc_text,
@@ -29,8 +30,8 @@ __all__ = ["RUNNERS", "doc_env", "reader_venvs", "runnable_blocks"]
 DOCS = ["tasks.md", "cli.md", "api.md", "registry.md", "kubernetes.md", "using.md", "airgap.md", "mount.md"]
 #: docs whose ``sh`` examples run here; their ``python`` ones name registry.example, not $REGISTRY
 SH_ONLY_DOCS = ["lazy.md", "formats/directory.md"]
-#: every doc whose blocks a test runs as printed (these, serve.md and mirroring.md: their own tests)
-RUN_DOCS = [*DOCS, *SH_ONLY_DOCS, "serve.md", "mirroring.md", "scanning.md"]
+#: every doc whose blocks a test runs as printed (these, serve's pages and mirroring.md: their own tests)
+RUN_DOCS = [*DOCS, *SH_ONLY_DOCS, *SERVE_PAGES, "mirroring.md", "scanning.md"]
 
 
 @pytest.mark.parametrize("doc", DOCS + SH_ONLY_DOCS)
@@ -70,7 +71,8 @@ def test_named_installs_reads_the_forms_the_docs_use():
 
 def test_cli_md_lists_every_command():
     text = (DOCS_DIR / "cli.md").read_text()
-    table = text[text.index("| command | what |"):text.index("## Progress")]
+    start = text.index("| command | what |")
+    table = text[start:text.index("\n\n", start)]
     first_cells = [row.split(" | ")[0] for row in table.splitlines()[2:] if row.startswith("| `")]
     documented = {word for cell in first_cells for word in re.findall(r"`([a-z0-9]+(?:-[a-z0-9]+)*)", cell)}
     commands = {name.split()[0] for name in subcommands(build_parser())}

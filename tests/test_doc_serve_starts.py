@@ -10,6 +10,7 @@ import subprocess
 import pytest
 
 from tests.docrun import (  # noqa: F401  (fixture)
+    SERVE_PAGES,
     kept_distributions,
     reader_env,
     reader_venvs,
@@ -18,7 +19,8 @@ from tests.docrun import (  # noqa: F401  (fixture)
     venv_holding,
 )
 
-DOCS = ("serve.md", "tasks.md", "mirroring.md")
+#: serve's pages that start it (serve-kubernetes.md's blocks print manifests), tasks.md, mirroring.md
+DOCS = (*(page for page in SERVE_PAGES if page != "serve-kubernetes.md"), "tasks.md", "mirroring.md")
 EXTRA_LINE = ("ocibridge: error: ocibridge serve needs Starlette, uvicorn and its page renderers: "
               "pip install 'ocibridge[serve]'")
 #: what stops a block that waits forever; the blocks' own bound is a minute
@@ -65,19 +67,20 @@ def test_a_block_whose_serve_cannot_start_ends_with_its_error(tmp_path, registry
     assert EXTRA_LINE in proc.stderr, f"docs/{doc}:{line}\n{proc.stderr}"
 
 
-def test_serve_md_first_block_with_its_port_taken_ends_with_serves_error(tmp_path, registry, unique_repo,
+def test_serve_pages_first_block_with_its_port_taken_ends_with_serves_error(tmp_path, registry, unique_repo,
                                                                         reader_venvs):  # noqa: F811
     """Port 8080 held by another program (bound here, never answering): serve says so and exits;
     the block ends with that line."""
-    work, env = reader_env(tmp_path, reader_venvs, "serve.md", f"{registry.host}/{unique_repo}")
-    code, line = starting_blocks("serve.md")[0]
+    first = SERVE_PAGES[0]
+    work, env = reader_env(tmp_path, reader_venvs, first, f"{registry.host}/{unique_repo}")
+    code, line = starting_blocks(first)[0]
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         port = taken.getsockname()[1]
         try:
             proc = run_block("sh", code.replace(":8080", f":{port}"), work, env, timeout=HUNG)
         except subprocess.TimeoutExpired as e:
-            raise AssertionError(f"docs/serve.md:{line}: still waiting for serve after {HUNG} s") from e
+            raise AssertionError(f"docs/{first}:{line}: still waiting for serve after {HUNG} s") from e
     assert proc.returncode != 0
     said = [x for x in proc.stderr.splitlines() if x.startswith("ocibridge: error: ")]
     assert said and said[0].startswith(f"ocibridge: error: --listen 127.0.0.1:{port}: "), proc.stderr

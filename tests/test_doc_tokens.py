@@ -13,7 +13,7 @@ from tests.docrun import DOCS_DIR, FENCE, doc_text
 
 #: a token file a block writes: ``printf 'LINES' > FILE`` or ``echo "LINE" > FILE``
 WRITTEN = re.compile(r"""(?:printf|echo) (['"])(.*?)\1 > (\S+)""")
-#: a token a block sends: HF_TOKEN=, a Bearer header, the status() helper of serve.md's scoped block
+#: a token a block sends: HF_TOKEN=, a Bearer header, the status() helper of serve-access.md's scoped block
 SENT = re.compile(r"""HF_TOKEN=([^\s'"]+)|Bearer ([^\s'"]+)|status ([^\s$'"]+) /|tokens=\(["']([^"']+)""")
 
 
@@ -42,8 +42,8 @@ def test_every_token_file_of_the_docs_is_serves_and_holds_hf_tokens():
             assert grant.anonymous or grant.token.startswith("hf_"), (doc, name, grant.token)
 
 
-def test_the_token_lines_serve_md_shows_are_serves_and_hf_tokens():
-    text = doc_text("serve.md")
+def test_the_token_lines_serve_publish_md_shows_are_serves_and_hf_tokens():
+    text = doc_text("serve-publish.md")
     shown = text[text.index("**Tokens.**"):text.index("\n## ", text.index("**Tokens.**"))]
     block = next(b[1] for b in re.finditer(r"^```\w*\n(.*?)^```", shown, re.S | re.M) if "user=" in b[1])
     lines = [line.split("#")[0].strip() for line in block.splitlines() if line.strip()]

@@ -55,7 +55,7 @@ def test_a_dateless_repository_s_storage_row_has_the_date_the_hubs_client_needs_
         pass
     else:
         raise AssertionError("huggingface_hub now takes a row without updatedAt: leave the date out")
-    text = " ".join((DOCS_DIR / "serve.md").read_text().split())
+    text = " ".join((DOCS_DIR / "serve-commits.md").read_text().split())
     assert "a repository whose artifact names no date, or that has no commit yet, shows `1970-01-01` there" in text
 
 

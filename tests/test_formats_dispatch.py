@@ -211,14 +211,14 @@ def test_archives_without_their_suffix_are_found_by_content(tmp_path, capsys):
 
 
 def test_the_adding_a_format_recipe_runs_as_written(tmp_path):
-    """docs/architecture.md's example registers a format at run time and round-trips a model."""
+    """docs/architecture-kinds.md's example registers a format at run time and round-trips a model."""
     import os
     import re
     import subprocess
     import sys
 
     root = Path(__file__).resolve().parent.parent
-    text = (root / "docs" / "architecture.md").read_text()
+    text = (root / "docs" / "architecture-kinds.md").read_text()
     section = text.split("## Adding a kind", 1)[1].split("\n## ", 1)[0]
     blocks = re.findall(r"^```python\n(.*?)^```", section, re.S | re.M)
     assert blocks

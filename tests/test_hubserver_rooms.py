@@ -1,4 +1,4 @@
-"""The rooms of serve (docs/architecture.md, "The rooms of serve"): the Hub repository (``hubserver/repo/``)
+"""The rooms of serve (docs/architecture-serve.md, "The rooms of serve"): the Hub repository (``hubserver/repo/``)
 is a domain with no HTTP in it, and the protocol folders (``reading/``, ``writeroutes/``, ``lfs/``, ``xet/``,
 ``uploads/``, ``web/``, ``replicas/``, ``upstream/``) meet in it, never in each other's routes.
 

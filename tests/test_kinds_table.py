@@ -126,11 +126,11 @@ def test_a_family_registered_at_run_time_is_detected_after_the_built_in_ones():
 
 
 def test_the_architecture_doc_lists_the_kinds_as_the_table_has_them():
-    """docs/architecture.md's table of kinds names each line's kind, format and family, in order."""
+    """docs/architecture-kinds.md's table of kinds names each line's kind, format and family, in order."""
     import re
     from pathlib import Path
 
-    doc = (Path(__file__).resolve().parent.parent / "docs" / "architecture.md").read_text()
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "architecture-kinds.md").read_text()
     section = doc.split("## Adding a kind", 1)[1].split("\n### ", 1)[0]
     rows = [[re.match(r"`([^`]*)`", cell.strip()) for cell in row.strip("|").split("|")]
             for row in section.splitlines() if row.startswith("| `")]

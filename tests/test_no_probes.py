@@ -1,5 +1,5 @@
 """No capability is looked up by an attribute's name: what only some objects can do is a
-``runtime_checkable`` Protocol tested with ``isinstance`` (docs/architecture.md). This scans
+``runtime_checkable`` Protocol tested with ``isinstance`` (docs/architecture-stores.md). This scans
 every module for ``getattr(x, "name", default)`` and ``hasattr(x, "name")``."""
 
 from __future__ import annotations

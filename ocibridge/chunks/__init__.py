@@ -8,5 +8,5 @@ attached as a referrer; ``chain``: which table a resolved manifest binds (what a
 and bound again for a converted manifest; ``tablehash``: a layer checked chunk by chunk as it
 streams in; ``chunkindex``: which blob of a layout holds which chunk; ``delta`` and
 ``localchunks``: a blob built from chunks held here and Range fetches of the rest.
-See docs/architecture.md for what stays elsewhere and why.
+See docs/architecture-pull.md for what stays elsewhere and why.
 """

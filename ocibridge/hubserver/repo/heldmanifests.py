@@ -1,7 +1,7 @@
 """serve's registry store: the manifests its requests read, kept by digest across requests.
 
 A command walks straight down and hands what it read to its next step, so a store keeps
-nothing (docs/architecture.md, "A pull's walk"). serve is another case: it holds one store per
+nothing (docs/architecture-pull.md, "A pull's walk"). serve is another case: it holds one store per
 repository for the life of the process, and request after request reads the same manifests (a
 branch's commits, walked by every commit listing; the refs record, read again every few seconds;
 a commit's page). A manifest named by digest cannot change, so its verified bytes answer the
