@@ -18,7 +18,7 @@ from tests.docrun import (  # noqa: F401  (fixture)
     venv_holding,
 )
 
-DOCS = ("serve.md", "tasks.md", "mirroring.md")
+DOCS = ("serve.md", "tasks.md", "mirroring.md", "datasets.md")
 EXTRA_LINE = ("ocibridge: error: ocibridge serve needs Starlette, uvicorn and its page renderers: "
               "pip install 'ocibridge[serve]'")
 #: what stops a block that waits forever; the blocks' own bound is a minute
