@@ -2,7 +2,8 @@
 here), not a stand-in: a dataset of parquet files published through serve with huggingface_hub's
 ``upload_folder``, mirrored by a YAML job into another registry repository, is there file for
 file (each file a layer of exactly its bytes, of the dataset media types), and ``load_dataset``
-through a second serve over the mirror gives the rows that were published."""
+through a second serve over the mirror, and offline from a pull of it into a Hugging Face cache,
+gives the rows that were published."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ import pyarrow.parquet as pq
 from huggingface_hub import HfApi
 from serving import point_hub_at, serving
 
+from ocibridge.cli import main
 from ocibridge.hubserver.repo.publishing import Publishing
 from ocibridge.mirror import load_job, run_job
 from ocibridge.oci.mediatypes import Family
@@ -35,7 +37,9 @@ CARD = (b"---\nlicense: mit\ntask_categories: [text-classification]\nconfigs:\n-
 LOAD = r"""
 import json, sys
 from datasets import load_dataset
-loaded = load_dataset(sys.argv[1])
+from huggingface_hub import snapshot_download
+offline = sys.argv[2] == "True"
+loaded = load_dataset(snapshot_download(sys.argv[1], repo_type="dataset") if offline else sys.argv[1])
 print(json.dumps({split: loaded[split].to_dict() for split in loaded}))
 """
 
@@ -56,14 +60,18 @@ def dataset_folder(root: Path) -> dict[str, bytes]:
     return files
 
 
-def load_rows(endpoint: str, repo: str, root: Path) -> dict[str, Any]:
-    """``load_dataset(repo)`` in a process of its own with ``HF_ENDPOINT`` at ``endpoint``, as a user runs it."""
+def load_rows(endpoint: str, repo: str, root: Path, offline: bool = False) -> dict[str, Any]:
+    """``load_dataset(repo)`` in a process of its own with ``HF_ENDPOINT`` at ``endpoint``, as a user
+    runs it; ``offline``: ``HF_HUB_OFFLINE=1``, loading the Hub cache's snapshot of it."""
     env = {**os.environ, "HF_ENDPOINT": endpoint, "HF_HUB_CACHE": str(root / "hub"),
            "HF_DATASETS_CACHE": str(root / "datasets"), "HF_HUB_DISABLE_TELEMETRY": "1",
            "HF_HUB_DISABLE_PROGRESS_BARS": "1", "HF_DATASETS_DISABLE_PROGRESS_BARS": "1"}
     for name in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "HF_TOKEN"):
         env.pop(name, None)
-    run = subprocess.run([sys.executable, "-c", LOAD, repo], env=env, capture_output=True, text=True, timeout=300)
+    if offline:
+        env["HF_HUB_OFFLINE"] = "1"
+    run = subprocess.run([sys.executable, "-c", LOAD, repo, str(offline)], env=env, capture_output=True, text=True,
+                         timeout=300)
     assert run.returncode == 0, run.stderr[-4000:]
     return json.loads(run.stdout.strip().splitlines()[-1])
 
@@ -75,7 +83,7 @@ def test_a_dataset_published_through_serve_is_mirrored_byte_for_byte_and_loads(t
     target = f"{mirror_prefix}/datasets/acme/rows"
     files = dataset_folder(tmp_path / "rows")
     with serving([hub_prefix], tokens=("writer-token write * ci-bot",), publish=Publishing()) as hub:
-        point_hub_at(monkeypatch, hub.url, tmp_path / "hf-home" / "hub")
+        point_hub_at(monkeypatch, hub.url, tmp_path / "hf-home" / "hub", xet=True)  # hf_xet on, as users run
         api = HfApi(endpoint=hub.url, token="writer-token")
         api.create_repo("acme/rows", repo_type="dataset")
         commit = api.upload_folder(repo_id="acme/rows", repo_type="dataset", folder_path=tmp_path / "rows").oid
@@ -90,6 +98,8 @@ def test_a_dataset_published_through_serve_is_mirrored_byte_for_byte_and_loads(t
         assert summary.exit_code == 0, summary.format_text()
         assert [a.target for a in summary.with_status("copied")] == [f"{target}:main-{commit[:12]}"]
         assert hub.requests and not any(path.startswith("/api/models/") for _, path in hub.requests), hub.requests
+        again = run_job(load_job(job))  # nothing new on the Hub: nothing moves
+        assert [a.status for a in again.artifacts] == ["skipped"], again.format_text()
     assert set(published) == {*files, ".gitattributes"}  # what serve holds: the folder, and its first commit's
 
     store = open_repository(parse_registry_reference(target))
@@ -112,3 +122,8 @@ def test_a_dataset_published_through_serve_is_mirrored_byte_for_byte_and_loads(t
     with serving([mirror_prefix], default_tag="main") as second:
         rows = load_rows(second.url, "acme/rows", tmp_path / "load")
     assert rows == {"train": TRAIN, "test": TEST}
+    # pulled into a Hugging Face cache of its own, it loads offline with the same rows
+    offline = tmp_path / "offline"
+    monkeypatch.setenv("HF_HUB_CACHE", str(offline / "hub"))
+    assert main(["pull", f"{target}:main", "hf:datasets/acme/rows", "-q"]) == 0
+    assert load_rows("http://127.0.0.1:9", "acme/rows", offline, offline=True) == rows
