@@ -49,7 +49,7 @@ def test_claims_reads_the_print_lines_and_their_comments():
     assert printed("s {'a': ...", ["s {'a': 1, 'b': 2}"]) and not printed("{'a': 1}", ["{'a': 2}"])
 
 
-@pytest.mark.timeout(900)  # every block of the page: two serves, a proxy's fetch, a pull, a mount
+@pytest.mark.timeout(600)  # every block of the page: two serves, a proxy's fetch, a pull, a mount
 def test_a_datasets_day_runs_as_printed(doc_env):  # noqa: F811
     work, env = doc_env("datasets.md")
     env["OCIBRIDGE_CACHE"] = str(work.parent / "cache")
