@@ -23,8 +23,6 @@ NOT_YET_SPLIT = {
 }
 #: the most words a table cell holds: more is a short cell and a section below the table
 CELL_WORDS = 150
-#: pages another change brings, split from serve.md's datasets section: not a page here yet
-PENDING = {"datasets.md"}
 CELL = re.compile(r"(?<!\\)\|")
 LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)\)")
 FENCE = re.compile(r"^```.*?^```", re.S | re.M)
@@ -103,8 +101,7 @@ def test_every_relative_link_lands_on_a_page_and_a_heading():
             file, _, anchor = target.partition("#")
             path = (page.parent / file).resolve() if file else page
             if file and not path.exists():
-                if path.name not in PENDING:
-                    broken.append(f"{page.relative_to(ROOT)}: {target}: no such file")
+                broken.append(f"{page.relative_to(ROOT)}: {target}: no such file")
                 continue
             if anchor and path.suffix == ".md" and anchor not in anchors(path):
                 broken.append(f"{page.relative_to(ROOT)}: {target}: no such heading")

@@ -1,8 +1,9 @@
 """docs/mirroring.md's examples run as written: the nightly Hub sync (``ocibridge serve`` as the
-Hub), and the at-scale walk-through: shards of one job at once against a real registry, the
-merged report (and the one that names a missing shard), and the emitted Kubernetes Job, read
-back with the Kubernetes client's models. Its `text` blocks need a cluster or a base image
-from a public registry, neither of which the tests have."""
+Hub), a dataset published through serve and mirrored by a YAML job, and the at-scale
+walk-through: shards of one job at once against a real registry, the merged report (and the one
+that names a missing shard), and the emitted Kubernetes Job, read back with the Kubernetes
+client's models. Its `text` blocks need a cluster or a base image from a public registry,
+neither of which the tests have."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from tests.test_mirror_shards import k8s_model
 def test_mirroring_walk_through_runs(doc_env) -> None:  # noqa: F811
     work, env = doc_env("mirroring.md")
     blocks = runnable_blocks("mirroring.md")
-    assert len(blocks) == 4
+    assert len(blocks) == 5
     for lang, code, line in blocks:
         proc = run_block(lang, code, work, env)
         assert proc.returncode == 0, (
@@ -30,6 +31,11 @@ def test_mirroring_walk_through_runs(doc_env) -> None:  # noqa: F811
             hub_map, hub_job = yaml.safe_load_all((work / "hub-sync.yaml").read_text())
             assert "hf://acme/tiny" in k8s_model(hub_map, "V1ConfigMap").data["job.toml"]
             assert k8s_model(hub_job, "V1Job").spec.completions == 1
+        if "hf://datasets/acme/reviews" in code:  # a dataset published through serve, mirrored as one
+            assert "1 copied" in proc.stdout
+            holds, layer = proc.stdout.splitlines()[-2:]
+            assert holds.startswith("Holds:         a dataset"), proc.stdout
+            assert layer.split()[-2:] == ["data/train.csv", "application/vnd.cnai.model.dataset.v1.raw"], layer
         if "mirror report shard-0.json shard-1.json shard-2.json" in code:
             out = proc.stdout.splitlines()
             assert "all 3 shard(s) reported" in out and out[-3:] == ["1.0.0", "1.1.0", "2.0.0"]
