@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 
     from ocibridge.api.options import AttestOptions, SignOptions, TransferOptions
     from ocibridge.api.policy import Verification
+    from ocibridge.hubserver.lifetimes.sweep import SweepReport
     from ocibridge.hubserver.repo.evidence import Evidence
     from ocibridge.hubserver.server import ServerSettings
     from ocibridge.hubserver.upstream.settings import UpstreamSettings
@@ -65,6 +66,9 @@ class ServeOptions(UpstreamPolicyOptions):
     upstream: str | None = None  # an upstream Hub API: what the registry lacks is fetched from it once (--upstream)
     upstream_token_file: str | None = None  # the token sent to it (else $OCIBRIDGE_UPSTREAM_TOKEN), never a client's
     upstream_fresh: float = 300.0  # a branch head re-checked at the upstream at most every SECONDS (0: never)
+    # seconds a fetched commit no one reads is kept before its tags go, for the registry's GC (--upstream-keep;
+    # docs/lifetimes.md); None: kept for ever
+    upstream_keep: float | None = None
 
 
 @dataclass(frozen=True)
@@ -260,8 +264,12 @@ def _app(sources: str | Sequence[str | RegistryReference | LayoutReference], opt
             raise UsageError(f"--upstream fills the first SOURCE, a registry prefix: {located[0].shown} is not one")
         from ocibridge.hubserver.upstream.proxy import ProxyCatalog
 
-        catalog: Catalog = ProxyCatalog(located, upstream, evidence=evidence, default_tag=options.default_tag,
-                                        verify=verify)
+        proxy = ProxyCatalog(located, upstream, evidence=evidence, default_tag=options.default_tag, verify=verify)
+        if upstream.keep is not None:
+            from ocibridge.hubserver.lifetimes.notes import ReadNotes
+
+            proxy.notes = ReadNotes()  # each read of a fetched commit noted, for its lifetime
+        catalog: Catalog = proxy
     else:
         catalog = Catalog(located, default_tag=options.default_tag, verify=verify)
     return build_app(catalog, settings), settings
@@ -272,9 +280,12 @@ def _upstream(options: ServeOptions, concurrency: int) -> UpstreamSettings | Non
     from ocibridge.hubserver.server import parse_public_url
     from ocibridge.hubserver.upstream.settings import UpstreamSettings, check_fresh, upstream_token
 
-    if not options.upstream_wanted(options.upstream, others_given=bool(options.upstream_token_file),
+    if not options.upstream_wanted(options.upstream, others_given=bool(options.upstream_token_file)
+                                   or options.upstream_keep is not None,
                                    tokens=bool(options.tokens or options.token_file), token_flag="--token-file"):
         return None
+    if options.upstream_keep is not None and not options.upstream_keep > 0:
+        raise UsageError(f"--upstream-keep {options.upstream_keep}: expected a lifetime above zero")
     from ocibridge.cache.models import ModelCache
 
     url = parse_public_url(options.upstream, "--upstream")
@@ -282,4 +293,27 @@ def _upstream(options: ServeOptions, concurrency: int) -> UpstreamSettings | Non
     return UpstreamSettings(url, upstream_token(options.upstream_token_file), check_fresh(options.upstream_fresh),
                             concurrency=concurrency,
                             hub_cache=ModelCache().root.parent / "upstream-hub",  # beside serve's model cache
-                            **options.upstream_policy())
+                            keep=options.upstream_keep, **options.upstream_policy())
+
+
+def sweep_upstream(source: str, keep: float, *, dry_run: bool = True,
+                   transfer: TransferOptions | None = None) -> SweepReport:
+    """What ``serve SOURCE --upstream URL --upstream-keep KEEP`` drops now (``keep``: seconds): each
+    commit fetched from an upstream under the registry prefix ``source``, dropped or kept and why,
+    with the bytes a drop lets the registry's GC free (docs/lifetimes.md). ``dry_run``: only said,
+    nothing written (not even the reads record's first sightings)."""
+    import time
+
+    from ocibridge.api.options import TransferOptions
+    from ocibridge.hubserver.lifetimes.sweep import Sweep
+    from ocibridge.hubserver.repo.sources import RegistrySource, parse_sources
+
+    if not keep > 0:
+        raise UsageError(f"--upstream-keep {keep}: expected a lifetime above zero")
+    located = parse_sources([source], (transfer or TransferOptions()).registry_options())[0]
+    if not isinstance(located, RegistrySource):
+        raise UsageError(f"--upstream-keep sweeps the proxy's registry prefix: {located.shown} is not one")
+    try:
+        return Sweep(located, keep, time.time(), dry_run=dry_run).run()
+    finally:
+        located.close()

@@ -1,0 +1,156 @@
+"""``serve --upstream URL --upstream-keep DURATION`` (docs/lifetimes.md): a fetched commit no one read
+for the lifetime loses its tags, the registry's own ``garbage-collect --delete-untagged`` frees its
+blobs, and the next request fetches it again as the same digest; one a person tagged (pinned) or
+copied to another repository (promoted) is kept. The proxy's registry is its own: the collection
+stops it, which the session's shared registry cannot be."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import huggingface_hub
+import pytest
+from huggingface_hub import HfApi
+from serving import ROOT, make_model, own_registry_and_serve, serve_over
+from support.registry import RegistryProcess, garbage_collect
+
+from ocibridge.stores.tombstones import TOMBSTONE_DIGEST
+
+UP_TOKEN = "up-token"
+CLIENT_TOKEN = "client-token"
+ACCEPT = "application/vnd.oci.image.manifest.v1+json"
+KEEP = 15  # seconds: longer than the pinning and copying done before the last read
+
+
+def digest(registry: RegistryProcess, repository: str, tag: str) -> str | None:
+    answer = httpx.head(f"{registry.url}/v2/{repository}/manifests/{tag}", headers={"Accept": ACCEPT})
+    return answer.headers.get("docker-content-digest") if answer.status_code == 200 else None
+
+
+def landed(registry: RegistryProcess, repository: str, commit: str, timeout: float = 60) -> str:
+    """The digest the commit's upstream tag names, once it landed (not the tombstone)."""
+    until = time.monotonic() + timeout
+    while (found := digest(registry, repository, f"ocibridge-upstream-{commit}")) in (None, TOMBSTONE_DIGEST):
+        assert time.monotonic() < until, f"{repository}@{commit} never landed"
+        time.sleep(0.2)
+    assert found is not None
+    return found
+
+
+def weights_blob(registry: RegistryProcess, repository: str, tag: str) -> str:
+    manifest = httpx.get(f"{registry.url}/v2/{repository}/manifests/{tag}", headers={"Accept": ACCEPT}).json()
+    return next(layer["digest"] for layer in manifest["layers"]
+                if layer.get("annotations", {}).get("org.opencontainers.image.title") == "model.safetensors")
+
+
+def blob_file(registry: RegistryProcess, blob: str) -> Path:
+    hexpart = blob.split(":", 1)[1]
+    return registry.storage / "docker/registry/v2/blobs/sha256" / hexpart[:2] / hexpart / "data"
+
+
+def dry_run(registry: RegistryProcess, keep: str, root: Path) -> dict:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OCIBRIDGE_CACHE": str(root / "dry-cache")}
+    done = subprocess.run([sys.executable, "-m", "ocibridge", "serve", f"{registry.host}/proxy", "--plain-http",
+                           "--upstream-keep", keep, "--upstream-keep-dry-run", "--json"],
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return dict(json.loads(done.stdout))
+
+
+def test_an_unread_revision_goes_and_comes_back_a_pinned_or_promoted_one_stays(tmp_path, monkeypatch):
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_DISABLE_XET", True)
+    (tmp_path / "up-token.txt").write_text(UP_TOKEN + "\n")
+    with own_registry_and_serve(tmp_path / "up", f"{UP_TOKEN} write\n",
+                                lambda host: [f"{host}/up", "--plain-http"]) as (up, _):
+        upstream = HfApi(endpoint=up, token=UP_TOKEN)
+        commits = {}
+        for name in ("gone", "pinned", "promoted"):
+            upstream.create_repo(f"acme/{name}")
+            commits[name] = upstream.upload_folder(repo_id=f"acme/{name}",
+                                                   folder_path=make_model(tmp_path / "models" / name)).oid
+        registry = RegistryProcess(tmp_path / "proxy-registry")
+        (tmp_path / "proxy").mkdir()
+        audit = tmp_path / "audit.jsonl"
+        flags = ["--upstream", up, "--upstream-token-file", str(tmp_path / "up-token.txt"),
+                 "--audit-log", str(audit)]
+        try:
+            with serve_over(registry, tmp_path / "proxy", f"{CLIENT_TOKEN} write\n",
+                            lambda host: [f"{host}/proxy", "--plain-http", *flags, "--upstream-keep", f"{KEEP}s"],
+                            HF_HUB_DISABLE_XET="1") as proxy:
+                api = HfApi(endpoint=proxy, token=CLIENT_TOKEN)
+
+                def read(name: str) -> str:
+                    path = huggingface_hub.hf_hub_download(f"acme/{name}", "model.safetensors", endpoint=proxy,
+                                                           token=CLIENT_TOKEN, cache_dir=tmp_path / "hub" / name)
+                    assert Path(path).read_bytes() == (tmp_path / "models" / name / "model.safetensors").read_bytes()
+                    return landed(registry, f"proxy/acme/{name}", commits[name])
+
+                pinned = read("pinned")
+                api.create_tag("acme/pinned", tag="keep-me", revision=commits["pinned"])  # a person's tag
+                promoted = read("promoted")
+                env = {**os.environ, "PYTHONPATH": str(ROOT), "OCIBRIDGE_CACHE": str(tmp_path / "copy-cache")}
+                base = f"{registry.host}/proxy/acme"
+                subprocess.run([sys.executable, "-m", "ocibridge", "copy", f"{base}/promoted:latest",
+                                f"{base}/promoted-copy:v1", "--plain-http", "-q"],
+                               env=env, check=True, capture_output=True, timeout=120)
+                gone = read("gone")
+                gone_weights = weights_blob(registry, "proxy/acme/gone", gone)
+                pinned_weights = weights_blob(registry, "proxy/acme/pinned", pinned)
+                until = time.monotonic() + KEEP + 90
+                while digest(registry, "proxy/acme/gone", f"ocibridge-upstream-{commits['gone']}") != TOMBSTONE_DIGEST:
+                    assert time.monotonic() < until, "acme/gone was never dropped"
+                    time.sleep(0.5)
+                assert digest(registry, "proxy/acme/gone", "latest") == TOMBSTONE_DIGEST  # main's tag went too
+                # read before acme/gone, so past their lifetime too: kept, and said why
+                said = {r["repository"]: r for r in dry_run(registry, f"{KEEP}s", tmp_path)["revisions"]}
+                assert not said["acme/pinned"]["drop"] and said["acme/pinned"]["why"].startswith("pinned: tag keep-me")
+                assert not said["acme/promoted"]["drop"]
+                assert said["acme/promoted"]["why"] == "promoted: acme/promoted-copy holds a copy"
+                assert digest(registry, "proxy/acme/pinned", f"ocibridge-upstream-{commits['pinned']}") == pinned
+                assert digest(registry, "proxy/acme/promoted", f"ocibridge-upstream-{commits['promoted']}") == promoted
+            drops = [json.loads(line) for line in audit.read_text().splitlines()
+                     if json.loads(line)["action"] == "upstream_drop"]
+            dropped = [(d["repository"], d["commit"], d["digest"]) for d in drops]
+            assert dropped == [("acme/gone", commits["gone"], gone)]
+            assert drops[0]["bytes"] >= blob_file(registry, gone_weights).stat().st_size
+            assert "latest" in drops[0]["tags"]
+
+            said = garbage_collect(registry)  # the registry stopped, its own collection run on its storage
+            assert not blob_file(registry, gone_weights).exists(), said
+            assert blob_file(registry, pinned_weights).exists()
+            registry = RegistryProcess(registry.workdir)  # the same storage, a new port
+            with serve_over(registry, tmp_path / "proxy", f"{CLIENT_TOKEN}\n",
+                            lambda host: [f"{host}/proxy", "--plain-http", *flags], HF_HUB_DISABLE_XET="1") as proxy:
+                path = huggingface_hub.hf_hub_download("acme/gone", "model.safetensors", endpoint=proxy,
+                                                       token=CLIENT_TOKEN, cache_dir=tmp_path / "hub" / "again")
+                assert Path(path).read_bytes() == (tmp_path / "models" / "gone" / "model.safetensors").read_bytes()
+                assert landed(registry, "proxy/acme/gone", commits["gone"]) == gone  # fetched again: the same digest
+                assert blob_file(registry, gone_weights).exists()
+        finally:
+            registry.stop()
+
+
+def test_keep_flags_are_checked_in_one_line(tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OCIBRIDGE_CACHE": str(tmp_path / "cache")}
+    for args, said in ((["--upstream-keep", "soon", "--upstream-keep-dry-run"], "--upstream-keep soon: expected a "
+                        "duration above zero"),
+                       (["--upstream-keep-dry-run"], "--upstream-keep-dry-run goes with --upstream-keep DURATION"),
+                       (["--upstream-keep", "30d"], "the --upstream-* flags go with --upstream URL")):
+        done = subprocess.run([sys.executable, "-m", "ocibridge", "serve", "localhost:5000/proxy", *args],
+                              env=env, capture_output=True, text=True, timeout=60)
+        assert done.returncode != 0 and "Traceback" not in done.stderr, done.stderr
+        assert said in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize("text,seconds", [("30d", 30 * 86400), ("12h", 43200), ("90m", 5400), ("45", 45.0),
+                                          ("1.5s", 1.5), ("2w", 14 * 86400)])
+def test_durations(text, seconds):
+    from ocibridge.api.durations import parse_duration
+
+    assert parse_duration(text) == seconds
