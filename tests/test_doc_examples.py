@@ -30,7 +30,7 @@ DOCS = ["tasks.md", "cli.md", "api.md", "registry.md", "kubernetes.md", "using.m
 #: docs whose ``sh`` examples run here; their ``python`` ones name registry.example, not $REGISTRY
 SH_ONLY_DOCS = ["lazy.md", "formats/directory.md"]
 #: every doc whose blocks a test runs as printed (these, serve.md and mirroring.md: their own tests)
-RUN_DOCS = [*DOCS, *SH_ONLY_DOCS, "serve.md", "mirroring.md", "scanning.md"]
+RUN_DOCS = [*DOCS, *SH_ONLY_DOCS, "serve.md", "mirroring.md", "scanning.md", "lifetimes.md"]
 
 
 @pytest.mark.parametrize("doc", DOCS + SH_ONLY_DOCS)
