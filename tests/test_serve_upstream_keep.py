@@ -70,7 +70,7 @@ def test_an_unread_revision_goes_and_comes_back_a_pinned_or_promoted_one_stays(t
                                 lambda host: [f"{host}/up", "--plain-http"]) as (up, _):
         upstream = HfApi(endpoint=up, token=UP_TOKEN)
         commits = {}
-        for name in ("gone", "pinned", "promoted"):
+        for name in ("gone", "again", "pinned", "promoted"):
             upstream.create_repo(f"acme/{name}")
             commits[name] = upstream.upload_folder(repo_id=f"acme/{name}",
                                                    folder_path=make_model(tmp_path / "models" / name)).oid
@@ -86,8 +86,9 @@ def test_an_unread_revision_goes_and_comes_back_a_pinned_or_promoted_one_stays(t
                 api = HfApi(endpoint=proxy, token=CLIENT_TOKEN)
 
                 def read(name: str) -> str:
+                    fresh = tmp_path / "hub" / f"{name}-{time.monotonic_ns()}"  # the bytes asked of the proxy
                     path = huggingface_hub.hf_hub_download(f"acme/{name}", "model.safetensors", endpoint=proxy,
-                                                           token=CLIENT_TOKEN, cache_dir=tmp_path / "hub" / name)
+                                                           token=CLIENT_TOKEN, cache_dir=fresh)
                     assert Path(path).read_bytes() == (tmp_path / "models" / name / "model.safetensors").read_bytes()
                     return landed(registry, f"proxy/acme/{name}", commits[name])
 
@@ -99,14 +100,19 @@ def test_an_unread_revision_goes_and_comes_back_a_pinned_or_promoted_one_stays(t
                 subprocess.run([sys.executable, "-m", "ocibridge", "copy", f"{base}/promoted:latest",
                                 f"{base}/promoted-copy:v1", "--plain-http", "-q"],
                                env=env, check=True, capture_output=True, timeout=120)
+                again = read("again")
                 gone = read("gone")
                 gone_weights = weights_blob(registry, "proxy/acme/gone", gone)
                 pinned_weights = weights_blob(registry, "proxy/acme/pinned", pinned)
                 until = time.monotonic() + KEEP + 90
-                while digest(registry, "proxy/acme/gone", f"ocibridge-upstream-{commits['gone']}") != TOMBSTONE_DIGEST:
-                    assert time.monotonic() < until, "acme/gone was never dropped"
-                    time.sleep(0.5)
-                assert digest(registry, "proxy/acme/gone", "latest") == TOMBSTONE_DIGEST  # main's tag went too
+                for name in ("again", "gone"):
+                    while digest(registry, f"proxy/acme/{name}",
+                                 f"ocibridge-upstream-{commits[name]}") != TOMBSTONE_DIGEST:
+                        assert time.monotonic() < until, f"acme/{name} was never dropped"
+                        time.sleep(0.5)
+                    assert digest(registry, f"proxy/acme/{name}", "latest") == TOMBSTONE_DIGEST  # main's tag too
+                assert read("again") == again  # asked again of the same serve: fetched again, the same digest
+                assert digest(registry, "proxy/acme/again", "latest") == again
                 # read before acme/gone, so past their lifetime too: kept, and said why
                 said = {r["repository"]: r for r in dry_run(registry, f"{KEEP}s", tmp_path)["revisions"]}
                 assert not said["acme/pinned"]["drop"] and said["acme/pinned"]["why"].startswith("pinned: tag keep-me")
@@ -116,10 +122,11 @@ def test_an_unread_revision_goes_and_comes_back_a_pinned_or_promoted_one_stays(t
                 assert digest(registry, "proxy/acme/promoted", f"ocibridge-upstream-{commits['promoted']}") == promoted
             drops = [json.loads(line) for line in audit.read_text().splitlines()
                      if json.loads(line)["action"] == "upstream_drop"]
-            dropped = [(d["repository"], d["commit"], d["digest"]) for d in drops]
-            assert dropped == [("acme/gone", commits["gone"], gone)]
-            assert drops[0]["bytes"] >= blob_file(registry, gone_weights).stat().st_size
-            assert "latest" in drops[0]["tags"]
+            dropped = sorted((d["repository"], d["commit"], d["digest"]) for d in drops)
+            assert dropped == [("acme/again", commits["again"], again), ("acme/gone", commits["gone"], gone)]
+            gone_drop = next(d for d in drops if d["repository"] == "acme/gone")
+            assert gone_drop["bytes"] >= blob_file(registry, gone_weights).stat().st_size
+            assert "latest" in gone_drop["tags"]
 
             said = garbage_collect(registry)  # the registry stopped, its own collection run on its storage
             assert not blob_file(registry, gone_weights).exists(), said
@@ -141,7 +148,8 @@ def test_keep_flags_are_checked_in_one_line(tmp_path):
     for args, said in ((["--upstream-keep", "soon", "--upstream-keep-dry-run"], "--upstream-keep soon: expected a "
                         "duration above zero"),
                        (["--upstream-keep-dry-run"], "--upstream-keep-dry-run goes with --upstream-keep DURATION"),
-                       (["--upstream-keep", "30d"], "the --upstream-* flags go with --upstream URL")):
+                       (["--upstream-keep", "30d"], "the --upstream-* flags go with --upstream URL"),
+                       (["--upstream", "http://127.0.0.1:9", "--upstream-keep", "0s"], "--upstream-keep 0s: expected")):
         done = subprocess.run([sys.executable, "-m", "ocibridge", "serve", "localhost:5000/proxy", *args],
                               env=env, capture_output=True, text=True, timeout=60)
         assert done.returncode != 0 and "Traceback" not in done.stderr, done.stderr
@@ -154,3 +162,18 @@ def test_durations(text, seconds):
     from ocibridge.api.durations import parse_duration
 
     assert parse_duration(text) == seconds
+
+
+def test_k8s_serve_hands_the_lifetime_to_every_pod(capsys):
+    import yaml
+
+    from ocibridge.cli import main
+
+    assert main(["k8s", "serve", "registry.internal:5000/proxied", "--upstream", "https://huggingface.co",
+                 "--upstream-keep", "30d", "--replicas", "2", "--no-docker-config"]) == 0
+    docs = [d for d in yaml.safe_load_all(capsys.readouterr().out) if d]
+    pods = [d["spec"]["template"]["spec"] for d in docs if d["kind"] == "Deployment"]
+    assert len(pods) == 2  # the writer sweeps, the readers record their reads
+    for pod in pods:
+        args = pod["containers"][0]["args"]
+        assert args[args.index("--upstream-keep") + 1] == "2592000s"

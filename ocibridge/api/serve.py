@@ -66,9 +66,6 @@ class ServeOptions(UpstreamPolicyOptions):
     upstream: str | None = None  # an upstream Hub API: what the registry lacks is fetched from it once (--upstream)
     upstream_token_file: str | None = None  # the token sent to it (else $OCIBRIDGE_UPSTREAM_TOKEN), never a client's
     upstream_fresh: float = 300.0  # a branch head re-checked at the upstream at most every SECONDS (0: never)
-    # seconds a fetched commit no one reads is kept before its tags go, for the registry's GC (--upstream-keep;
-    # docs/lifetimes.md); None: kept for ever
-    upstream_keep: float | None = None
 
 
 @dataclass(frozen=True)
@@ -280,12 +277,9 @@ def _upstream(options: ServeOptions, concurrency: int) -> UpstreamSettings | Non
     from ocibridge.hubserver.server import parse_public_url
     from ocibridge.hubserver.upstream.settings import UpstreamSettings, check_fresh, upstream_token
 
-    if not options.upstream_wanted(options.upstream, others_given=bool(options.upstream_token_file)
-                                   or options.upstream_keep is not None,
+    if not options.upstream_wanted(options.upstream, others_given=bool(options.upstream_token_file),
                                    tokens=bool(options.tokens or options.token_file), token_flag="--token-file"):
         return None
-    if options.upstream_keep is not None and not options.upstream_keep > 0:
-        raise UsageError(f"--upstream-keep {options.upstream_keep}: expected a lifetime above zero")
     from ocibridge.cache.models import ModelCache
 
     url = parse_public_url(options.upstream, "--upstream")
@@ -293,7 +287,7 @@ def _upstream(options: ServeOptions, concurrency: int) -> UpstreamSettings | Non
     return UpstreamSettings(url, upstream_token(options.upstream_token_file), check_fresh(options.upstream_fresh),
                             concurrency=concurrency,
                             hub_cache=ModelCache().root.parent / "upstream-hub",  # beside serve's model cache
-                            keep=options.upstream_keep, **options.upstream_policy())
+                            **options.upstream_policy())
 
 
 def sweep_upstream(source: str, keep: float, *, dry_run: bool = True,

@@ -25,9 +25,8 @@ else:  # loaded when the command runs: --help loads none of serve
 
 def cmd_serve(args: argparse.Namespace) -> int:
     transfer = transfer_options(args)
-    keep = _keep(args)
     if args.upstream_keep_dry_run:
-        return _keep_dry_run(args, keep, transfer)
+        return _keep_dry_run(args, _keep(args), transfer)
     tokens = tuple(api_serve.read_tokens(args.token_file)) if args.token_file else ()
     budget = _size(args, "staging_budget", api_serve.ServeOptions.staging_budget)
     options = api_serve.ServeOptions(default_tag=args.default_tag, tokens=tokens, token_file=args.token_file,
@@ -42,8 +41,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
                                      compare_budget=_size(args, "compare_budget",
                                                           api_serve.ServeOptions.compare_budget),
                                      upstream=args.upstream, upstream_token_file=args.upstream_token_file,
-                                     upstream_fresh=args.upstream_fresh, upstream_keep=keep,
-                                     **upstream_policy(args))
+                                     upstream_fresh=args.upstream_fresh, **upstream_policy(args))
     listen = api_serve.ListenOptions(args.listen, cert=args.cert, key=args.key, access_log=not args.no_access_log)
     # its models are checked as pull checks them: the containers policy file that applies
     # (--policy, else the one found; read at start) and the --verify-key keys (docs/serve.md)
@@ -52,20 +50,17 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def _keep(args: argparse.Namespace) -> float | None:
-    """``--upstream-keep``'s lifetime in seconds (None: not given)."""
+def _keep(args: argparse.Namespace) -> float:
+    """``--upstream-keep``'s lifetime in seconds, which ``--upstream-keep-dry-run`` needs."""
     from ocibridge.api.durations import parse_duration
 
     if args.upstream_keep is None:
-        if args.upstream_keep_dry_run:
-            raise UsageError("--upstream-keep-dry-run goes with --upstream-keep DURATION")
-        return None
+        raise UsageError("--upstream-keep-dry-run goes with --upstream-keep DURATION")
     return parse_duration(args.upstream_keep, "--upstream-keep")
 
 
-def _keep_dry_run(args: argparse.Namespace, keep: float | None, transfer: api_options.TransferOptions) -> int:
+def _keep_dry_run(args: argparse.Namespace, keep: float, transfer: api_options.TransferOptions) -> int:
     """What --upstream-keep would drop from the first SOURCE now, and the bytes; nothing served or written."""
-    assert keep is not None
     report = api_serve.sweep_upstream(args.sources[0], keep, dry_run=True, transfer=transfer)
     as_json = {"dryRun": True, "keepSeconds": keep, "bytes": report.freed, "skipped": report.skipped,
                "revisions": [{"repository": d.repo_id, "commit": d.commit, "digest": d.digest, "drop": d.drop,
@@ -152,10 +147,6 @@ def register(command: CommandAdder) -> None:
                         "docs/serve.md names for it); a client's token is never sent")
     g.add_argument("--upstream-fresh", type=float, default=300.0, metavar="SECONDS",
                    help="re-check a branch's head at the upstream at most every SECONDS (default 300; 0: never)")
-    g.add_argument("--upstream-keep", metavar="DURATION",
-                   help="drop a fetched commit no one read for this long (30d, 12h, 90m): its tags go, so the "
-                        "registry's garbage-collect frees its bytes, unless a tag a person made or a copy in another "
-                        "repository keeps it; the next request fetches it again (docs/lifetimes.md; default: kept)")
     g.add_argument("--upstream-keep-dry-run", action="store_true",
                    help="print what --upstream-keep would drop from the first SOURCE now, and the bytes, and exit")
     add_upstream_policy_flags(g)

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from ocibridge.hubserver.lifetimes.durations import shown
 from ocibridge.hubserver.lifetimes.notes import ReadNotes
 from ocibridge.hubserver.lifetimes.sweep import Audit, Sweep
 from ocibridge.hubserver.repo.sources import Source
@@ -67,6 +68,9 @@ class Keeper:
 
         thread = threading.Thread(target=run, name="upstream-keep", daemon=True)
         thread.start()
+        log.info("upstream-keep: a fetched commit no one read for %s is dropped (reads recorded every %gs; "
+                 "swept every %gs by the serve that fetches)", shown(self.keep), self.flush_period(),
+                 self.sweep_period())
         try:
             yield
         finally:
