@@ -20,6 +20,7 @@ from tests.docrun import doc_env, doc_text, reader_venvs, run_block, runnable_bl
 __all__ = ["doc_env", "reader_venvs"]  # the fixtures, used by name
 
 DOC = "lifetimes.md"
+ACCEPT = {"Accept": "application/vnd.oci.image.manifest.v1+json"}
 TEXT = re.compile(r"^```text\n(.*?)^```", re.S | re.M)
 
 
@@ -48,16 +49,25 @@ def test_the_lifetimes_doc_runs_and_prints_what_it_shows(doc_env, proxied, tmp_p
         until = time.monotonic() + 60
         for repo in ("acme/tiny", "acme/other"):  # landed and main tagged: just after the files streamed
             while httpx.head(f"http://{host}/v2/{path}/{repo}/manifests/latest",
-                             headers={"Accept": "application/vnd.oci.image.manifest.v1+json"}).status_code != 200:
+                             headers=ACCEPT).status_code != 200:
                 assert time.monotonic() < until, f"{repo} never landed"
                 time.sleep(0.1)
     # stopped: the reads it noted are in the registry now
+
+    def tags_now() -> dict[str, str | None]:
+        return {f"{repo}:{tag}": httpx.head(f"http://{host}/v2/{path}/{repo}/manifests/{tag}", headers=ACCEPT)
+                .headers.get("docker-content-digest") for repo in ("acme/tiny", "acme/other")
+                for tag in ("latest", "ocibridge-reads")}
+
+    before = tags_now()
+    assert None not in before.values(), before
     printed = []
     for lang, code, line in runnable_blocks(DOC):
         proc = run_block(lang, code, work, env)
         assert proc.returncode == 0, f"docs/{DOC}:{line} ({lang}) exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
         if proc.stdout.strip():
             printed.append(proc.stdout)
+    assert tags_now() == before  # a dry run: nothing dropped, not even the reads record written
     shown = TEXT.findall(doc_text(DOC))
     assert len(printed) == len(shown) == 2
     for out, doc in zip(printed, shown, strict=True):
