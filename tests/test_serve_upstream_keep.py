@@ -177,3 +177,40 @@ def test_k8s_serve_hands_the_lifetime_to_every_pod(capsys):
     for pod in pods:
         args = pod["containers"][0]["args"]
         assert args[args.index("--upstream-keep") + 1] == "2592000s"
+
+
+def test_a_branch_read_keeps_its_head_the_commit_it_moved_from_goes(tmp_path, monkeypatch):
+    """main read, moved at the upstream, read again (the proxy re-checks it and fetches the new head):
+    under a lifetime between the two reads the new head stays (read) and the old one would go."""
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_DISABLE_XET", True)
+    (tmp_path / "up-token.txt").write_text(UP_TOKEN + "\n")
+    with own_registry_and_serve(tmp_path / "up", f"{UP_TOKEN} write\n",
+                                lambda host: [f"{host}/up", "--plain-http"]) as (up, _):
+        upstream = HfApi(endpoint=up, token=UP_TOKEN)
+        upstream.create_repo("acme/moving")
+        first = upstream.upload_folder(repo_id="acme/moving", folder_path=make_model(tmp_path / "moving")).oid
+        registry = RegistryProcess(tmp_path / "proxy-registry")
+        (tmp_path / "proxy").mkdir()
+        flags = ["--upstream", up, "--upstream-token-file", str(tmp_path / "up-token.txt"), "--upstream-fresh", "0.5",
+                 "--upstream-keep", "30d"]
+        try:
+            with serve_over(registry, tmp_path / "proxy", f"{CLIENT_TOKEN}\n",
+                            lambda host: [f"{host}/proxy", "--plain-http", *flags], HF_HUB_DISABLE_XET="1") as proxy:
+                api = HfApi(endpoint=proxy, token=CLIENT_TOKEN)
+                assert api.model_info("acme/moving").sha == first
+                old = landed(registry, "proxy/acme/moving", first)
+                second = upstream.upload_file(path_or_fileobj=b"moved\n", path_in_repo="MOVED.md",
+                                              repo_id="acme/moving").oid
+                time.sleep(25)
+                until = time.monotonic() + 60
+                while api.model_info("acme/moving").sha != second:  # re-checked: the new head fetched
+                    assert time.monotonic() < until, "main never moved"
+                    time.sleep(0.5)
+                new = landed(registry, "proxy/acme/moving", second)
+                assert digest(registry, "proxy/acme/moving", "latest") == new
+            said = {r["commit"]: r for r in dry_run(registry, "20s", tmp_path)["revisions"]}
+            assert said[first]["drop"] and said[first]["digest"] == old and said[first]["tags"] == [
+                f"ocibridge-upstream-{first}", f"ocibridge-commit-{old.split(':')[1][:40]}"]
+            assert not said[second]["drop"] and said[second]["why"].startswith("read "), said[second]
+        finally:
+            registry.stop()
