@@ -214,3 +214,29 @@ def test_a_branch_read_keeps_its_head_the_commit_it_moved_from_goes(tmp_path, mo
             assert not said[second]["drop"] and said[second]["why"].startswith("read "), said[second]
         finally:
             registry.stop()
+
+
+def test_a_reads_record_deleted_or_not_one_starts_again_a_written_one_reads_back(registry, unique_repo):
+    from ocibridge.hubserver.lifetimes.readsrecord import ReadsRecord, read_reads, write_reads
+    from ocibridge.hubserver.repo.deletes import bury
+    from ocibridge.hubserver.repo.refsrecord import RefsRecord, write_record
+    from ocibridge.hubserver.repo.sources import RegistrySource
+    from ocibridge.stores.registry.options import RegistryOptions
+
+    source = RegistrySource(registry.host, unique_repo, RegistryOptions(plain_http=True, max_retries=0))
+    repo = source.repository(["acme", "kept"])
+    assert repo is not None
+    assert read_reads(repo) == ReadsRecord()  # none yet
+    written = ReadsRecord({"a" * 40: 1700000000}, {"latest": "a" * 40})
+    write_reads(repo, written)
+    assert read_reads(repo) == written
+    assert read_reads(repo).merged({"a" * 40: 1600000000, "b" * 40: 5}, {"dev": "b" * 40}) == ReadsRecord(
+        {"a" * 40: 1700000000, "b" * 40: 5}, {"latest": "a" * 40, "dev": "b" * 40})
+    store = repo.store
+    write_record(repo, store, RefsRecord())  # another manifest under the reads tag: not a reads record
+    refs = store.resolve(repo.reference("ocibridge-refs"))
+    store.tag(refs, repo.reference("ocibridge-reads"))
+    assert read_reads(repo) == ReadsRecord()
+    bury(store, repo, ["ocibridge-reads"])  # a deleted repository's tags name the tombstone
+    assert read_reads(repo) == ReadsRecord()
+    source.close()

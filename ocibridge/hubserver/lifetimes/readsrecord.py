@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from ocibridge.core import boundedjson
 from ocibridge.errors import InvalidReference, NotFound, OcibridgeError
 from ocibridge.hubserver.repo.sources import Repository
+from ocibridge.hubserver.repo.tombstone import is_tombstone
 from ocibridge.oci.bookkeeping import COMMIT_ID, READS_ARTIFACT_TYPE, READS_TAG
 from ocibridge.oci.empty import empty_descriptor
 from ocibridge.oci.mediatypes import OCI_MANIFEST
@@ -63,30 +64,33 @@ def parsed(data: bytes) -> ReadsRecord:
 
 
 def read_reads(repo: Repository) -> ReadsRecord:
-    """``repo``'s record; empty when it has none or it does not parse. A registry that fails is
-    raised (:class:`OcibridgeError`): a sweep then leaves the repository as it is."""
+    """``repo``'s record; empty when it has none (or a deleted one: the tombstone), or what it holds
+    is no record. A registry that fails is raised (:class:`OcibridgeError`): a sweep then leaves the
+    repository as it is, a flush tries again later."""
     store = repo.store
     try:
         desc = store.resolve(repo.reference(READS_TAG))
     except (NotFound, InvalidReference):
         return ReadsRecord()
-    try:
+    if is_tombstone(desc.digest):
+        return ReadsRecord()
+    try:  # the registry's failures raise; what it holds that is no record starts the record again
         if desc.size > RECORD_MAX:
-            raise OcibridgeError(f"{desc.size} bytes")
-        manifest = parse_manifest_bytes(store.fetch_bytes(desc), desc.mediaType)
+            raise ValueError(f"{desc.size} bytes")
+        body = store.fetch_bytes(desc)
+        try:
+            manifest = parse_manifest_bytes(body, desc.mediaType)
+        except OcibridgeError as e:
+            raise ValueError(str(e)) from None
         if not isinstance(manifest, Manifest) or manifest.artifactType != READS_ARTIFACT_TYPE:
-            raise OcibridgeError("not a reads record")
+            raise ValueError("not a reads record")
         layer = next((d for d in manifest.layers if d.mediaType == READS_ARTIFACT_TYPE), None)
         if layer is None or layer.size > RECORD_MAX:
-            raise OcibridgeError("no reads layer of a size read")
-        data = store.fetch_bytes(layer)
-    except NotFound as e:
-        log.warning("%s: its reads record (%s) is not read, so it starts again: %s", repo.shown, READS_TAG, e)
-        return ReadsRecord()
-    try:
-        return parsed(data)
-    except (ValueError, RecursionError) as e:
-        log.warning("%s: its reads record (%s) does not parse, so it starts again: %s", repo.shown, READS_TAG, e)
+            raise ValueError("no reads layer of a size read")
+        return parsed(store.fetch_bytes(layer))
+    except (NotFound, ValueError, RecursionError) as e:
+        log.warning("%s: its reads record (%s) is not one serve reads, so it starts again: %s", repo.shown,
+                    READS_TAG, e)
         return ReadsRecord()
 
 
