@@ -15,6 +15,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "ocibridge"
 #: every basename more than one module has, and the one concept all of them are about
 SHARED: dict[str, str] = {
     "__main__": "the module run by ``python -m``",
+    "durations": "durations as the command line writes them (``30d``), parsed and shown",
     "kind": "one line of the table of kinds: a format's module",
     "modelcache": "the model cache (on disk, and its commands)",
     "family": "an OCI model family (each family's module, and the protocol they implement)",

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 
     from ocibridge.api.options import AttestOptions, SignOptions, TransferOptions
     from ocibridge.api.policy import Verification
+    from ocibridge.hubserver.lifetimes.sweep import SweepReport
     from ocibridge.hubserver.repo.evidence import Evidence
     from ocibridge.hubserver.server import ServerSettings
     from ocibridge.hubserver.upstream.settings import UpstreamSettings
@@ -260,8 +261,12 @@ def _app(sources: str | Sequence[str | RegistryReference | LayoutReference], opt
             raise UsageError(f"--upstream fills the first SOURCE, a registry prefix: {located[0].shown} is not one")
         from ocibridge.hubserver.upstream.proxy import ProxyCatalog
 
-        catalog: Catalog = ProxyCatalog(located, upstream, evidence=evidence, default_tag=options.default_tag,
-                                        verify=verify)
+        proxy = ProxyCatalog(located, upstream, evidence=evidence, default_tag=options.default_tag, verify=verify)
+        if upstream.keep is not None:
+            from ocibridge.hubserver.lifetimes.notes import ReadNotes
+
+            proxy.notes = ReadNotes()  # each read of a fetched commit noted, for its lifetime
+        catalog: Catalog = proxy
     else:
         catalog = Catalog(located, default_tag=options.default_tag, verify=verify)
     return build_app(catalog, settings), settings
@@ -283,3 +288,26 @@ def _upstream(options: ServeOptions, concurrency: int) -> UpstreamSettings | Non
                             concurrency=concurrency,
                             hub_cache=ModelCache().root.parent / "upstream-hub",  # beside serve's model cache
                             **options.upstream_policy())
+
+
+def sweep_upstream(source: str, keep: float, *, dry_run: bool = True,
+                   transfer: TransferOptions | None = None) -> SweepReport:
+    """What ``serve SOURCE --upstream URL --upstream-keep KEEP`` drops now (``keep``: seconds): each
+    commit fetched from an upstream under the registry prefix ``source``, dropped or kept and why,
+    with the bytes a drop lets the registry's GC free (docs/lifetimes.md). ``dry_run``: only said,
+    nothing written (not even the reads record's first sightings)."""
+    import time
+
+    from ocibridge.api.options import TransferOptions
+    from ocibridge.hubserver.lifetimes.sweep import Sweep
+    from ocibridge.hubserver.repo.sources import RegistrySource, parse_sources
+
+    if not keep > 0:
+        raise UsageError(f"--upstream-keep {keep}: expected a lifetime above zero")
+    located = parse_sources([source], (transfer or TransferOptions()).registry_options())[0]
+    if not isinstance(located, RegistrySource):
+        raise UsageError(f"--upstream-keep sweeps the proxy's registry prefix: {located.shown} is not one")
+    try:
+        return Sweep(located, keep, time.time(), dry_run=dry_run).run()
+    finally:
+        located.close()

@@ -44,6 +44,9 @@ class UpstreamPolicyOptions:
     # upstream fetches under way at once, over all clients and started by one (its token, else its address)
     upstream_max_fetches: int = MOST
     upstream_max_fetches_per_client: int = PER_CLIENT
+    # seconds a fetched commit no one reads is kept before its tags go, for the registry's GC (--upstream-keep;
+    # docs/lifetimes.md); None: kept for ever
+    upstream_keep: float | None = None
 
     def upstream_wanted(self, upstream: str | None, *, others_given: bool, tokens: bool, token_flag: str) -> bool:
         """Whether a proxy of ``upstream`` is asked for. The policy (or ``others_given``: the caller's own
@@ -55,9 +58,12 @@ class UpstreamPolicyOptions:
                     or self.upstream_licenses or self.upstream_refuse_files or self.upstream_allow_gated \
                     or self.upstream_allow_private or self.upstream_no_chunks \
                     or self.upstream_chunk_threshold is not None or self.upstream_chunk_hash is not None \
-                    or self.upstream_max_fetches != MOST or self.upstream_max_fetches_per_client != PER_CLIENT:
+                    or self.upstream_max_fetches != MOST or self.upstream_max_fetches_per_client != PER_CLIENT \
+                    or self.upstream_keep is not None:
                 raise UsageError("the --upstream-* flags go with --upstream URL")
             return False
+        if self.upstream_keep is not None and not self.upstream_keep > 0:
+            raise UsageError(f"--upstream-keep {self.upstream_keep}: expected a lifetime above zero")
         if self.upstream_scan not in SCAN_MODES:
             raise UsageError(f"--upstream-scan {self.upstream_scan}: one of {', '.join(SCAN_MODES)}")
         if self.upstream_scan == "refuse":
@@ -83,7 +89,7 @@ class UpstreamPolicyOptions:
                 "allow_gated": tuple(self.upstream_allow_gated),
                 "allow_private": tuple(self.upstream_allow_private), "chunks": self.upstream_chunks().policy(),
                 "max_fetches": self.upstream_max_fetches,
-                "max_fetches_per_client": self.upstream_max_fetches_per_client}
+                "max_fetches_per_client": self.upstream_max_fetches_per_client, "keep": self.upstream_keep}
 
     def upstream_chunks(self) -> ChunkChoice:
         """The chunk settings, checked as push checks its flags (in serve's spelling)."""
@@ -110,5 +116,8 @@ class UpstreamPolicyOptions:
             flags += ["--upstream-scan", self.upstream_scan]
         if self.upstream_max_fetches_per_client != PER_CLIENT:
             flags += ["--upstream-max-fetches-per-client", str(self.upstream_max_fetches_per_client)]
+        if self.upstream_keep is not None:
+            keep = self.upstream_keep
+            flags += ["--upstream-keep", f"{int(keep) if keep == int(keep) else keep}s"]
         return tuple(flags + (["--upstream-allow-pickle"] if self.upstream_allow_pickle else [])
                      + (["--upstream-no-chunks"] if self.upstream_no_chunks else []))

@@ -8,7 +8,7 @@ import argparse
 import dataclasses
 from typing import TYPE_CHECKING
 
-from ocibridge.cli.common import CommandAdder, add_transfer_flags, transfer_options
+from ocibridge.cli.common import CommandAdder, add_transfer_flags, emit, transfer_options
 from ocibridge.cli.evidence_flags import add_evidence_flags, attest_options
 from ocibridge.cli.signing import add_verify_flags, policy_from_args
 from ocibridge.cli.upstream_flags import add_default_tag_flag, add_upstream_policy_flags, upstream_policy
@@ -25,6 +25,8 @@ else:  # loaded when the command runs: --help loads none of serve
 
 def cmd_serve(args: argparse.Namespace) -> int:
     transfer = transfer_options(args)
+    if args.upstream_keep_dry_run:
+        return _keep_dry_run(args, _keep(args), transfer)
     tokens = tuple(api_serve.read_tokens(args.token_file)) if args.token_file else ()
     budget = _size(args, "staging_budget", api_serve.ServeOptions.staging_budget)
     options = api_serve.ServeOptions(default_tag=args.default_tag, tokens=tokens, token_file=args.token_file,
@@ -45,6 +47,25 @@ def cmd_serve(args: argparse.Namespace) -> int:
     # (--policy, else the one found; read at start) and the --verify-key keys (docs/serve.md)
     api_serve.serve(args.sources, listen=listen, options=options, transfer=transfer,
                     verify=policy_from_args(args), sign=_sign_options(args), attest=_attest_options(args))
+    return 0
+
+
+def _keep(args: argparse.Namespace) -> float:
+    """``--upstream-keep``'s lifetime in seconds, which ``--upstream-keep-dry-run`` needs."""
+    from ocibridge.api.durations import parse_duration
+
+    if args.upstream_keep is None:
+        raise UsageError("--upstream-keep-dry-run goes with --upstream-keep DURATION")
+    return parse_duration(args.upstream_keep, "--upstream-keep")
+
+
+def _keep_dry_run(args: argparse.Namespace, keep: float, transfer: api_options.TransferOptions) -> int:
+    """What --upstream-keep would drop from the first SOURCE now, and the bytes; nothing served or written."""
+    report = api_serve.sweep_upstream(args.sources[0], keep, dry_run=True, transfer=transfer)
+    as_json = {"dryRun": True, "keepSeconds": keep, "bytes": report.freed, "skipped": report.skipped,
+               "revisions": [{"repository": d.repo_id, "commit": d.commit, "digest": d.digest, "drop": d.drop,
+                              "why": d.why, "tags": list(d.tags), "bytes": d.freed} for d in report.decisions]}
+    emit(args, as_json, "\n".join(report.lines()))
     return 0
 
 
@@ -126,6 +147,8 @@ def register(command: CommandAdder) -> None:
                         "docs/serve.md names for it); a client's token is never sent")
     g.add_argument("--upstream-fresh", type=float, default=300.0, metavar="SECONDS",
                    help="re-check a branch's head at the upstream at most every SECONDS (default 300; 0: never)")
+    g.add_argument("--upstream-keep-dry-run", action="store_true",
+                   help="print what --upstream-keep would drop from the first SOURCE now, and the bytes, and exit")
     add_upstream_policy_flags(g)
     g = p.add_argument_group("evidence on publish (docs/serve.md, Publishing)")
     g.add_argument("--scan", choices=("refuse", "off"), default="off",

@@ -10,6 +10,7 @@ from typing import Any
 
 from ocibridge.api import choices
 from ocibridge.api.chunk_options import UPSTREAM_FLAGS, choose
+from ocibridge.api.durations import parse_duration
 from ocibridge.api.upstream_policy import DEFAULT_MAX_FETCHES as MOST
 from ocibridge.api.upstream_policy import DEFAULT_MAX_FETCHES_PER_CLIENT as PER_CLIENT
 
@@ -47,6 +48,10 @@ def add_upstream_policy_flags(g: Any) -> None:
     g.add_argument("--upstream-max-fetches-per-client", type=int, default=None, metavar="N",
                    help=f"upstream fetches one client (its token, else its address) may have under way at once "
                         f"(default {PER_CLIENT})")
+    g.add_argument("--upstream-keep", metavar="DURATION",
+                   help="drop a fetched commit no one read for this long (30d, 12h, 90m): its tags go, so the "
+                        "registry's garbage-collect frees its bytes, unless a tag a person made or a copy in another "
+                        "repository keeps it; the next request fetches it again (docs/lifetimes.md; default: kept)")
     g.add_argument("--upstream-no-chunks", action="store_true",
                    help="a fetched commit's artifact binds no chunk table (push --no-chunks)")
     g.add_argument("--upstream-chunk-threshold", metavar="SIZE", default=None,
@@ -69,7 +74,8 @@ def upstream_policy(args: argparse.Namespace) -> dict[str, Any]:
             "upstream_allow_private": tuple(args.upstream_allow_private or ()),
             "upstream_max_fetches": MOST if args.upstream_max_fetches is None else args.upstream_max_fetches,
             "upstream_max_fetches_per_client": PER_CLIENT if args.upstream_max_fetches_per_client is None
-            else args.upstream_max_fetches_per_client}
+            else args.upstream_max_fetches_per_client,
+            "upstream_keep": None if args.upstream_keep is None else parse_duration(args.upstream_keep)}
 
 
 def add_default_tag_flag(p: argparse.ArgumentParser, default: str | None = "latest") -> None:

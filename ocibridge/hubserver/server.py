@@ -245,8 +245,11 @@ def run(app: Starlette, options: ServerSettings) -> None:
         logging.getLogger("ocibridge.serve").info(state.catalog.describe() + fetched_by(state))
     warn_when_silent(state.catalog.sources[0].shown, state.catalog.sources[0].ready)
     import_read_path()
+    from ocibridge.hubserver.lifetimes.sweepthread import keeper_of
+
+    keeper = keeper_of(state)  # --upstream-keep: reads recorded, unread fetched commits dropped
     try:
-        with sock, state.staging.sweeping():  # abandoned uploads go on a timer
+        with sock, state.staging.sweeping(), keeper.running() if keeper else contextlib.nullcontext():
             served.run(sockets=[sock])
     finally:
         state.close()  # the chunks verified so far are in the model cache when it returns

@@ -26,6 +26,9 @@ Only a tag protects a manifest from a registry's garbage collection: distributio
 - ``ocibridge-upstream-<40 hex>``: a commit serve's ``--upstream`` fetched, tagged by the
   upstream Hub's own commit id (hubserver/upstream/): the id a client pinned resolves, and the
   commit answers as that id (the manifest's ``org.opencontainers.image.revision`` says it too).
+- ``ocibridge-reads``: when each commit a proxy fetched was last read (:data:`READS_ARTIFACT_TYPE`),
+  and which names the proxy tagged on them: what ``--upstream-keep`` drops by
+  (hubserver/lifetimes/).
 - ``ocibridge-writer``: the writer lease of a whole SOURCE prefix (:data:`WRITER_ARTIFACT_TYPE`),
   in serve's own repository :data:`LEASE_REPO` under it: which serve process takes the writes
   there (hubserver/replicas/leaserecord.py).
@@ -52,6 +55,9 @@ REFS_TAG = PREFIX + "refs"
 #: the artifact type of the refs record's manifest, and its one layer's media type
 REFS_ARTIFACT_TYPE = "application/vnd.ocibridge.serve.refs.v1+json"
 REFS_LAYER_TYPE = REFS_ARTIFACT_TYPE
+#: the tag of a proxied repository's reads record, and its manifest's artifact type (its one layer's too)
+READS_TAG = PREFIX + "reads"
+READS_ARTIFACT_TYPE = "application/vnd.ocibridge.serve.reads.v1+json"
 #: the writer lease's tag, and the repository (a one-part repo id under the SOURCE prefix) it is kept in
 WRITER_TAG = PREFIX + "writer"
 LEASE_REPO = PREFIX + "serve"

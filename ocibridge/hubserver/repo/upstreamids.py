@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from ocibridge.errors import InvalidReference, NotFound
+from ocibridge.hubserver.repo.tombstone import is_tombstone
 from ocibridge.kinds.hf.kind import REVISION_ANNOTATION
 from ocibridge.oci.bookkeeping import UPSTREAM_TAG_PREFIX, upstream_tag
 
@@ -46,7 +47,10 @@ def by_upstream_id(repo: Repository, commit: str) -> Descriptor:
     when none was fetched (or ``commit`` is no whole id)."""
     if not _SHA.fullmatch(commit):
         raise NotFound(f"{repo.shown}: {commit} is no upstream commit id")
-    return repo.store.resolve(repo.reference(upstream_tag(commit)))
+    found = repo.store.resolve(repo.reference(upstream_tag(commit)))
+    if is_tombstone(found.digest):  # dropped (hubserver/lifetimes/): fetched again when asked
+        raise NotFound(f"{repo.shown}: the upstream's {commit} was dropped")
+    return found
 
 
 def is_proxied(repo: Repository) -> bool:
@@ -68,5 +72,7 @@ def upstream_ids(repo: Repository, tags: Sequence[str]) -> dict[str, str]:
     for tag in [t for t in tags if t.startswith(UPSTREAM_TAG_PREFIX)][:MAX_UPSTREAM_TAGS]:
         said = tag[len(UPSTREAM_TAG_PREFIX):]
         with contextlib.suppress(NotFound, InvalidReference):
-            ids[commit_of(repo.store.resolve(repo.reference(tag)).digest)] = said
+            digest = repo.store.resolve(repo.reference(tag)).digest
+            if not is_tombstone(digest):
+                ids[commit_of(digest)] = said
     return ids

@@ -49,6 +49,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ocibridge.errors import NotFound, OcibridgeError
+from ocibridge.hubserver.lifetimes.notes import Noting, NotNoted
 from ocibridge.hubserver.repo.catalog import Catalog, Refs, Resolved
 from ocibridge.hubserver.repo.refnames import registry_tag, split_revision
 from ocibridge.hubserver.repo.refrules import is_tag
@@ -105,6 +106,7 @@ class ProxyCatalog(Catalog):
         #: why the request's reader may not have a repository were it private or gated (app.py: the Gate's)
         self.reader_refuses: ReaderRefuses = nobody_reads
         self.revocations = Revocations(upstream.url)  # what the upstream took back since it was fetched
+        self.notes: Noting = NotNoted()  # each read of a fetched commit, for --upstream-keep (lifetimes/)
 
     def describe(self) -> str:
         """serve's second start line: where a miss goes and what the door lets in."""
@@ -135,11 +137,15 @@ class ProxyCatalog(Catalog):
             return super().resolve(repo_id, revision, reuse_for=reuse_for, ref=ref, kind=kind)
         found = self._proxied(repo_id, revision or "main", reuse_for, arriving=False)
         assert isinstance(found, Resolved)
+        self.notes.read(found)
         return found
 
     def resolve_arriving(self, repo_id: str, revision: str | None) -> Resolved | InFlight:
         """As :meth:`resolve`, but a commit whose fetch is under way is handed out as it arrives."""
-        return self._proxied(repo_id, revision or "main", 0, arriving=True)
+        found = self._proxied(repo_id, revision or "main", 0, arriving=True)
+        if isinstance(found, Resolved):
+            self.notes.read(found)
+        return found
 
     def _proxied(self, repo_id: str, revision: str, reuse_for: float, *, arriving: bool) -> Resolved | InFlight:
         def local(named: str) -> Resolved:
@@ -241,6 +247,7 @@ class ProxyCatalog(Catalog):
         store = writable(repo)
         self._record_branch(repo, revision, info.repo_id)
         write_artifact(store, root, store.fetch_bytes(root), tags=[repo.reference(tag)])
+        self.notes.named(repo, tag, info.commit)
         self.forget(info.repo_id)
         return True
 

@@ -46,6 +46,7 @@ class UpstreamSettings:
     chunks: ChunkPolicy | None = ChunkPolicy()
     max_fetches: int = MAX_FETCHES  # commits fetched at once, over all clients (fetchbounds.py)
     max_fetches_per_client: int = MAX_FETCHES_PER_CLIENT  # ... started by one client (its token, else its address)
+    keep: float | None = None  # seconds a fetched commit no one reads is kept (hubserver/lifetimes/); None: ever
 
     def denied_by(self, key: str) -> str | None:
         """The rule that keeps the repository ``key`` out (``--upstream-deny GLOB``, or no
