@@ -15,7 +15,8 @@ Three rules hold for every request, here, once:
   too deep, or no JSON, is :class:`.errors.UpstreamDown` (the Hub's 503: the upstream did not
   answer usably), never a ``RecursionError``.
 
-And one reading of a status (:func:`later`, :func:`refused`) every caller decides by."""
+And one reading of a status (:func:`later`, :func:`refused`) every caller decides by, and one
+window of the upstream's own limit (its 429's ``Retry-After``: :mod:`.limits`) every request obeys."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ from urllib.parse import quote, urlsplit
 from ocibridge.core import boundedjson
 from ocibridge.hubserver.repo.keys import API_PARTS, hub_id, type_of
 from ocibridge.hubserver.upstream.errors import UpstreamDown
+from ocibridge.hubserver.upstream.limits import RateWindow, busy, retry_after
 
 if TYPE_CHECKING:
     import httpx
@@ -84,12 +86,23 @@ class UpstreamSession:
         self.url = url.rstrip("/")
         self.token = token
         self._home = origin(self.url)
-        #: no redirect followed: each answer is handled where it is (a CDN's URL without the token)
+        self.window = RateWindow()  # the upstream's last 429: no request to it until it closes
+        #: no redirect followed: each answer is handled where it is (a CDN's URL without the token);
+        #: every request, the fetches' too, waits out the upstream's window and may open it
         self.http = httpx.Client(timeout=httpx.Timeout(TIMEOUT[1], connect=TIMEOUT[0]), follow_redirects=False,
-                                 verify=upstream_tls())
+                                 verify=upstream_tls(),
+                                 event_hooks={"request": [self._waited], "response": [self._limited]})
 
     def close(self) -> None:
         self.http.close()
+
+    def _waited(self, request: httpx.Request) -> None:
+        if self.at_home(str(request.url)):
+            self.window.wait()
+
+    def _limited(self, answer: httpx.Response) -> None:
+        if answer.status_code == 429 and self.at_home(str(answer.request.url)):
+            self.window.open_for(retry_after(answer.headers))
 
     def at_home(self, url: str) -> bool:
         """Whether ``url`` is on the upstream's own origin (its scheme, host and port)."""
@@ -120,13 +133,19 @@ class UpstreamSession:
         return f"{self.url}/{repo}/resolve/{quote(commit, safe='')}/{name}"
 
     def get(self, url: str, what: str, params: dict[str, str] | None = None) -> httpx.Response:
-        """``GET url`` (the token where it is the upstream's); :class:`UpstreamDown` when it cannot be asked."""
+        """``GET url`` (the token where it is the upstream's); :class:`UpstreamDown` when it cannot be
+        asked, :class:`.errors.UpstreamBusy` while (or because) the upstream asked for a pause."""
         import httpx
 
+        if self.at_home(url):
+            self.window.check(what, self.url)  # a client's ask: answered now, not held
         try:
-            return self.http.get(url, params=params, headers=self.auth_for(url))
+            answer = self.http.get(url, params=params, headers=self.auth_for(url))
         except httpx.HTTPError as e:
             raise UpstreamDown(f"{what}: the upstream {self.url} did not answer ({e})") from None
+        if answer.status_code == 429 and self.at_home(url):
+            raise busy(what, self.url, max(self.window.left(), 1.0))
+        return answer
 
     def json(self, answer: httpx.Response, what: str) -> Any:
         """The answer's JSON, read by the bounded parser; :class:`UpstreamDown` when it is none."""
