@@ -120,8 +120,7 @@ class ServeApp:
     def __init__(self, catalog: Catalog | CatalogFor, lists: FileLists, blobs: Blobs, settings: ServeSettings, *,
                  ranges: ChunkRanges | None = None, publish: Publishing | None = None,
                  staging: Staging | None = None, diff: Diff | None = None):
-        # a catalog that fetches (--upstream) is built for this serve (its reader rule, writer, audit log)
-        catalog = self.catalog = catalog if isinstance(catalog, Catalog) else catalog(self)
+        catalog = self.catalog = catalog if isinstance(catalog, Catalog) else catalog(self)  # --upstream: built for it
         self.lists = lists
         self.blobs = blobs
         self.ranges = ranges

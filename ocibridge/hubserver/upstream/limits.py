@@ -28,15 +28,14 @@ def retry_after(headers: Mapping[str, str], now: Callable[[], float] = time.time
     """The seconds a 429's ``Retry-After`` asks for (a number, or an HTTP date), within [0, :data:`WAIT_MOST`];
     :data:`WAIT_UNSAID` when it says none that parses."""
     said = (headers.get("retry-after") or "").strip()
-    seconds: float | None = None
     try:
         seconds = float(said)
     except ValueError:
-        when = email.utils.parsedate_to_datetime(said) if said else None
-        seconds = None if when is None else when.timestamp() - now()
-    except OverflowError:
-        seconds = WAIT_MOST
-    if seconds is None or math.isnan(seconds):
+        try:
+            seconds = email.utils.parsedate_to_datetime(said).timestamp() - now()
+        except (ValueError, TypeError, OverflowError):  # neither: the upstream's word is not read
+            return WAIT_UNSAID
+    if math.isnan(seconds):
         return WAIT_UNSAID
     return min(max(seconds, 0.0), WAIT_MOST)
 
