@@ -64,7 +64,8 @@ def test_a_failed_ask_is_shared_by_its_waiters_only_and_never_kept():
 
 
 @pytest.mark.parametrize(("said", "seconds"), [
-    ({"retry-after": "7"}, 7.0), ({"retry-after": "0.5"}, 0.5), ({}, WAIT_UNSAID), ({"retry-after": "soon"}, WAIT_UNSAID),
+    ({"retry-after": "7"}, 7.0), ({"retry-after": "0.5"}, 0.5), ({}, WAIT_UNSAID),
+    ({"retry-after": "soon"}, WAIT_UNSAID),
     ({"retry-after": "-3"}, 0.0), ({"retry-after": "1e12"}, WAIT_MOST), ({"retry-after": "nan"}, WAIT_UNSAID),
     ({"retry-after": "Wed, 21 Oct 2015 07:28:10 GMT"}, 10.0),
 ])
