@@ -86,3 +86,18 @@ def test_a_window_refuses_with_what_is_left_of_it_and_closes():
     assert refused.value.retry_after == 3 and window.opened == 1
     clock.now += 2.6
     window.check("x", "http://up")
+
+
+def test_an_answer_its_caller_will_not_have_kept_is_asked_each_time():
+    """A repository private or gated upstream (client.py's ``keep``): asked as often as a missing
+    one, so the time of its answer tells no reader it exists."""
+    memo: AnswerMemo[str] = AnswerMemo(300, Clock())
+    asked = []
+
+    def ask() -> str:
+        asked.append(1)
+        return "private"
+
+    for _ in range(3):
+        assert memo.get(("acme/p", "main"), ask, lambda v: None, keep=lambda v: v != "private") == "private"
+    assert len(asked) == 3

@@ -53,7 +53,8 @@ class UpstreamHub:
         :class:`RevisionNotFound` as the upstream says (a 401 is the Hub's answer for a repository a
         token may not see: not found here too), :class:`UpstreamDown` when it cannot be asked."""
         return self.revisions.get((repo_id, revision), lambda: self._revision(repo_id, revision),
-                                  lambda info: (repo_id, info.commit), again=again)
+                                  lambda info: (repo_id, info.commit), again=again,
+                                  keep=lambda info: not (info.private or info.gated))  # (memo.py: why)
 
     def _revision(self, repo_id: str, revision: str) -> UpstreamRevision:
         what = f"{repo_id}@{revision}"

@@ -5,7 +5,9 @@ the same moment wait for that one ask (what it raised, they raise too); an answe
 commit is kept under the commit id as well, so a later read by that id asks nothing.
 
 Only answers are kept past the ask: "not found", "refused" or "down" are shared by the requests
-waiting on that ask alone, so a repository made at the upstream a moment later is seen at once."""
+waiting on that ask alone, so a repository made at the upstream a moment later is seen at once.
+And only answers its caller says may be (``keep``): a repository private or gated upstream is asked
+each time, as a missing one is, so that how fast it is answered tells no reader that it exists."""
 
 from __future__ import annotations
 
@@ -39,10 +41,11 @@ class AnswerMemo(Generic[_V]):
         self.asked = 0  # asks that went to the upstream
 
     def get(self, key: tuple[str, str], ask: Callable[[], _V], also: Callable[[_V], tuple[str, str] | None], *,
-            again: bool = False) -> _V:
+            again: bool = False, keep: Callable[[_V], bool] = lambda value: True) -> _V:
         """The answer for ``key``: kept, or being asked (waited for), or asked now; ``also``: another
         key the answer is kept under (a branch's answer under its commit id). ``again``: what was
-        kept is not taken (a re-check its caller spaced by the window already), an ask under way is."""
+        kept is not taken (a re-check its caller spaced by the window already), an ask under way is;
+        ``keep``: whether an answer is kept past its ask."""
         with self._lock:
             kept = None if again else self._kept.get(key)
             if kept is not None and self.clock() - kept[0] < self.window:
@@ -66,7 +69,7 @@ class AnswerMemo(Generic[_V]):
         finally:
             with self._lock:
                 self._asking.pop(key, None)
-                if pending.error is None and pending.value is not None and self.window > 0:
+                if pending.error is None and pending.value is not None and self.window > 0 and keep(pending.value):
                     self._keep(key, pending.value, also(pending.value))
             pending.done.set()
         return value
