@@ -72,7 +72,7 @@ from ocibridge.hubserver.upstream.inflight import InFlight, landed
 from ocibridge.hubserver.upstream.ingest import Ingest, writable
 from ocibridge.hubserver.upstream.keptaccess import keep_access
 from ocibridge.hubserver.upstream.refguard import onto_serves_tag, skipped
-from ocibridge.hubserver.upstream.revocation import PRIVATE, REFUSED, Revocations, gated
+from ocibridge.hubserver.upstream.revocation import PRIVATE, REFUSED, Revocations, TakenBack, gated
 from ocibridge.hubserver.upstream.session import UpstreamSession
 from ocibridge.hubserver.upstream.staleness import note_stale
 from ocibridge.oci.bookkeeping import is_reserved
@@ -366,17 +366,22 @@ class ProxyCatalog(Catalog):
         this reader's answer."""
         u = self.upstream
         if info is None and not u.keeps_private(repo_id):
-            return self.revocations.take_back(repo_id, REFUSED)
+            return self._take_back(repo_id, REFUSED)
         if info is not None and info.private and not u.keeps_private(repo_id):
-            return self.revocations.take_back(repo_id, PRIVATE)
+            return self._take_back(repo_id, PRIVATE)
         if info is not None and info.gated and not u.keeps_gated(repo_id):
-            return self.revocations.take_back(repo_id, gated(info.gated))
+            return self._take_back(repo_id, gated(info.gated))
         self.revocations.given(repo_id)
         private, gate = (True, "") if info is None else (info.private, info.gated)
         if not ((private or gate) and keep_access(repo, private, gate)):
             return None  # as it was here: this request's route decided its reader by the record already
         self.forget(repo_id)  # made so just now: this request's reader decided here, the next by its route
         return self._kept_from_reader(repo_id, private, gate)
+
+    def _take_back(self, repo_id: str, why: TakenBack) -> Exception:
+        """The repository taken back (revocation.py), and what the upstream said of it before forgotten."""
+        self.hub.revisions.forget(repo_id)
+        return self.revocations.take_back(repo_id, why)
 
     def _fresh(self, repo_id: str, revision: str, found: Resolved, local: Callable[[str], Resolved]) -> Resolved:
         """``found``, unless the revision is a name the upstream gave whose head was not asked for
