@@ -82,10 +82,11 @@ class UpstreamHub:
         return UpstreamRevision(repo_id, commit, files, card, gated if gated in ("auto", "manual") else "", private,
                                 info)
 
-    def said(self, url: str, what: str) -> Any:
+    def said(self, url: str, what: str, *, waits: bool = False) -> Any:
         """The upstream's JSON answer at ``url`` (one :meth:`.UpstreamSession.api` built); None
-        for a 4xx (it does not say); :class:`UpstreamDown` when it cannot be asked or answers no JSON."""
-        answer = self.session.get(url, what)
+        for a 4xx (it does not say); :class:`UpstreamDown` when it cannot be asked or answers no JSON
+        (``waits``: :meth:`.UpstreamSession.get`'s)."""
+        answer = self.session.get(url, what, waits=waits)
         if refused(answer.status_code):
             return None
         if answer.status_code != 200:

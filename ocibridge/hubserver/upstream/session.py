@@ -35,6 +35,8 @@ if TYPE_CHECKING:
 
 #: seconds to connect, and to wait for each read of an answer
 TIMEOUT = (10.0, 60.0)
+#: pauses a fetch's ask waits out (each a 429's Retry-After) before it fails
+PAUSES = 3
 #: routes the proxy asks the upstream under ``/api/models/REPO/`` (a dataset's: ``/api/datasets/REPO/``)
 ROUTES = frozenset({"revision", "tree", "commits", "refs", "xet-read-token"})
 
@@ -132,20 +134,22 @@ class UpstreamSession:
         name = "/".join(quote(p, safe="") for p in checked_segments(path, "the path"))
         return f"{self.url}/{repo}/resolve/{quote(commit, safe='')}/{name}"
 
-    def get(self, url: str, what: str, params: dict[str, str] | None = None) -> httpx.Response:
+    def get(self, url: str, what: str, params: dict[str, str] | None = None, *, waits: bool = False) -> httpx.Response:
         """``GET url`` (the token where it is the upstream's); :class:`UpstreamDown` when it cannot be
-        asked, :class:`.errors.UpstreamBusy` while (or because) the upstream asked for a pause."""
+        asked, :class:`.errors.UpstreamBusy` while (or because) the upstream asked for a pause;
+        ``waits``: a fetch's ask, sent once the pause is over (a client's is answered at once)."""
         import httpx
 
-        if self.at_home(url):
-            self.window.check(what, self.url)  # a client's ask: answered now, not held
-        try:
-            answer = self.http.get(url, params=params, headers=self.auth_for(url))
-        except httpx.HTTPError as e:
-            raise UpstreamDown(f"{what}: the upstream {self.url} did not answer ({e})") from None
-        if answer.status_code == 429 and self.at_home(url):
-            raise busy(what, self.url, max(self.window.left(), 1.0))
-        return answer
+        if self.at_home(url) and not waits:
+            self.window.check(what, self.url)
+        for _ in range(PAUSES if waits else 1):
+            try:
+                answer = self.http.get(url, params=params, headers=self.auth_for(url))  # (after a pause: _waited)
+            except httpx.HTTPError as e:
+                raise UpstreamDown(f"{what}: the upstream {self.url} did not answer ({e})") from None
+            if answer.status_code != 429 or not self.at_home(url):
+                return answer
+        raise busy(what, self.url, max(self.window.left(), 1.0))
 
     def json(self, answer: httpx.Response, what: str) -> Any:
         """The answer's JSON, read by the bounded parser; :class:`UpstreamDown` when it is none."""
