@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import re
 import sys
 from pathlib import Path
 
@@ -81,6 +82,7 @@ def _classes() -> dict[str, tuple[list[str], str]]:
                     bases.append(names.get(text.split(".")[0], text) + text[len(text.split(".")[0]):]
                                  if "." in text else names.get(text, text))
                 doc = (ast.get_docstring(node) or "").strip().split("\n\n")[0].replace("\n", " ")
+                doc = re.split(r"(?<=[a-z)`])\. ", doc, maxsplit=1)[0].rstrip(".") + "."  # its first sentence
                 found[f"{module}.{node.name}"] = (bases, doc)
     return found
 

@@ -7,6 +7,7 @@ this module loads neither; a function that needs them says which extra to instal
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -205,6 +206,7 @@ def _app(sources: str | Sequence[str | RegistryReference | LayoutReference], opt
     from ocibridge.api.options import TransferOptions
     from ocibridge.hubserver.replicas.leasetimes import LeaseTimes
     from ocibridge.hubserver.replicas.trusted import parse_networks
+    from ocibridge.hubserver.repo.arriving import CatalogFor
     from ocibridge.hubserver.repo.catalog import Catalog
     from ocibridge.hubserver.repo.publishing import Publishing
     from ocibridge.hubserver.repo.sources import RegistrySource, parse_sources
@@ -261,12 +263,16 @@ def _app(sources: str | Sequence[str | RegistryReference | LayoutReference], opt
             raise UsageError(f"--upstream fills the first SOURCE, a registry prefix: {located[0].shown} is not one")
         from ocibridge.hubserver.upstream.proxy import ProxyCatalog
 
-        proxy = ProxyCatalog(located, upstream, evidence=evidence, default_tag=options.default_tag, verify=verify)
+        # each read of a fetched commit noted, for its lifetime (--upstream-keep)
+        notes = None
         if upstream.keep is not None:
             from ocibridge.hubserver.lifetimes.notes import ReadNotes
 
-            proxy.notes = ReadNotes()  # each read of a fetched commit noted, for its lifetime
-        catalog: Catalog = proxy
+            notes = ReadNotes()
+        # built by the app, for it: the reader rule, the writer role and the audit log are its (app.py)
+        catalog: Catalog | CatalogFor = functools.partial(ProxyCatalog, located, upstream, evidence=evidence,
+                                                          default_tag=options.default_tag, verify=verify,
+                                                          notes=notes)
     else:
         catalog = Catalog(located, default_tag=options.default_tag, verify=verify)
     return build_app(catalog, settings), settings

@@ -60,6 +60,7 @@ from ocibridge.hubserver.replicas.lease import Lease, LeaseLost
 from ocibridge.hubserver.replicas.leasing import lease_for
 from ocibridge.hubserver.replicas.peers import Peers
 from ocibridge.hubserver.replicas.trusted import TrustedForwarded
+from ocibridge.hubserver.repo.arriving import CatalogFor
 from ocibridge.hubserver.repo.catalog import Catalog, Resolved
 from ocibridge.hubserver.repo.committing import Committer
 from ocibridge.hubserver.repo.deletes import home
@@ -116,10 +117,10 @@ class ServeApp:
     """What the routes share: the sources, the file lists, the blobs, who may do what, and the
     settings; each route set by protocol and side."""
 
-    def __init__(self, catalog: Catalog, lists: FileLists, blobs: Blobs, settings: ServeSettings, *,
+    def __init__(self, catalog: Catalog | CatalogFor, lists: FileLists, blobs: Blobs, settings: ServeSettings, *,
                  ranges: ChunkRanges | None = None, publish: Publishing | None = None,
                  staging: Staging | None = None, diff: Diff | None = None):
-        self.catalog = catalog
+        catalog = self.catalog = catalog if isinstance(catalog, Catalog) else catalog(self)  # --upstream: built for it
         self.lists = lists
         self.blobs = blobs
         self.ranges = ranges
@@ -128,9 +129,6 @@ class ServeApp:
         self.gate = Gate(settings.tokens, source=watched, missing=catalog.missing,  # TOKEN ... (access.py)
                          private=catalog.states.private, gated=catalog.states.gated, deleted=catalog.states.deleted)
         self.audit = AuditLog(settings.audit_log)  # a JSON line per write (audit.py)
-        if isinstance(catalog, ProxyCatalog):  # --upstream: a line per ingest too
-            catalog.attach_audit(self.audit.record)
-            catalog.reader_refuses = self.gate.upstream_refuses  # a gated or private one's reader
         self.xet = XetRoutes(self.model, blobs, ranges, signer=self.gate.xet, xet_min=settings.xet_min,
                              public_url=settings.public_url, still_reads=self.gate.still_reads)
         self.staging = staging or Staging()  # one staging area: an upload by either protocol, any commit
@@ -167,8 +165,6 @@ class ServeApp:
         self.lease = Lease() if self.forwarder else lease_for(first, settings.lease, self.staging.root.parent,
                                                               settings.public_url)
         self.repos.lease = self.lease
-        if isinstance(catalog, ProxyCatalog):  # --upstream over replicas: only the writer asks the upstream
-            catalog.fetches_here = self.fetches_here
 
     def standing_by(self) -> str | None:
         """Why writes are not taken here, for the start line (None: they are): refused, or sent
@@ -182,6 +178,12 @@ class ServeApp:
         """Whether a proxy's miss is fetched by this serve: not on a ``--writer`` reader, nor on a
         standby while another serve holds the writer lease (the writer fetches once for all)."""
         return self.forwarder is None and self.lease.holder() is None
+
+    def upstream_refuses(self, repo_id: str, *, private: bool, gated: str) -> Exception | None:
+        return self.gate.upstream_refuses(repo_id, private=private, gated=gated)  # (access.py)
+
+    def audit_line(self, entry: dict[str, Any]) -> None:
+        self.audit.record(entry)
 
     def writer_of_reads(self) -> Forwarder | None:
         """Where a read that would start a fetch goes: the ``--writer``, or the lease holder when
@@ -458,7 +460,7 @@ def moved_answer(request: Request, moved: RepoMoved) -> Response:
                                               "X-Error-Message": f"Repository moved to {moved.moved_to}"})
 
 
-def create_app(catalog: Catalog, lists: FileLists, blobs: Blobs, settings: ServeSettings | None = None, *,
+def create_app(catalog: Catalog | CatalogFor, lists: FileLists, blobs: Blobs, settings: ServeSettings | None = None, *,
                ranges: ChunkRanges | None = None, limits: Limits | None = None, publish: Publishing | None = None,
                staging: Staging | None = None, diff: Diff | None = None) -> Starlette:
     """The Starlette application over ``catalog``, behind :class:`.guard.Guard` (``limits``:
@@ -487,7 +489,7 @@ def create_app(catalog: Catalog, lists: FileLists, blobs: Blobs, settings: Serve
                                 Middleware(TrustedForwarded, trusted=serve.settings.trust_forwarded),
                                 Middleware(Guard, limits=limits or Limits()),
                                 *([Middleware(StaleWarning), Middleware(FetchClient)]
-                                  if isinstance(catalog, ProxyCatalog) else [])])
+                                  if isinstance(serve.catalog, ProxyCatalog) else [])])
     app.router.redirect_slashes = False  # a trailing "/" is dropped by the routes themselves
     app.state.serve = serve
     return app

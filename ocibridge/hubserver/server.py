@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from starlette.applications import Starlette
 
     from ocibridge.hubserver.app import ServeApp
+    from ocibridge.hubserver.repo.arriving import CatalogFor
     from ocibridge.hubserver.repo.catalog import Catalog
     from ocibridge.hubserver.repo.publishing import Publishing
     from ocibridge.hubserver.web.compare import Diff
@@ -116,7 +117,7 @@ def read_tokens(path: str) -> list[str]:
     return lines
 
 
-def build_app(catalog: Catalog, options: ServerSettings) -> Starlette:
+def build_app(catalog: Catalog | CatalogFor, options: ServerSettings) -> Starlette:
     from ocibridge.cache.modelcache import ModelCache
     from ocibridge.hubserver.app import create_app
     from ocibridge.hubserver.guard import Limits

@@ -7,12 +7,17 @@ for nothing."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
-    from ocibridge.hubserver.repo.catalog import Resolved
+    from ocibridge.hubserver.repo.catalog import Catalog, Resolved
+    from ocibridge.hubserver.repo.sources import ServingSide
+
+#: a catalog made for the serve that answers from it: one that fetches (serve --upstream) is built
+#: knowing that serve's reader rule, writer role and audit log (:class:`.sources.ServingSide`)
+CatalogFor = Callable[["ServingSide"], "Catalog"]
 
 
 class ArrivingFile(Protocol):

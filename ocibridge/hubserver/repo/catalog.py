@@ -146,15 +146,16 @@ class Catalog:
         for source in self.sources:
             source.close()
 
-    def forget(self, repo_id: str) -> None:
-        """What this serve knows of ``repo_id``'s commits and state: it changed (a delete, a
-        move, its visibility), so the next request asks the registry."""
+    def forget(self, repo_id: str, *, record: bool = True) -> None:
+        """What this serve knows of ``repo_id``'s commits and state (``record``: its refs record too):
+        it changed (a delete, a move, its visibility, a commit landed), so the next request asks the registry."""
         parts = repo_parts(repo_id)
         key = "/".join(parts) if parts is not None else repo_id
         with self._lock:
             self._commits = {k: v for k, v in self._commits.items() if k[1] != key}
             self._recent = {k: v for k, v in self._recent.items() if k[0].lower() != repo_id.lower()}
-        self.states.forget(repo_id)
+        if record:
+            self.states.forget(repo_id)
 
     def resolve(self, repo_id: str, revision: str | None, *, reuse_for: float = 0, ref: bool = False,
                 kind: str | None = None) -> Resolved:

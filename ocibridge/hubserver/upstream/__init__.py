@@ -7,6 +7,8 @@ upstream says of the commit, written to the registry and answered from it.
 - :mod:`.session`: the one session with the upstream every request goes through, each built from
   checked parts (never a client's path), the token to the upstream's origin only, JSON bounded.
 - :mod:`.client`: what the upstream says a revision is (its commit, its files).
+- :mod:`.memo`: what it said of a revision, asked once per freshness window; :mod:`.ratewindow`: its
+  429's window, obeyed by every request.
 - :mod:`.entryrules`: which repositories and files may enter on model_info's metadata (license, file
   globs, pickle formats; the repo id globs are :mod:`.settings`').
 - :mod:`.commitfetch`: one fetch per (repository, commit), written to the registry with its tags and

@@ -10,6 +10,7 @@ from typing import Any
 
 from ocibridge.hubserver.repo.sources import RepoNotFound, RevisionNotFound
 from ocibridge.hubserver.upstream.errors import UpstreamDown
+from ocibridge.hubserver.upstream.memo import AnswerMemo
 from ocibridge.hubserver.upstream.session import TIMEOUT, UpstreamSession, refused, upstream_tls
 from ocibridge.hubserver.upstream.tokenless import check_tokenless
 
@@ -38,16 +39,24 @@ def not_found(repo_id: str, url: str) -> RepoNotFound:
 
 
 class UpstreamHub:
-    """The upstream's API, over the proxy's one session (serve's token)."""
+    """The upstream's API, over the proxy's one session (serve's token); what it says of a revision
+    asked once per ``fresh`` seconds (memo.py)."""
 
-    def __init__(self, session: UpstreamSession):
+    def __init__(self, session: UpstreamSession, fresh: float = 0):
         self.session = session
         self.url = session.url
+        self.revisions: AnswerMemo[UpstreamRevision] = AnswerMemo(fresh)
 
-    def revision(self, repo_id: str, revision: str) -> UpstreamRevision:
-        """The commit and files of ``revision``; :class:`RepoNotFound`/:class:`RevisionNotFound`
-        as the upstream says (a 401 is the Hub's answer for a repository a token may not see:
-        not found here too), :class:`UpstreamDown` when it cannot be asked."""
+    def revision(self, repo_id: str, revision: str, *, again: bool = False) -> UpstreamRevision:
+        """The commit and files of ``revision`` (as the upstream said it within the freshness
+        window, else asked now; ``again``: a re-check, asked now); :class:`RepoNotFound`/
+        :class:`RevisionNotFound` as the upstream says (a 401 is the Hub's answer for a repository a
+        token may not see: not found here too), :class:`UpstreamDown` when it cannot be asked."""
+        return self.revisions.get((repo_id, revision), lambda: self._revision(repo_id, revision),
+                                  lambda info: (repo_id, info.commit), again=again,
+                                  keep=lambda info: not (info.private or info.gated))  # (memo.py: why)
+
+    def _revision(self, repo_id: str, revision: str) -> UpstreamRevision:
         what = f"{repo_id}@{revision}"
         answer = self.session.get(self.session.api(repo_id, "revision", revision), what)
         if refused(answer.status_code):
@@ -73,10 +82,11 @@ class UpstreamHub:
         return UpstreamRevision(repo_id, commit, files, card, gated if gated in ("auto", "manual") else "", private,
                                 info)
 
-    def said(self, url: str, what: str) -> Any:
+    def said(self, url: str, what: str, *, waits: bool = False) -> Any:
         """The upstream's JSON answer at ``url`` (one :meth:`.UpstreamSession.api` built); None
-        for a 4xx (it does not say); :class:`UpstreamDown` when it cannot be asked or answers no JSON."""
-        answer = self.session.get(url, what)
+        for a 4xx (it does not say); :class:`UpstreamDown` when it cannot be asked or answers no JSON
+        (``waits``: :meth:`.UpstreamSession.get`'s)."""
+        answer = self.session.get(url, what, waits=waits)
         if refused(answer.status_code):
             return None
         if answer.status_code != 200:

@@ -50,9 +50,9 @@ def commit_facts(hub: UpstreamHub, repo_id: str, commit: str, listed: Iterable[A
     if regular:
         facts[REGULAR] = annotation(regular)
     what = f"{repo_id}@{commit}"
-    if info is None:
-        info = hub.said(hub.session.api(repo_id, "revision", commit), what)
-    listed_commits = hub.said(hub.session.api(repo_id, "commits", commit), what)
+    if info is None:  # (asked by the fetch: after the upstream's pause, if it asked for one)
+        info = hub.said(hub.session.api(repo_id, "revision", commit), what, waits=True)
+    listed_commits = hub.said(hub.session.api(repo_id, "commits", commit), what, waits=True)
     entry = next((c for c in listed_commits if isinstance(c, dict) and c.get("id") == commit), None) \
         if isinstance(listed_commits, list) else None
     if entry is not None:

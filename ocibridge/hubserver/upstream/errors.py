@@ -17,6 +17,11 @@ class UpstreamDown(OcibridgeError):
     retry_after = RETRY_AFTER
 
 
+class UpstreamBusy(UpstreamDown):
+    """The upstream asked for a pause (its 429's ``Retry-After``): the Hub's 503, told how long to
+    wait; nothing is sent to the upstream meanwhile (upstream/ratewindow.py)."""
+
+
 class UpstreamRefused(Refused):
     """A rule at the door keeps the repository or one of its files out: the Hub's 403, the rule
     named; nothing fetched past the metadata the rule needs."""

@@ -1,7 +1,7 @@
 """A repository the upstream keeps gated or private stays so here (``--upstream-allow-gated``,
 ``--upstream-allow-private``): before anything of it is fetched, the request's reader is
 asked about as serve's grants would decide it were the repository so here already
-(:class:`ReaderRefuses`: :meth:`ocibridge.hubserver.access.Gate.upstream_refuses`), and the
+(:meth:`.sources.ServingSide.upstream_refuses`: the Gate's), and the
 repository's refs record is written private, or gated with the upstream's mode, so that every
 request after, on any route, meets the rules of a repository made so here (access.py). A record is
 never loosened from the upstream: a repository once private or gated here stays so until a writer
@@ -12,29 +12,13 @@ upstream still fills (upstream/proxy.py's rule 1), not one that looks made here.
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 from ocibridge.hubserver.repo.refsrecord import read_record, write_record
 from ocibridge.hubserver.repo.upstreamids import is_proxied
-from ocibridge.hubserver.upstream.errors import UpstreamRefused
 
 if TYPE_CHECKING:
     from ocibridge.hubserver.repo.sources import Repository
-
-
-class ReaderRefuses(Protocol):
-    """Why the reader of the request being answered may not have ``repo_id`` were it ``private``
-    or ``gated`` here; None when it may."""
-
-    def __call__(self, repo_id: str, *, private: bool, gated: str) -> Exception | None: ...
-
-
-def nobody_reads(repo_id: str, *, private: bool, gated: str) -> Exception | None:
-    """A catalog no app wired a gate to: no reader is known, so none may have such a repository
-    (the Hub's 403; a private one the proxy answers as not found)."""
-    if not (private or gated):
-        return None
-    return UpstreamRefused(f"{repo_id}: no reader is known to this serve's catalog", "serve's --token-file")
 
 
 def keep_access(repo: Repository, private: bool, gated: str) -> bool:

@@ -18,7 +18,7 @@ The rules, in the order a miss meets them:
    (door.PICKLE) unless ``--upstream-allow-pickle`` (decided again on the listing the fetch
    downloads, and on each file's content as it arrives: pickles.py);
 5. one let in gated or private: the request's reader must be one serve's own grants would let
-   have it were it so here already (``reader_refuses``: :meth:`.access.Gate.upstream_refuses`),
+   have it were it so here already (:meth:`.sources.ServingSide.upstream_refuses`: the Gate's),
    else nothing is fetched and it is answered as a repository that is not there (private) or the
    gate's 401/403 (gated); then the refs record says private or gated (:mod:`.keptaccess`) before
    anything of it lands, so every later request is decided here as for one made so here;
@@ -33,10 +33,11 @@ refused here too at the next check, by branch or by commit id, unless an allow f
 (``_judged``, revocation.py); an upstream ref named as one of serve's own tags (``latest``) is never
 tagged (refguard.py).
 
-Only the writer fetches (``fetches_here``, set by the app): on a ``--writer`` reader, or a standby
-while another serve holds the writer lease, a miss that would ask the upstream is
-:class:`.errors.FetchedElsewhere` (the read forwarded to the writer, which fetches once for every
-replica), and a branch is not re-checked there (the writer's re-check moves its tag).
+Only the writer fetches (``fetches_here`` of the serve's :class:`.sources.ServingSide`, which the
+catalog is built with): on a ``--writer`` reader, or a standby while another serve holds the writer
+lease, a miss that would ask the upstream is :class:`.errors.FetchedElsewhere` (the read forwarded
+to the writer, which fetches once for every replica), and a branch is not re-checked there (the
+writer's re-check moves its tag).
 
 A write's resolution (``ref``, ``kind``) is never proxied: it resolves the registry as it is."""
 
@@ -53,7 +54,7 @@ from ocibridge.hubserver.lifetimes.notes import Noting, NotNoted
 from ocibridge.hubserver.repo.catalog import Catalog, Refs, Resolved
 from ocibridge.hubserver.repo.refnames import registry_tag, split_revision
 from ocibridge.hubserver.repo.refrules import is_tag
-from ocibridge.hubserver.repo.refsrecord import read_record
+from ocibridge.hubserver.repo.refsrecord import RefsRecord, read_record
 from ocibridge.hubserver.repo.sources import (
     COMMIT,
     DIGEST,
@@ -67,19 +68,19 @@ from ocibridge.hubserver.repo.sources import (
 )
 from ocibridge.hubserver.repo.upstreamids import is_proxied
 from ocibridge.hubserver.upstream.client import UpstreamHub, UpstreamRevision, not_found
-from ocibridge.hubserver.upstream.commitfetch import Audit, Ingest, writable
+from ocibridge.hubserver.upstream.commitfetch import Ingest, writable
 from ocibridge.hubserver.upstream.errors import FetchedElsewhere, UpstreamDown, UpstreamRefused
 from ocibridge.hubserver.upstream.inflight import InFlight, landed
-from ocibridge.hubserver.upstream.keptaccess import ReaderRefuses, keep_access, nobody_reads
+from ocibridge.hubserver.upstream.keptaccess import keep_access
 from ocibridge.hubserver.upstream.refguard import onto_serves_tag, skipped
-from ocibridge.hubserver.upstream.revocation import PRIVATE, REFUSED, Revocations, gated
+from ocibridge.hubserver.upstream.revocation import PRIVATE, REFUSED, Revocations, TakenBack, gated
 from ocibridge.hubserver.upstream.session import UpstreamSession
 from ocibridge.hubserver.upstream.staleness import note_stale
 from ocibridge.oci.bookkeeping import is_reserved
 
 if TYPE_CHECKING:
     from ocibridge.hubserver.repo.evidence import Evidence
-    from ocibridge.hubserver.repo.sources import Source
+    from ocibridge.hubserver.repo.sources import ServingSide, Source
     from ocibridge.hubserver.upstream.settings import UpstreamSettings
     from ocibridge.oci.models import Descriptor
 
@@ -91,22 +92,22 @@ CHECKED = 4096
 class ProxyCatalog(Catalog):
     """A :class:`Catalog` whose first source (a registry) is filled from an upstream Hub."""
 
-    def __init__(self, sources: Sequence[Source], upstream: UpstreamSettings, *, evidence: Evidence | None = None,
-                 **kwargs: Any):
+    def __init__(self, sources: Sequence[Source], upstream: UpstreamSettings, side: ServingSide, *,
+                 evidence: Evidence | None = None, notes: Noting | None = None, **kwargs: Any):
         super().__init__(sources, **kwargs)
         self.upstream = upstream
-        self.hub = UpstreamHub(UpstreamSession(upstream.url, upstream.token))  # every request to the upstream
-        self.ingest = Ingest(upstream, self.hub, evidence=evidence)  # evidence: serve's --sign-key/--sbom/--provenance
+        #: every request to the upstream; what it says of a revision kept --upstream-fresh seconds
+        self.hub = UpstreamHub(UpstreamSession(upstream.url, upstream.token), upstream.fresh)
+        #: the serve this catalog answers for: its reader rule, whether it fetches (the writer), its audit log
+        self.side = side
+        # evidence: serve's --sign-key/--sbom/--provenance
+        self.ingest = Ingest(upstream, self.hub, audit=side.audit_line, evidence=evidence)
         self._lock_checked = threading.Lock()
         self._recording = threading.Lock()  # the refs record's branches, written as names are fetched
         self._checked: dict[tuple[str, str], float] = {}  # (repo id, branch) -> when its head was asked
         self._stale: dict[tuple[str, str], str] = {}  # (repo id, branch) -> why its last check failed
-        #: whether this serve asks the upstream itself (the writer); False: the writer does (app.py)
-        self.fetches_here: Callable[[], bool] = lambda: True
-        #: why the request's reader may not have a repository were it private or gated (app.py: the Gate's)
-        self.reader_refuses: ReaderRefuses = nobody_reads
         self.revocations = Revocations(upstream.url)  # what the upstream took back since it was fetched
-        self.notes: Noting = NotNoted()  # each read of a fetched commit, for --upstream-keep (lifetimes/)
+        self.notes: Noting = notes or NotNoted()  # each read of a fetched commit, for --upstream-keep (lifetimes/)
 
     def describe(self) -> str:
         """serve's second start line: where a miss goes and what the door lets in."""
@@ -122,10 +123,6 @@ class ProxyCatalog(Catalog):
         token = "with --upstream-token-file's token" if u.token else "with no token"
         return (f"a proxy of {u.url} ({token}): what {self.sources[0].shown} lacks is fetched from it once; "
                 f"{fresh}; {'; '.join(rules) or 'every repository let in'}")
-
-    def attach_audit(self, audit: Audit) -> None:
-        """Where each ingest's audit line goes (serve's --audit-log)."""
-        self.ingest.audit = audit
 
     def close(self) -> None:
         self.hub.session.close()
@@ -189,7 +186,7 @@ class ProxyCatalog(Catalog):
                 self.ingest.fetching(repo) or is_proxied(repo) or self.states.of(repo_id).upstream):
             raise missing
         self._door_repo(repo_id, revision)
-        if not self.fetches_here():
+        if not self.side.fetches_here():
             raise FetchedElsewhere(f"{repo_id}@{revision}: not here yet; the writer fetches it from the upstream")
         joined = self.ingest.in_flight(repo, revision)
         if joined is not None:  # a commit id or a branch whose fetch is under way: its door was passed
@@ -198,13 +195,13 @@ class ProxyCatalog(Catalog):
             if arriving:
                 return InFlight(joined, repo_id, joined.commit, self.hub)
             landed(joined)
-            self.forget(repo_id)
+            self.forget(repo_id, record=False)  # the commit landed; its refs record is as it was
             return local(revision)
         info = self.hub.revision(repo_id, revision)
         named = self._let_in(repo, revision, info, arriving=arriving)
         if isinstance(named, InFlight):
             return named
-        self.forget(repo_id)
+        self.forget(repo_id, record=False)
         return local(named)
 
     def _door_repo(self, repo_id: str, revision: str) -> None:
@@ -225,30 +222,33 @@ class ProxyCatalog(Catalog):
         self.revocations.given(info.repo_id)  # ... and the door lets it in: not taken back (any more)
         self._reader_may(info.repo_id, info.private, info.gated)
         self._keep_access(repo, info)
-        if self._fetched_tag(repo, revision, info.commit) is not None:
+        # the refs record read once (kept a few seconds: states.py) and handed along
+        named = self._fetched_tag(self.states.of(info.repo_id), revision, info.commit) is not None
+        if named:
             self._mark(info.repo_id, revision)  # its head asked now: re-checked --upstream-fresh from now
         flight = self.ingest.begin(repo, info.repo_id, info.commit, revision, info=info.said,
                                    then=lambda root: self._named(repo, revision, info, root))
         if arriving and not flight.done.is_set():
             return InFlight(flight, info.repo_id, info.commit, self.hub)
         landed(flight)  # its follow-ups ran: the revision's name tagged
-        return info.commit if self._fetched_tag(repo, revision, info.commit) is None else revision
+        return revision if named else info.commit
 
     def _named(self, repo: Repository, revision: str, info: UpstreamRevision, root: Descriptor) -> bool:
         """The revision's name tagged on the landed commit ``root`` (False: a commit id, no name)."""
-        self.forget(info.repo_id)  # what was read of the repository before it landed
-        tag = self._fetched_tag(repo, revision, info.commit)
+        self.forget(info.repo_id, record=False)  # what was resolved of the repository before it landed
+        record = self.states.of(info.repo_id)
+        tag = self._fetched_tag(record, revision, info.commit)
         if tag is None:
-            if self._onto_serves_tag(repo, revision):
+            if self._onto_serves_tag(record, revision):
                 skipped(info.repo_id, revision, info.commit, self.default_tag)
             return False
         from ocibridge.transfer.writer import write_artifact
 
         store = writable(repo)
-        self._record_branch(repo, revision, info.repo_id)
+        self._record_branch(repo, revision, info.repo_id, record)
         write_artifact(store, root, store.fetch_bytes(root), tags=[repo.reference(tag)])
         self.notes.named(repo, tag, info.commit)
-        self.forget(info.repo_id)
+        self.forget(info.repo_id, record=False)
         return True
 
     def _door_revision(self, revision: str, info: UpstreamRevision) -> None:
@@ -276,7 +276,7 @@ class ProxyCatalog(Catalog):
         GatedRepo 401/403."""
         if not (private or gated):
             return None
-        refused = self.reader_refuses(repo_id, private=private, gated=gated)
+        refused = self.side.upstream_refuses(repo_id, private=private, gated=gated)
         if refused is None:
             return None
         return not_found(repo_id, self.upstream.url) if private else refused
@@ -308,10 +308,10 @@ class ProxyCatalog(Catalog):
             return f"{shown} {why}", rule
         return None
 
-    def _record_branch(self, repo: Repository, name: str, repo_id: str) -> None:
-        """A name new here that is a branch at the upstream is recorded a branch (refs record),
-        before its tag is written (create_branch's order), so list_repo_refs lists it as one."""
-        record = read_record(repo)
+    def _record_branch(self, repo: Repository, name: str, repo_id: str, record: RefsRecord) -> None:
+        """A name new here (in ``record``, as the request read it) that is a branch at the upstream
+        is recorded a branch (refs record), before its tag is written (create_branch's order), so
+        list_repo_refs lists it as one."""
         if name == "main" or name in record.branches or name in record.tags \
                 or not self.hub.is_branch(repo_id, name):
             return
@@ -321,22 +321,23 @@ class ProxyCatalog(Catalog):
             record = read_record(repo)
             if name not in record.branches and name not in record.tags:
                 write_record(repo, writable(repo), record.with_ref(name, branch=True))
+                self.states.forget(repo_id)
 
-    def _fetched_tag(self, repo: Repository, revision: str, commit: str) -> str | None:
+    def _fetched_tag(self, record: RefsRecord, revision: str, commit: str) -> str | None:
         """The registry tag a fetched revision's name moves (main: the default tag); None for a
         commit id (whole or abbreviated) and for a ``refs/...`` name (resolved by commit)."""
         kind, name = split_revision(revision)
         if kind is not None or COMMIT.fullmatch(name) or commit.startswith(name):
             return None
-        tag = registry_tag(read_record(repo), None, name, self.default_tag)
+        tag = registry_tag(record, None, name, self.default_tag)
         return tag if tag is not None and is_tag(tag) and not onto_serves_tag(name, tag, self.default_tag) else None
 
-    def _onto_serves_tag(self, repo: Repository, revision: str) -> bool:
+    def _onto_serves_tag(self, record: RefsRecord, revision: str) -> bool:
         """Whether the name ``revision`` would be tagged on one of serve's own tags (refguard.py)."""
         kind, name = split_revision(revision)
         if kind is not None or COMMIT.fullmatch(name):
             return False
-        tag = registry_tag(read_record(repo), None, name, self.default_tag)
+        tag = registry_tag(record, None, name, self.default_tag)
         return tag is not None and onto_serves_tag(name, tag, self.default_tag)
 
     # -- a branch's head, re-checked ----------------------------------------------------------
@@ -344,7 +345,7 @@ class ProxyCatalog(Catalog):
         """Whether ``found`` is an upstream commit this serve fetched and re-checks (``--upstream-fresh``
         set; a commit the upstream gave, in the registry it fills; the writer)."""
         return self.upstream.fresh > 0 and found.commit != commit_of(found.top.digest) \
-            and found.source is self.sources[0] and self.fetches_here()
+            and found.source is self.sources[0] and self.side.fetches_here()
 
     def _recheck_repository(self, repo_id: str, found: Resolved) -> None:
         """A read by commit id: the upstream asked whether it still gives the repository (the
@@ -352,7 +353,7 @@ class ProxyCatalog(Catalog):
         if not self.revocations.due(repo_id, self.upstream.fresh):
             return
         try:
-            info: UpstreamRevision | None = self.hub.revision(repo_id, found.commit)
+            info: UpstreamRevision | None = self.hub.revision(repo_id, found.commit, again=True)
         except RevisionNotFound:  # the repository is there, the commit no longer: still given
             self.revocations.given(repo_id)
             return
@@ -372,11 +373,11 @@ class ProxyCatalog(Catalog):
         this reader's answer."""
         u = self.upstream
         if info is None and not u.keeps_private(repo_id):
-            return self.revocations.take_back(repo_id, REFUSED)
+            return self._take_back(repo_id, REFUSED)
         if info is not None and info.private and not u.keeps_private(repo_id):
-            return self.revocations.take_back(repo_id, PRIVATE)
+            return self._take_back(repo_id, PRIVATE)
         if info is not None and info.gated and not u.keeps_gated(repo_id):
-            return self.revocations.take_back(repo_id, gated(info.gated))
+            return self._take_back(repo_id, gated(info.gated))
         self.revocations.given(repo_id)
         private, gate = (True, "") if info is None else (info.private, info.gated)
         if not ((private or gate) and keep_access(repo, private, gate)):
@@ -384,13 +385,18 @@ class ProxyCatalog(Catalog):
         self.forget(repo_id)  # made so just now: this request's reader decided here, the next by its route
         return self._kept_from_reader(repo_id, private, gate)
 
+    def _take_back(self, repo_id: str, why: TakenBack) -> Exception:
+        """The repository taken back (revocation.py), and what the upstream said of it before forgotten."""
+        self.hub.revisions.forget(repo_id)
+        return self.revocations.take_back(repo_id, why)
+
     def _fresh(self, repo_id: str, revision: str, found: Resolved, local: Callable[[str], Resolved]) -> Resolved:
         """``found``, unless the revision is a name the upstream gave whose head was not asked for
         ``--upstream-fresh`` seconds and has moved there: then the new head, fetched; a repository
         the upstream took back since, refused (revocation.py)."""
         fresh = self.upstream.fresh
         if COMMIT.fullmatch(revision) or DIGEST.fullmatch(revision) \
-                or self._onto_serves_tag(found.repo, revision):  # a commit id, or a name of serve's own (refguard.py)
+                or self._onto_serves_tag(self.states.of(repo_id), revision):  # a name of serve's own (refguard.py)
             return found
         key = (repo_id.lower(), revision)
         with self._lock_checked:
@@ -405,7 +411,7 @@ class ProxyCatalog(Catalog):
         kept_out: Exception | None = None
         try:
             try:
-                info: UpstreamRevision | None = self.hub.revision(repo_id, revision)
+                info: UpstreamRevision | None = self.hub.revision(repo_id, revision, again=True)
             except RepoNotFound:  # the upstream refuses serve's token: deleted, or private to others
                 info = None
             kept_out = self._judged(found.repo, repo_id, info)  # taken back, or kept private or gated
@@ -431,7 +437,7 @@ class ProxyCatalog(Catalog):
         if kept_out is not None:  # outside the try: it is this request's answer, not a failed re-check
             raise kept_out
         self._stale.pop(key, None)
-        self.forget(repo_id)
+        self.forget(repo_id, record=False)
         return local(revision)
 
     def _mark(self, repo_id: str, revision: str) -> None:

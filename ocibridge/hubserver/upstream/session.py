@@ -15,7 +15,8 @@ Three rules hold for every request, here, once:
   too deep, or no JSON, is :class:`.errors.UpstreamDown` (the Hub's 503: the upstream did not
   answer usably), never a ``RecursionError``.
 
-And one reading of a status (:func:`later`, :func:`refused`) every caller decides by."""
+And one reading of a status (:func:`later`, :func:`refused`) every caller decides by, and one
+window of the upstream's own limit (its 429's ``Retry-After``: :mod:`.ratewindow`) every request obeys."""
 
 from __future__ import annotations
 
@@ -27,12 +28,15 @@ from urllib.parse import quote, urlsplit
 from ocibridge.core import boundedjson
 from ocibridge.hubserver.repo.reponames import API_PARTS, hub_id, type_of
 from ocibridge.hubserver.upstream.errors import UpstreamDown
+from ocibridge.hubserver.upstream.ratewindow import RateWindow, busy, retry_after
 
 if TYPE_CHECKING:
     import httpx
 
 #: seconds to connect, and to wait for each read of an answer
 TIMEOUT = (10.0, 60.0)
+#: pauses a fetch's ask waits out (each a 429's Retry-After) before it fails
+PAUSES = 3
 #: routes the proxy asks the upstream under ``/api/models/REPO/`` (a dataset's: ``/api/datasets/REPO/``)
 ROUTES = frozenset({"revision", "tree", "commits", "refs", "xet-read-token"})
 
@@ -84,12 +88,23 @@ class UpstreamSession:
         self.url = url.rstrip("/")
         self.token = token
         self._home = origin(self.url)
-        #: no redirect followed: each answer is handled where it is (a CDN's URL without the token)
+        self.window = RateWindow()  # the upstream's last 429: no request to it until it closes
+        #: no redirect followed: each answer is handled where it is (a CDN's URL without the token);
+        #: every request, the fetches' too, waits out the upstream's window and may open it
         self.http = httpx.Client(timeout=httpx.Timeout(TIMEOUT[1], connect=TIMEOUT[0]), follow_redirects=False,
-                                 verify=upstream_tls())
+                                 verify=upstream_tls(),
+                                 event_hooks={"request": [self._waited], "response": [self._limited]})
 
     def close(self) -> None:
         self.http.close()
+
+    def _waited(self, request: httpx.Request) -> None:
+        if self.at_home(str(request.url)):
+            self.window.wait()
+
+    def _limited(self, answer: httpx.Response) -> None:
+        if answer.status_code == 429 and self.at_home(str(answer.request.url)):
+            self.window.open_for(retry_after(answer.headers))
 
     def at_home(self, url: str) -> bool:
         """Whether ``url`` is on the upstream's own origin (its scheme, host and port)."""
@@ -119,14 +134,22 @@ class UpstreamSession:
         name = "/".join(quote(p, safe="") for p in checked_segments(path, "the path"))
         return f"{self.url}/{repo}/resolve/{quote(commit, safe='')}/{name}"
 
-    def get(self, url: str, what: str, params: dict[str, str] | None = None) -> httpx.Response:
-        """``GET url`` (the token where it is the upstream's); :class:`UpstreamDown` when it cannot be asked."""
+    def get(self, url: str, what: str, params: dict[str, str] | None = None, *, waits: bool = False) -> httpx.Response:
+        """``GET url`` (the token where it is the upstream's); :class:`UpstreamDown` when it cannot be
+        asked, :class:`.errors.UpstreamBusy` while (or because) the upstream asked for a pause;
+        ``waits``: a fetch's ask, sent once the pause is over (a client's is answered at once)."""
         import httpx
 
-        try:
-            return self.http.get(url, params=params, headers=self.auth_for(url))
-        except httpx.HTTPError as e:
-            raise UpstreamDown(f"{what}: the upstream {self.url} did not answer ({e})") from None
+        if self.at_home(url) and not waits:
+            self.window.check(what, self.url)
+        for _ in range(PAUSES if waits else 1):
+            try:
+                answer = self.http.get(url, params=params, headers=self.auth_for(url))  # (after a pause: _waited)
+            except httpx.HTTPError as e:
+                raise UpstreamDown(f"{what}: the upstream {self.url} did not answer ({e})") from None
+            if answer.status_code != 429 or not self.at_home(url):
+                return answer
+        raise busy(what, self.url, max(self.window.left(), 1.0))
 
     def json(self, answer: httpx.Response, what: str) -> Any:
         """The answer's JSON, read by the bounded parser; :class:`UpstreamDown` when it is none."""
