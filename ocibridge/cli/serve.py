@@ -8,7 +8,7 @@ import argparse
 import dataclasses
 from typing import TYPE_CHECKING
 
-from ocibridge.cli.common import CommandAdder, add_transfer_flags, transfer_options
+from ocibridge.cli.common import CommandAdder, add_transfer_flags, emit, transfer_options
 from ocibridge.cli.evidence_flags import add_evidence_flags, attest_options
 from ocibridge.cli.signing import add_verify_flags, policy_from_args
 from ocibridge.cli.upstream_flags import add_default_tag_flag, add_upstream_policy_flags, upstream_policy
@@ -39,12 +39,34 @@ def cmd_serve(args: argparse.Namespace) -> int:
                                      compare_budget=_size(args, "compare_budget",
                                                           api_serve.ServeOptions.compare_budget),
                                      upstream=args.upstream, upstream_token_file=args.upstream_token_file,
-                                     upstream_fresh=args.upstream_fresh, **upstream_policy(args))
+                                     upstream_fresh=args.upstream_fresh, quotas=args.quotas,
+                                     upstream_max_size=None if args.upstream_max_size is None
+                                     else _size(args, "upstream_max_size", 0),
+                                     upstream_quota_namespace=args.upstream_quota_namespace,
+                                     **upstream_policy(args))
     listen = api_serve.ListenOptions(args.listen, cert=args.cert, key=args.key, access_log=not args.no_access_log)
     # its models are checked as pull checks them: the containers policy file that applies
     # (--policy, else the one found; read at start) and the --verify-key keys (docs/serve.md)
     api_serve.serve(args.sources, listen=listen, options=options, transfer=transfer,
                     verify=policy_from_args(args), sign=_sign_options(args), attest=_attest_options(args))
+    return 0
+
+
+def cmd_serve_usage(args: argparse.Namespace) -> int:
+    from ocibridge.core.terminal import human_size
+    from ocibridge.hubserver.quotas.report import namespace_usage
+
+    rows = namespace_usage(args.source, args.quotas, transfer_options(args).registry_options(),
+                           args.upstream_quota_namespace)
+    data = [{"namespace": name, "bytes": used.bytes, "bytesLimit": limit.bytes if limit else None,
+             "repos": used.repos, "reposLimit": limit.repos if limit else None} for name, used, limit in rows]
+    lines = [("NAMESPACE", "USED", "LIMIT", "REPOS", "LIMIT")]
+    lines += [(name, human_size(used.bytes), "-" if limit is None or limit.bytes is None else human_size(limit.bytes),
+               str(used.repos), "-" if limit is None or limit.repos is None else str(limit.repos))
+              for name, used, limit in rows]
+    widths = [max(len(line[i]) for line in lines) for i in range(5)]
+    shown = ["  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip() for line in lines]
+    emit(args, data, "\n".join(shown))
     return 0
 
 
@@ -66,7 +88,13 @@ def _attest_options(args: argparse.Namespace) -> api_options.AttestOptions | Non
 
 
 def register(command: CommandAdder) -> None:
-    """Add ``serve``."""
+    """Add ``serve`` and ``serve-usage``."""
+    u = command("serve-usage", cmd_serve_usage)
+    u.add_argument("source", metavar="SOURCE", help="serve's first SOURCE: the registry prefix it writes to")
+    u.add_argument("--quotas", metavar="FILE", help="serve's --quotas file: each namespace's limits shown beside it")
+    u.add_argument("--upstream-quota-namespace", metavar="NAME",
+                   help="what serve --upstream fetched counted against NAME, as serve counts it")
+    add_transfer_flags(u)
     p = command("serve", cmd_serve)
     p.add_argument("sources", nargs="+", metavar="SOURCE",
                    help="a registry prefix (host/path: repo ORG/NAME is host/path/org/name), oci:DIR "
@@ -79,6 +107,10 @@ def register(command: CommandAdder) -> None:
                    help="tokens, one a line ('TOKEN [read|write] [REPO-PREFIX] [NAME]': a bare token reads "
                         "everything; a prefix (acme/) confines a token to those repositories; write ones publish): "
                         "clients must send 'Authorization: Bearer TOKEN' (HF_TOKEN); read again when it changes")
+    p.add_argument("--quotas", metavar="FILE",
+                   help="bytes and repositories per namespace, and what the proxy's clients may have it fetch "
+                        "(TOML: docs/quotas.md); a write past a quota is refused with the Hub's 403; read again "
+                        "when it changes")
     p.add_argument("--audit-log", metavar="FILE",
                    help="append each write (landed or refused) as one JSON line to FILE ('-': stdout)")
     p.add_argument("--no-metrics", action="store_true",
@@ -127,6 +159,11 @@ def register(command: CommandAdder) -> None:
     g.add_argument("--upstream-fresh", type=float, default=300.0, metavar="SECONDS",
                    help="re-check a branch's head at the upstream at most every SECONDS (default 300; 0: never)")
     add_upstream_policy_flags(g)
+    g.add_argument("--upstream-max-size", metavar="SIZE",
+                   help="refuse an ingest whose files take more than SIZE (the upstream's listing says, before a "
+                        "file is fetched), with the Hub's 403")
+    g.add_argument("--upstream-quota-namespace", metavar="NAME",
+                   help="count what the proxy fetches against the --quotas of namespace NAME")
     g = p.add_argument_group("evidence on publish (docs/serve.md, Publishing)")
     g.add_argument("--scan", choices=("refuse", "off"), default="off",
                    help="scan every commit's files by content before its branch's tag moves (docs/scanning.md) and "

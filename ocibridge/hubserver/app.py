@@ -52,6 +52,9 @@ from ocibridge.hubserver.failures import CAUGHT, failure_of
 from ocibridge.hubserver.guard import Guard, Limits
 from ocibridge.hubserver.lfs.routes import UPLOAD_PATH, LfsRoutes
 from ocibridge.hubserver.metrics import Metrics
+from ocibridge.hubserver.quotas import UNLIMITED, QuotaCheck
+from ocibridge.hubserver.quotas.ingests import IngestLimits
+from ocibridge.hubserver.quotas.served import QuotaMetrics, quotas_for
 from ocibridge.hubserver.reading.blobs import Blobs
 from ocibridge.hubserver.reading.routes import ReadRoutes
 from ocibridge.hubserver.replicas.forward import FORWARDED, Forwarder
@@ -66,7 +69,7 @@ from ocibridge.hubserver.repo.deletes import home
 from ocibridge.hubserver.repo.files import FileLists, ModelFiles
 from ocibridge.hubserver.repo.lfsobjects import LfsObjects
 from ocibridge.hubserver.repo.repos import Repos
-from ocibridge.hubserver.repo.sources import RegistrySource, RepoMoved, RepoNotFound
+from ocibridge.hubserver.repo.sources import RegistrySource, RepoMoved, RepoNotFound, Source
 from ocibridge.hubserver.requestid import RequestId
 from ocibridge.hubserver.routing import KEY_FORMS, REPO_FORMS, HubRoute, route_path
 from ocibridge.hubserver.settings import ServeSettings
@@ -157,6 +160,7 @@ class ServeApp:
         self.xet_upload = XetUpload(self.staging, self.gate.xet, self.xet.base,  # uploads over Xet
                                     blobs=mounts, relay=relay, ingest=partial(ingest_for, first))
         self.metrics.xorbs_reading = lambda: self.xet_upload.reading
+        self._quotas(catalog, first)  # serve --quotas: every write route's, the proxy's ingests
         # the compare pages' diffs (ocibridge diff's), under their read budgets, kept
         self.compare = Compare(catalog, diff, page_budget=settings.compare_budget)
         self.web = WebPages(self, settings)  # the pages: routed after every API route
@@ -169,6 +173,33 @@ class ServeApp:
         self.repos.lease = self.lease
         if isinstance(catalog, ProxyCatalog):  # --upstream over replicas: only the writer asks the upstream
             catalog.fetches_here = self.fetches_here
+
+    def _quotas(self, catalog: Catalog, first: Source | None) -> None:
+        """``--quotas`` handed to the routes that take bytes (each asks before it takes them),
+        its usage to /metrics; with ``--upstream``, what the proxy's clients may have it fetch."""
+        quotas = quotas_for(self.settings, first)
+        check: QuotaCheck = quotas if quotas is not None else UNLIMITED
+        self.quotas = self.committer.quotas = self.lfs.quotas = self.xet_upload.quotas = check
+        if quotas is not None and self.settings.metrics:
+            self.metrics.registry.register(QuotaMetrics(quotas))
+        if isinstance(catalog, ProxyCatalog):
+            limits = IngestLimits(quotas, self.settings.upstream_max_size, self.settings.upstream_quota_namespace)
+            catalog.ingest.limits = limits
+            if quotas is not None:  # what it fetched counts against the namespace the operator names
+                quotas.usage.ingests = lambda: limits.rules().namespace
+
+    def freeing(self, answer: Handler, audit: str) -> Handler:
+        """A write that may free bytes (a delete, a squash, a move): once answered, every
+        namespace's usage is read again when next asked (serve --quotas)."""
+        written = self.writing(answer, audit=audit)
+
+        async def recounted(request: Request) -> Response:
+            try:
+                return await written(request)
+            finally:
+                self.quotas.recount()
+
+        return recounted
 
     def standing_by(self) -> str | None:
         """Why writes are not taken here, for the start line (None: they are): refused, or sent
@@ -300,16 +331,16 @@ class ServeApp:
                          self.writing(refusing_reserved(self.refs.create_ref), audit="create_{kind}"),
                          methods=("POST",)),
                 HubRoute(f"{base}/{{kind:hub_ref_kind}}/{{ref:hub_part}}",
-                         self.writing(refusing_reserved(self.deleting.delete_ref), audit="delete_{kind}"),
+                         self.freeing(refusing_reserved(self.deleting.delete_ref), "delete_{kind}"),
                          methods=("DELETE",)),
                 HubRoute(f"{base}/settings", self.writing(self.creating.settings, audit="update_settings"),
                          methods=("PUT",)),
                 HubRoute(f"{base}/super-squash/{{branch:hub_part}}",
-                         self.writing(refusing_reserved(self.squashing.squash), audit="super_squash"),
+                         self.freeing(refusing_reserved(self.squashing.squash), "super_squash"),
                          methods=("POST",)),
                 HubRoute(f"{base}/auth-check", self.guarded(self.auth_check, files=True), methods=GET),
                 HubRoute(f"{base}/lfs-files", self.guarded(self.lfs_files.listed), methods=GET),
-                HubRoute(f"{base}/lfs-files/batch", self.writing(self.lfs_files.delete, audit="delete_lfs_files"),
+                HubRoute(f"{base}/lfs-files/batch", self.freeing(self.lfs_files.delete, "delete_lfs_files"),
                          methods=("POST",)),
                 HubRoute(f"{base}/lfs-files/duplicate", self.guarded(self.lfs_duplicate.duplicate), methods=("POST",)),
                 HubRoute(f"{base}/auth-check/write", self.guarded(self.auth_check_write), methods=GET),
@@ -342,9 +373,9 @@ class ServeApp:
                      self.guarded(self.reads.repositories), methods=GET),
             HubRoute("/api/repos/create", self.writing(self.creating.create_repo, audit="create_repo"),
                      methods=("POST",)),
-            HubRoute("/api/repos/delete", self.writing(self.deleting.delete_repo, audit="delete_repo"),
+            HubRoute("/api/repos/delete", self.freeing(self.deleting.delete_repo, "delete_repo"),
                      methods=("DELETE",)),
-            HubRoute("/api/repos/move", self.writing(self.moving.move_repo, audit="move_repo"), methods=("POST",)),
+            HubRoute("/api/repos/move", self.freeing(self.moving.move_repo, "move_repo"), methods=("POST",)),
             # no token, as the Hub: huggingface_hub sends none (RepoCard.validate, metadata_update)
             HubRoute("/api/validate-yaml", self.guarded(self.account.validate_yaml, needs_token=False),
                      methods=("POST",)),
@@ -437,6 +468,7 @@ class ServeApp:
     async def xet_write_token(self, request: Request) -> Response:
         """A Xet write grant, for a write token of the repository only (the LFS routes' check)."""
         self.writers.writer(request, requested_repo(request))
+        await self._run(self.quotas.room, requested_repo(request))  # serve --quotas: at its limit, no grant
         return await self.xet_upload.token(request)
 
     async def xet_token(self, request: Request) -> Response:

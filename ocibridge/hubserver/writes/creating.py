@@ -122,6 +122,7 @@ class Creating:
             raise
         private = visibility_of(body)
         files = initial.first_files(body)  # a malformed one: 400 before anything is made
+        await in_thread(self.committer.quotas.new_repo, repo_id)  # serve --quotas: 403, nothing made
         url = f"{self.writers.base(request)}/{repo_id}"  # a key is the repository's web path
         made = await in_thread(create_repo, self.committer, repo_id, self.writers.author(grant), bool(private), files)
         if not made:
