@@ -139,10 +139,12 @@ class Usage:
         if known is None:
             repo = self._repository(key)
             try:
-                known = repo is not None and any(t.startswith(UPSTREAM_TAG_PREFIX) for t in repo.tags())
+                tags = repo.tags() if repo is not None else []
             except OcibridgeError:
-                known = False
-            self._proxied[key.lower()] = known
+                tags = []
+            known = any(t.startswith(UPSTREAM_TAG_PREFIX) for t in tags)
+            if tags:  # one with no tag yet may be a fetch under way: asked again
+                self._proxied[key.lower()] = known
         return known
 
     def _repo_blobs(self, key: str) -> dict[str, int]:
@@ -158,7 +160,8 @@ class Usage:
         for tag in tags:
             assert repo is not None
             held.update(self._manifest_blobs(repo, repo.reference(tag)))
-        self._blobs[key.lower()] = held
+        if held:  # none: no tag yet (a fetch under way, a create), or deleted: read again when asked
+            self._blobs[key.lower()] = held
         return held
 
     def _manifest_blobs(self, repo: Repository, reference: str, depth: int = 0) -> dict[str, int]:
