@@ -303,3 +303,32 @@ def _check_quotas(options: ServeOptions) -> None:
         raise UsageError(f"--upstream-max-size {options.upstream_max_size}: expected a size of at least one byte")
     if options.upstream_quota_namespace is not None and not options.upstream_quota_namespace.strip("/ "):
         raise UsageError("--upstream-quota-namespace: expected a namespace's name")
+
+
+@dataclass(frozen=True)
+class NamespaceUsage:
+    """What one namespace of serve's registry holds, against its ``--quotas`` (None: no limit)."""
+
+    namespace: str
+    bytes: int
+    repos: int
+    bytes_limit: int | None = None
+    repos_limit: int | None = None
+
+    def as_dict(self) -> dict[str, object]:
+        return {"namespace": self.namespace, "bytes": self.bytes, "bytesLimit": self.bytes_limit,
+                "repos": self.repos, "reposLimit": self.repos_limit}
+
+
+def serve_usage(source: str, *, quotas: str | None = None, upstream_quota_namespace: str | None = None,
+                transfer: TransferOptions | None = None) -> list[NamespaceUsage]:
+    """What each namespace of ``source`` (serve's first SOURCE) holds, counted as serve counts it
+    for its quotas (docs/quotas.md), beside the limits of the ``quotas`` file; no serve needs to run.
+    ``upstream_quota_namespace``: the namespace what serve --upstream fetched counts against."""
+    from ocibridge.api.options import TransferOptions
+    from ocibridge.hubserver.quotas.report import namespace_usage
+
+    options = (transfer or TransferOptions()).registry_options()
+    rows = namespace_usage(source, quotas, options, upstream_quota_namespace)
+    return [NamespaceUsage(name, used.bytes, used.repos, limit.bytes if limit else None,
+                           limit.repos if limit else None) for name, used, limit in rows]

@@ -54,19 +54,15 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 def cmd_serve_usage(args: argparse.Namespace) -> int:
     from ocibridge.core.terminal import human_size
-    from ocibridge.hubserver.quotas.report import namespace_usage
 
-    rows = namespace_usage(args.source, args.quotas, transfer_options(args).registry_options(),
-                           args.upstream_quota_namespace)
-    data = [{"namespace": name, "bytes": used.bytes, "bytesLimit": limit.bytes if limit else None,
-             "repos": used.repos, "reposLimit": limit.repos if limit else None} for name, used, limit in rows]
+    rows = api_serve.serve_usage(args.source, quotas=args.quotas, transfer=transfer_options(args),
+                                 upstream_quota_namespace=args.upstream_quota_namespace)
     lines = [("NAMESPACE", "USED", "LIMIT", "REPOS", "LIMIT")]
-    lines += [(name, human_size(used.bytes), "-" if limit is None or limit.bytes is None else human_size(limit.bytes),
-               str(used.repos), "-" if limit is None or limit.repos is None else str(limit.repos))
-              for name, used, limit in rows]
+    lines += [(r.namespace, human_size(r.bytes), "-" if r.bytes_limit is None else human_size(r.bytes_limit),
+               str(r.repos), "-" if r.repos_limit is None else str(r.repos_limit)) for r in rows]
     widths = [max(len(line[i]) for line in lines) for i in range(5)]
     shown = ["  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip() for line in lines]
-    emit(args, data, "\n".join(shown))
+    emit(args, [r.as_dict() for r in rows], "\n".join(shown))
     return 0
 
 
@@ -89,12 +85,6 @@ def _attest_options(args: argparse.Namespace) -> api_options.AttestOptions | Non
 
 def register(command: CommandAdder) -> None:
     """Add ``serve`` and ``serve-usage``."""
-    u = command("serve-usage", cmd_serve_usage)
-    u.add_argument("source", metavar="SOURCE", help="serve's first SOURCE: the registry prefix it writes to")
-    u.add_argument("--quotas", metavar="FILE", help="serve's --quotas file: each namespace's limits shown beside it")
-    u.add_argument("--upstream-quota-namespace", metavar="NAME",
-                   help="what serve --upstream fetched counted against NAME, as serve counts it")
-    add_transfer_flags(u)
     p = command("serve", cmd_serve)
     p.add_argument("sources", nargs="+", metavar="SOURCE",
                    help="a registry prefix (host/path: repo ORG/NAME is host/path/org/name), oci:DIR "
@@ -176,6 +166,12 @@ def register(command: CommandAdder) -> None:
                    help="the signature's form: classic (.sig tag), bundle (OCI 1.1 referrer) or both (default)")
     add_evidence_flags(p, "commit")
     add_transfer_flags(p)
+    u = command("serve-usage", cmd_serve_usage)
+    u.add_argument("source", metavar="SOURCE", help="serve's first SOURCE: the registry prefix it writes to")
+    u.add_argument("--quotas", metavar="FILE", help="serve's --quotas file: each namespace's limits shown beside it")
+    u.add_argument("--upstream-quota-namespace", metavar="NAME",
+                   help="what serve --upstream fetched counted against NAME, as serve counts it")
+    add_transfer_flags(u)
 
 
 def _trusted(args: argparse.Namespace) -> tuple[str, ...]:
