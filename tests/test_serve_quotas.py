@@ -96,6 +96,10 @@ def test_a_namespace_at_its_limit_is_refused_on_every_write_route_and_nothing_is
         assert printed.returncode == 0, printed.stderr
         assert printed.stdout.strip() == doc_block("text").strip()
 
+        api.create_repo("acme/data", repo_type="dataset")  # a dataset of acme's: the same namespace
+        api.upload_file(path_or_fileobj=b"a,b\n", path_in_repo="data.csv", repo_id="acme/data", repo_type="dataset")
+        assert metric(url, "ocibridge_serve_namespace_repos", "acme") == 2
+
         # the quota lowered under what acme holds: at its limit, read again without a restart
         rewrite(quotas, '[namespaces.acme]\nbytes = "1M"\nrepos = 1\n')
         before = registry_state(registry.url)
@@ -119,7 +123,13 @@ def test_a_namespace_at_its_limit_is_refused_on_every_write_route_and_nothing_is
             **ACME, "content-type": "application/x-ndjson"}, content=b"".join(json.dumps(x).encode() + b"\n"
                                                                             for x in lines)))
         refused(httpx.get(f"{url}/api/models/acme/one/xet-write-token/main", headers=ACME))
-        with pytest.raises(HfHubHTTPError) as second:  # the repository count: 1 held, 1 allowed
+        refused(httpx.post(f"{url}/datasets/acme/data.git/info/lfs/objects/batch", headers=ACME, json={
+            "operation": "upload", "objects": [{"oid": hashlib.sha256(data).hexdigest(), "size": len(data)}]}))
+        with pytest.raises(HfHubHTTPError) as dataset:
+            api.upload_file(path_or_fileobj=b"c,d\n", path_in_repo="more.csv", repo_id="acme/data",
+                            repo_type="dataset")
+        assert dataset.value.response.status_code == 403 and FULL in str(dataset.value)
+        with pytest.raises(HfHubHTTPError) as second:  # the repository count: 2 held, 1 allowed
             api.create_repo("acme/two")
         assert second.value.response.status_code == 403 and "Repository limit reached" in str(second.value)
         api.create_repo("acme/one", exist_ok=True)  # not a new one: not refused

@@ -77,8 +77,9 @@ class IngestLimits:
     """The rules of ``--quotas`` [upstream] and ``--upstream-max-size``/``--upstream-quota-namespace``."""
 
     def __init__(self, quotas: Quotas | None, max_size: int | None = None, namespace: str | None = None,
-                 clock: Callable[[], float] = time.monotonic):
+                 clock: Callable[[], float] = time.monotonic, said: Callable[[], IngestRules] | None = None):
         self.quotas = quotas
+        self.said = said or (lambda: quotas.rules().upstream if quotas is not None else IngestRules())
         self.max_size = max_size
         self.namespace = namespace.lower() if namespace else None
         self.clock = clock
@@ -86,7 +87,7 @@ class IngestLimits:
         self._clients: dict[str, _Window] = {}
 
     def rules(self) -> IngestRules:
-        said = self.quotas.rules().upstream if self.quotas is not None else IngestRules()
+        said = self.said()  # the file's [upstream], read again when it changed; the flags win
         return IngestRules(self.namespace or said.namespace,
                            said.max_size if self.max_size is None else self.max_size,
                            said.ingests_per_hour, said.bytes_per_hour)
