@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -84,3 +85,20 @@ def test_anonymous_requests_for_many_unknown_repositories_start_at_most_the_hour
     page = httpx.get(f"{url}/metrics").text
     assert re.search(rf'^ocibridge_serve_namespace_repos{{namespace="proxied"}} {PER_HOUR}\.0$', page, re.M), page
     assert 'namespace="many"' not in page
+
+
+def test_an_ingest_is_refused_while_the_namespace_it_counts_against_is_full(
+        proxied: Proxied, limited: tuple[str, Path]):
+    url, root = limited
+    up = HfApi(endpoint=proxied.upstream, token=UP_TOKEN)
+    up.create_repo("full/one", exist_ok=True)
+    auth = {"authorization": f"Bearer {CLIENT_TOKEN}"}
+    (root / "quotas.toml").write_text('[namespaces.proxied]\nbytes = 1\n')  # 1 byte: full, or by the first file
+    time.sleep(1.2)  # serve looks at the file again within a second
+    try:
+        answer = httpx.get(f"{url}/full/one/resolve/main/.gitattributes", headers=auth, timeout=60)
+        assert answer.status_code == 403, answer.text
+        assert "Storage limit reached: the namespace proxied" in answer.headers["x-error-message"]
+        assert proxied.asked("full/one/resolve") == [] and proxied.tags("limited/full/one") == []
+    finally:
+        (root / "quotas.toml").write_text(QUOTAS)
