@@ -52,9 +52,8 @@ from ocibridge.hubserver.failures import CAUGHT, failure_of
 from ocibridge.hubserver.guard import Guard, Limits
 from ocibridge.hubserver.lfs.routes import UPLOAD_PATH, LfsRoutes
 from ocibridge.hubserver.metrics import Metrics
-from ocibridge.hubserver.quotas import UNLIMITED, QuotaCheck
-from ocibridge.hubserver.quotas.ingests import IngestLimits
-from ocibridge.hubserver.quotas.served import QuotaMetrics, quotas_for
+from ocibridge.hubserver.quotas import UNLIMITED
+from ocibridge.hubserver.quotas.served import QuotaMetrics, ingest_limits, quotas_for
 from ocibridge.hubserver.reading.blobs import Blobs
 from ocibridge.hubserver.reading.routes import ReadRoutes
 from ocibridge.hubserver.replicas.forward import FORWARDED, Forwarder
@@ -69,7 +68,7 @@ from ocibridge.hubserver.repo.deletes import home
 from ocibridge.hubserver.repo.files import FileLists, ModelFiles
 from ocibridge.hubserver.repo.lfsobjects import LfsObjects
 from ocibridge.hubserver.repo.repos import Repos
-from ocibridge.hubserver.repo.sources import RegistrySource, RepoMoved, RepoNotFound, Source
+from ocibridge.hubserver.repo.sources import RegistrySource, RepoMoved, RepoNotFound
 from ocibridge.hubserver.requestid import RequestId
 from ocibridge.hubserver.routing import KEY_FORMS, REPO_FORMS, HubRoute, route_path
 from ocibridge.hubserver.settings import ServeSettings
@@ -160,7 +159,12 @@ class ServeApp:
         self.xet_upload = XetUpload(self.staging, self.gate.xet, self.xet.base,  # uploads over Xet
                                     blobs=mounts, relay=relay, ingest=partial(ingest_for, first))
         self.metrics.xorbs_reading = lambda: self.xet_upload.reading
-        self._quotas(catalog, first)  # serve --quotas: every write route's, the proxy's ingests
+        quotas = quotas_for(settings, first)  # serve --quotas: asked by every route before it takes bytes
+        self.quotas = self.committer.quotas = self.lfs.quotas = self.xet_upload.quotas = quotas or UNLIMITED
+        if quotas is not None and settings.metrics:
+            self.metrics.registry.register(QuotaMetrics(quotas))
+        if isinstance(catalog, ProxyCatalog):  # what the proxy's clients may have it fetch
+            catalog.ingest.limits = ingest_limits(quotas, settings)
         # the compare pages' diffs (ocibridge diff's), under their read budgets, kept
         self.compare = Compare(catalog, diff, page_budget=settings.compare_budget)
         self.web = WebPages(self, settings)  # the pages: routed after every API route
@@ -173,20 +177,6 @@ class ServeApp:
         self.repos.lease = self.lease
         if isinstance(catalog, ProxyCatalog):  # --upstream over replicas: only the writer asks the upstream
             catalog.fetches_here = self.fetches_here
-
-    def _quotas(self, catalog: Catalog, first: Source | None) -> None:
-        """``--quotas`` handed to the routes that take bytes (each asks before it takes them),
-        its usage to /metrics; with ``--upstream``, what the proxy's clients may have it fetch."""
-        quotas = quotas_for(self.settings, first)
-        check: QuotaCheck = quotas if quotas is not None else UNLIMITED
-        self.quotas = self.committer.quotas = self.lfs.quotas = self.xet_upload.quotas = check
-        if quotas is not None and self.settings.metrics:
-            self.metrics.registry.register(QuotaMetrics(quotas))
-        if isinstance(catalog, ProxyCatalog):
-            limits = IngestLimits(quotas, self.settings.upstream_max_size, self.settings.upstream_quota_namespace)
-            catalog.ingest.limits = limits
-            if quotas is not None:  # what it fetched counts against the namespace the operator names
-                quotas.usage.ingests = lambda: limits.rules().namespace
 
     def freeing(self, answer: Handler, audit: str) -> Handler:
         """A write that may free bytes (a delete, a squash, a move): once answered, every

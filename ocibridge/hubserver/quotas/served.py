@@ -16,6 +16,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from ocibridge.hubserver.quotas.enforce import Quotas
+from ocibridge.hubserver.quotas.ingests import IngestLimits
 from ocibridge.hubserver.quotas.rules import QuotaFile
 from ocibridge.hubserver.quotas.usage import Usage
 from ocibridge.hubserver.repo.sources import Source
@@ -27,6 +28,15 @@ def quotas_for(settings: ServeSettings, source: Source | None) -> Quotas | None:
     if settings.quotas is None or source is None:
         return None
     return Quotas(QuotaFile(settings.quotas), Usage(source))
+
+
+def ingest_limits(quotas: Quotas | None, settings: ServeSettings) -> IngestLimits:
+    """What the proxy's clients may have it fetch (``--upstream``), and what it fetched counted
+    against the namespace the operator names (the flag, else the file's)."""
+    limits = IngestLimits(quotas, settings.upstream_max_size, settings.upstream_quota_namespace)
+    if quotas is not None:
+        quotas.usage.ingests = lambda: limits.rules().namespace
+    return limits
 
 
 class QuotaMetrics(Collector):
