@@ -101,7 +101,7 @@ def test_a_namespace_at_its_limit_is_refused_on_every_write_route_and_nothing_is
         assert metric(url, "ocibridge_serve_namespace_repos", "acme") == 2
 
         # the quota lowered under what acme holds: at its limit, read again without a restart
-        rewrite(quotas, '[namespaces.acme]\nbytes = "1M"\nrepos = 1\n')
+        rewrite(quotas, '[namespaces.acme]\nbytes = "1M"\nrepos = 3\n')
         before = registry_state(registry.url)
         with pytest.raises(HfHubHTTPError) as upload:
             api.upload_folder(repo_id="acme/one", folder_path=model_dir(tmp_path / "second"))
@@ -129,6 +129,11 @@ def test_a_namespace_at_its_limit_is_refused_on_every_write_route_and_nothing_is
             api.upload_file(path_or_fileobj=b"c,d\n", path_in_repo="more.csv", repo_id="acme/data",
                             repo_type="dataset")
         assert dataset.value.response.status_code == 403 and FULL in str(dataset.value)
+        with pytest.raises(HfHubHTTPError) as private:  # a new repository's first commit: storage too
+            api.create_repo("acme/private", private=True)
+        assert private.value.response.status_code == 403 and FULL in str(private.value)
+        assert registry_state(registry.url) == before  # not even the private one's record
+        rewrite(quotas, '[namespaces.acme]\nbytes = "1M"\nrepos = 1\n')
         with pytest.raises(HfHubHTTPError) as second:  # the repository count: 2 held, 1 allowed
             api.create_repo("acme/two")
         assert second.value.response.status_code == 403 and "Repository limit reached" in str(second.value)

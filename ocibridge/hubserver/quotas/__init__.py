@@ -18,8 +18,9 @@ class QuotaCheck(Protocol):
     def adding_blobs(self, key: str, blobs: Mapping[str, int]) -> None:
         """Refused when the blobs (digest -> size) it does not hold yet would take it past its limit."""
 
-    def new_repo(self, key: str) -> None:
-        """Refused when the repository ``key`` is new and its namespace has all the repositories it may."""
+    def new_repo(self, key: str, first: Mapping[str, int]) -> None:
+        """Refused when the repository ``key`` is new and its namespace has all the repositories it
+        may, or its first commit's blobs (``first``) would take it past its bytes."""
 
     def landed(self, key: str, digest: str) -> None:
         """A commit of ``key`` landed as the manifest ``digest``: its blobs count from now."""
@@ -37,7 +38,7 @@ class Unlimited:
     def adding_blobs(self, key: str, blobs: Mapping[str, int]) -> None:
         pass
 
-    def new_repo(self, key: str) -> None:
+    def new_repo(self, key: str, first: Mapping[str, int]) -> None:
         pass
 
     def landed(self, key: str, digest: str) -> None:

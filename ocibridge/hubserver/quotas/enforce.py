@@ -61,15 +61,18 @@ class Quotas:
         held = self.usage.holds(namespace)
         self.namespace_adding(namespace, sum(size for digest, size in blobs.items() if digest not in held))
 
-    def new_repo(self, key: str) -> None:
-        """:class:`QuotaExceeded` when ``key``'s namespace has as many repositories as it may."""
+    def new_repo(self, key: str, first: Mapping[str, int]) -> None:
+        """:class:`QuotaExceeded` when ``key`` is a new repository and its namespace has as many as
+        it may, or the blobs of its first commit (``first``: digest -> size) would take it past its
+        bytes; an existing one (a create answered 409) is not refused."""
         namespace, limit = self._limit(key)
-        if limit is None or limit.repos is None or self.usage.exists(key):
+        if limit is None or self.usage.exists(key):
             return
         count = self.usage.of(namespace).repos
-        if count >= limit.repos:
+        if limit.repos is not None and count >= limit.repos:
             raise QuotaExceeded(f"Repository limit reached: the namespace {namespace} has {count} of its "
                                 f"{limit.repos} repositories (serve --quotas); delete one or ask the operator for more")
+        self.adding_blobs(key, first)
 
     def landed(self, key: str, digest: str) -> None:
         """A commit of ``key`` landed: its blobs count from now."""
