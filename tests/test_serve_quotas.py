@@ -123,6 +123,7 @@ def test_a_namespace_at_its_limit_is_refused_on_every_write_route_and_nothing_is
             **ACME, "content-type": "application/x-ndjson"}, content=b"".join(json.dumps(x).encode() + b"\n"
                                                                             for x in lines)))
         refused(httpx.get(f"{url}/api/models/acme/one/xet-write-token/main", headers=ACME))
+        refused(httpx.get(f"{url}/api/datasets/acme/data/xet-write-token/main", headers=ACME))  # Xet: no grant
         refused(httpx.post(f"{url}/datasets/acme/data.git/info/lfs/objects/batch", headers=ACME, json={
             "operation": "upload", "objects": [{"oid": hashlib.sha256(data).hexdigest(), "size": len(data)}]}))
         with pytest.raises(HfHubHTTPError) as dataset:
