@@ -22,7 +22,7 @@ Sign
     report attached signed).
 Serve
     ``serve`` and ``create_app`` (the Hugging Face Hub API over registries; ``ServeOptions``,
-    ``ListenOptions``).
+    ``ListenOptions``); ``serve_usage`` (what each namespace holds against its quotas: ``NamespaceUsage``).
 Mirror
     ``mirror_run``, ``mirror_plan``, ``mirror_shard``, ``mirror_merge``, ``mirror_k8s_job``
     (``MirrorJob``, ``MirrorRunOptions``).
@@ -87,7 +87,7 @@ _TABLE: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("api.mirror", ("MergedMirrorReport", "MirrorEntry", "MirrorJob", "MirrorK8sJob", "MirrorK8sOptions",
                     "MirrorReport", "MirrorRunOptions", "MirroredArtifact", "SyncEntry", "mirror_k8s_job",
                     "mirror_merge", "mirror_plan", "mirror_run", "mirror_shard")),
-    ("api.serve", ("ListenOptions", "ServeOptions", "create_app", "serve")),
+    ("api.serve", ("ListenOptions", "NamespaceUsage", "ServeOptions", "create_app", "serve", "serve_usage")),
     ("errors", ("OcibridgeError",)),
     ("model.builder", ("BuildOptions", "build")),
     ("oci.mediatypes", ("Family", "Kind", "Variant")),
@@ -150,6 +150,7 @@ __all__ = [
     "MountDaemonOptions",
     "MountRequest",
     "Mounted",
+    "NamespaceUsage",
     "OcibridgeError",
     "OnExisting",
     "PodOptions",
@@ -262,6 +263,7 @@ __all__ = [
     "scan_reports",
     "serve",
     "serve_mount",
+    "serve_usage",
     "sign",
     "tag",
     "tags",
@@ -345,7 +347,7 @@ if TYPE_CHECKING:
     from ocibridge.api.policy import PolicyVerdict, RequirementCheck, Verification, check_policy, verification
     from ocibridge.api.prune_ops import prune
     from ocibridge.api.registry_check import check_registry
-    from ocibridge.api.serve import ListenOptions, ServeOptions, create_app, serve
+    from ocibridge.api.serve import ListenOptions, NamespaceUsage, ServeOptions, create_app, serve, serve_usage
     from ocibridge.api.session import closing_opened_stores, enable_request_log
     from ocibridge.api.signing import (
         KeygenResult,

@@ -30,8 +30,10 @@ __all__ = ["RUNNERS", "doc_env", "reader_venvs", "runnable_blocks"]
 DOCS = ["tasks.md", "cli.md", "api.md", "registry.md", "kubernetes.md", "using.md", "airgap.md", "mount.md"]
 #: docs whose ``sh`` examples run here; their ``python`` ones name registry.example, not $REGISTRY
 SH_ONLY_DOCS = ["lazy.md", "formats/directory.md"]
-#: every doc whose blocks a test runs as printed (these, serve's pages, mirroring.md, datasets.md: their own tests)
-RUN_DOCS = [*DOCS, *SH_ONLY_DOCS, *SERVE_PAGES, "mirroring.md", "scanning.md", "datasets.md", "lifetimes.md"]
+#: every doc whose blocks a test runs as printed (these; serve's pages, mirroring.md, datasets.md, lifetimes.md,
+#: quotas.md: their own tests)
+RUN_DOCS = [*DOCS, *SH_ONLY_DOCS, *SERVE_PAGES, "mirroring.md", "scanning.md", "datasets.md", "lifetimes.md",
+            "quotas.md"]
 
 
 @pytest.mark.parametrize("doc", DOCS + SH_ONLY_DOCS)

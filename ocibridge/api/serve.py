@@ -67,6 +67,9 @@ class ServeOptions(UpstreamPolicyOptions):
     upstream: str | None = None  # an upstream Hub API: what the registry lacks is fetched from it once (--upstream)
     upstream_token_file: str | None = None  # the token sent to it (else $OCIBRIDGE_UPSTREAM_TOKEN), never a client's
     upstream_fresh: float = 300.0  # a branch head re-checked at the upstream at most every SECONDS (0: never)
+    quotas: str | None = None  # bytes and repositories per namespace, a TOML file watched for changes (--quotas)
+    upstream_max_size: int | None = None  # one ingest of the proxy never larger (--upstream-max-size)
+    upstream_quota_namespace: str | None = None  # whose quota the proxy's ingests count against
 
 
 @dataclass(frozen=True)
@@ -228,7 +231,9 @@ def _app(sources: str | Sequence[str | RegistryReference | LayoutReference], opt
         lfs_multipart_min=options.lfs_multipart_min, lfs_part_size=options.lfs_part_size,
         writer=parse_public_url(options.writer, "--writer"), trust_forwarded=options.trust_forwarded,
         peers=tuple(url for url in (parse_public_url(p, "--peer") for p in options.peers) if url),
-        compare_budget=options.compare_budget, lease=LeaseTimes.from_env())
+        compare_budget=options.compare_budget, lease=LeaseTimes.from_env(), quotas=options.quotas,
+        upstream_max_size=options.upstream_max_size, upstream_quota_namespace=options.upstream_quota_namespace)
+    _check_quotas(options)
     parse_networks(options.trust_forwarded)
     if options.writer and options.peers:
         raise UsageError("--writer and --peer: a reader sends every write to its writer; --peer is for serves "
@@ -317,3 +322,47 @@ def sweep_upstream(source: str, keep: float, *, dry_run: bool = True,
         return Sweep(located, keep, time.time(), dry_run=dry_run).run()
     finally:
         located.close()
+
+
+def _check_quotas(options: ServeOptions) -> None:
+    """``--quotas`` read once before serve starts (one error line for a file that is not one), and
+    the proxy's quota flags only with ``--upstream``."""
+    if options.quotas is not None:
+        from ocibridge.hubserver.quotas.quotafile import read_quotas
+
+        read_quotas(options.quotas)
+    if options.upstream is None and (options.upstream_max_size is not None or options.upstream_quota_namespace):
+        raise UsageError("--upstream-max-size and --upstream-quota-namespace go with --upstream")
+    if options.upstream_max_size is not None and options.upstream_max_size < 1:
+        raise UsageError(f"--upstream-max-size {options.upstream_max_size}: expected a size of at least one byte")
+    if options.upstream_quota_namespace is not None and not options.upstream_quota_namespace.strip("/ "):
+        raise UsageError("--upstream-quota-namespace: expected a namespace's name")
+
+
+@dataclass(frozen=True)
+class NamespaceUsage:
+    """What one namespace of serve's registry holds, against its ``--quotas`` (None: no limit)."""
+
+    namespace: str
+    bytes: int
+    repos: int
+    bytes_limit: int | None = None
+    repos_limit: int | None = None
+
+    def as_dict(self) -> dict[str, object]:
+        return {"namespace": self.namespace, "bytes": self.bytes, "bytesLimit": self.bytes_limit,
+                "repos": self.repos, "reposLimit": self.repos_limit}
+
+
+def serve_usage(source: str, *, quotas: str | None = None, upstream_quota_namespace: str | None = None,
+                transfer: TransferOptions | None = None) -> list[NamespaceUsage]:
+    """What each namespace of ``source`` (serve's first SOURCE) holds, counted as serve counts it
+    for its quotas (docs/quotas.md), beside the limits of the ``quotas`` file; no serve needs to run.
+    ``upstream_quota_namespace``: the namespace what serve --upstream fetched counts against."""
+    from ocibridge.api.options import TransferOptions
+    from ocibridge.hubserver.quotas.report import namespace_usage
+
+    options = (transfer or TransferOptions()).registry_options()
+    rows = namespace_usage(source, quotas, options, upstream_quota_namespace)
+    return [NamespaceUsage(name, used.bytes, used.repos, limit.bytes if limit else None,
+                           limit.repos if limit else None) for name, used, limit in rows]

@@ -76,6 +76,8 @@ COMMANDS: tuple[CommandEntry, ...] = (
     CommandEntry("umount", "mount", "unmount a directory mounted by 'ocibridge mount'"),
     CommandEntry("serve", "serve",
                  "serve the Hugging Face Hub's API over registries: load models, and publish with write tokens (HF_ENDPOINT=http://HOST:PORT)"),
+    CommandEntry("serve-usage", "serve", "what each namespace of serve's registry holds, against its --quotas "
+                 "(bytes, repositories)"),
     CommandEntry("warm", "warm", "compile caches kept beside a model as signed referrers: 'warm save', 'warm ls', "
                  "'warm load' (a warm start on any node)"),
     CommandEntry("completion", "completion", "print a shell completion script (bash, zsh, fish): commands, flags, "

@@ -41,7 +41,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
                                      compare_budget=_size(args, "compare_budget",
                                                           api_serve.ServeOptions.compare_budget),
                                      upstream=args.upstream, upstream_token_file=args.upstream_token_file,
-                                     upstream_fresh=args.upstream_fresh, **upstream_policy(args))
+                                     upstream_fresh=args.upstream_fresh, quotas=args.quotas,
+                                     upstream_max_size=None if args.upstream_max_size is None
+                                     else _size(args, "upstream_max_size", 0),
+                                     upstream_quota_namespace=args.upstream_quota_namespace,
+                                     **upstream_policy(args))
     listen = api_serve.ListenOptions(args.listen, cert=args.cert, key=args.key, access_log=not args.no_access_log)
     # its models are checked as pull checks them: the containers policy file that applies
     # (--policy, else the one found; read at start) and the --verify-key keys (docs/serve.md)
@@ -69,6 +73,20 @@ def _keep_dry_run(args: argparse.Namespace, keep: float, transfer: api_options.T
     return 0
 
 
+def cmd_serve_usage(args: argparse.Namespace) -> int:
+    from ocibridge.core.terminal import human_size
+
+    rows = api_serve.serve_usage(args.source, quotas=args.quotas, transfer=transfer_options(args),
+                                 upstream_quota_namespace=args.upstream_quota_namespace)
+    lines = [("NAMESPACE", "USED", "LIMIT", "REPOS", "LIMIT")]
+    lines += [(r.namespace, human_size(r.bytes), "-" if r.bytes_limit is None else human_size(r.bytes_limit),
+               str(r.repos), "-" if r.repos_limit is None else str(r.repos_limit)) for r in rows]
+    widths = [max(len(line[i]) for line in lines) for i in range(5)]
+    shown = ["  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip() for line in lines]
+    emit(args, [r.as_dict() for r in rows], "\n".join(shown))
+    return 0
+
+
 def _sign_options(args: argparse.Namespace) -> api_options.SignOptions | None:
     """``--sign-key``: every commit published is signed (its password: $COSIGN_PASSWORD)."""
     if args.sign_key is None:
@@ -87,7 +105,7 @@ def _attest_options(args: argparse.Namespace) -> api_options.AttestOptions | Non
 
 
 def register(command: CommandAdder) -> None:
-    """Add ``serve``."""
+    """Add ``serve`` and ``serve-usage``."""
     p = command("serve", cmd_serve)
     p.add_argument("sources", nargs="+", metavar="SOURCE",
                    help="a registry prefix (host/path: repo ORG/NAME is host/path/org/name), oci:DIR "
@@ -100,6 +118,10 @@ def register(command: CommandAdder) -> None:
                    help="tokens, one a line ('TOKEN [read|write] [REPO-PREFIX] [NAME]': a bare token reads "
                         "everything; a prefix (acme/) confines a token to those repositories; write ones publish): "
                         "clients must send 'Authorization: Bearer TOKEN' (HF_TOKEN); read again when it changes")
+    p.add_argument("--quotas", metavar="FILE",
+                   help="bytes and repositories per namespace, and what the proxy's clients may have it fetch "
+                        "(TOML: docs/quotas.md); a write past a quota is refused with the Hub's 403; read again "
+                        "when it changes")
     p.add_argument("--audit-log", metavar="FILE",
                    help="append each write (landed or refused) as one JSON line to FILE ('-': stdout)")
     p.add_argument("--no-metrics", action="store_true",
@@ -150,6 +172,11 @@ def register(command: CommandAdder) -> None:
     g.add_argument("--upstream-keep-dry-run", action="store_true",
                    help="print what --upstream-keep would drop from the first SOURCE now, and the bytes, and exit")
     add_upstream_policy_flags(g)
+    g.add_argument("--upstream-max-size", metavar="SIZE",
+                   help="refuse an ingest whose files take more than SIZE (the upstream's listing says, before a "
+                        "file is fetched), with the Hub's 403")
+    g.add_argument("--upstream-quota-namespace", metavar="NAME",
+                   help="count what the proxy fetches against the --quotas of namespace NAME")
     g = p.add_argument_group("evidence on publish (docs/serve.md, Publishing)")
     g.add_argument("--scan", choices=("refuse", "off"), default="off",
                    help="scan every commit's files by content before its branch's tag moves (docs/scanning.md) and "
@@ -162,6 +189,12 @@ def register(command: CommandAdder) -> None:
                    help="the signature's form: classic (.sig tag), bundle (OCI 1.1 referrer) or both (default)")
     add_evidence_flags(p, "commit")
     add_transfer_flags(p)
+    u = command("serve-usage", cmd_serve_usage)
+    u.add_argument("source", metavar="SOURCE", help="serve's first SOURCE: the registry prefix it writes to")
+    u.add_argument("--quotas", metavar="FILE", help="serve's --quotas file: each namespace's limits shown beside it")
+    u.add_argument("--upstream-quota-namespace", metavar="NAME",
+                   help="what serve --upstream fetched counted against NAME, as serve counts it")
+    add_transfer_flags(u)
 
 
 def _trusted(args: argparse.Namespace) -> tuple[str, ...]:

@@ -52,6 +52,8 @@ from ocibridge.hubserver.failures import CAUGHT, failure_of
 from ocibridge.hubserver.guard import Guard, Limits
 from ocibridge.hubserver.lfs.routes import UPLOAD_PATH, LfsRoutes
 from ocibridge.hubserver.metrics import Metrics
+from ocibridge.hubserver.quotas import UNLIMITED
+from ocibridge.hubserver.quotas.served import QuotaMetrics, ingest_limits, quotas_for
 from ocibridge.hubserver.reading.blobs import Blobs
 from ocibridge.hubserver.reading.routes import ReadRoutes
 from ocibridge.hubserver.replicas.forward import FORWARDED, Forwarder
@@ -140,9 +142,11 @@ class ServeApp:
         self.writers = Writers(self.gate, settings)  # who may write: every write route asks it
         self.account = AccountRoutes(self.gate)
         relay = partial(relay_for, first)  # to the first source
+        quotas = quotas_for(settings, first)  # serve --quotas: asked by every route before it takes bytes
+        self.quotas = quotas or UNLIMITED
         self.lfs = LfsRoutes(self.writers, self.repos, self.staging, partial(handing_for, first),
-                             partial(relays, first), partial(write_grant, self.gate.xet, self.xet.base))
-        self.committer = Committer(self.repos, publish)  # the one commit path (repo/committing.py)
+                             partial(relays, first), partial(write_grant, self.gate.xet, self.xet.base), self.quotas)
+        self.committer = Committer(self.repos, publish, self.quotas)  # the one commit path (repo/committing.py)
         self.commits = CommitRoutes(self.writers, self.committer)
         self.refs = RefRoutes(self.writers, self.committer)
         self.creating = Creating(self.writers, self.committer)  # create_repo, settings
@@ -153,8 +157,12 @@ class ServeApp:
         self.lfs_duplicate = LfsDuplicate(self.writers, catalog)
         self.reads = ReadRoutes(catalog, self.model, blobs, ranges, self.xet, settings, self.repos.created_empty, lists)
         self.xet_upload = XetUpload(self.staging, self.gate.xet, self.xet.base,  # uploads over Xet
-                                    blobs=mounts, relay=relay, ingest=partial(ingest_for, first))
+                                    blobs=mounts, relay=relay, ingest=partial(ingest_for, first), quotas=self.quotas)
         self.metrics.xorbs_reading = lambda: self.xet_upload.reading
+        if quotas is not None and settings.metrics:
+            self.metrics.registry.register(QuotaMetrics(quotas))
+        if isinstance(catalog, ProxyCatalog):  # what the proxy's clients may have it fetch
+            catalog.ingest.limits = ingest_limits(quotas, settings)
         # the compare pages' diffs (ocibridge diff's), under their read budgets, kept
         self.compare = Compare(catalog, diff, page_budget=settings.compare_budget)
         self.web = WebPages(self, settings)  # the pages: routed after every API route
@@ -165,6 +173,19 @@ class ServeApp:
         self.lease = Lease() if self.forwarder else lease_for(first, settings.lease, self.staging.root.parent,
                                                               settings.public_url)
         self.repos.lease = self.lease
+
+    def freeing(self, answer: Handler, audit: str) -> Handler:
+        """A write that may free bytes (a delete, a squash, a move): once answered, every
+        namespace's usage is read again when next asked (serve --quotas)."""
+        written = self.writing(answer, audit=audit)
+
+        async def recounted(request: Request) -> Response:
+            try:
+                return await written(request)
+            finally:
+                self.quotas.recount()
+
+        return recounted
 
     def standing_by(self) -> str | None:
         """Why writes are not taken here, for the start line (None: they are): refused, or sent
@@ -264,7 +285,7 @@ class ServeApp:
                 refused = error(status, failure.code, failure.message, later)
                 if isinstance(e, RepoNotFound) and self.forwarder is not None and request.method in ("GET", "HEAD"):
                     # a repository create_repo made and no commit reached yet is known to the writer
-                    # alone (repo/created.py): it answers, and says 404 when it does not know it either
+                    # alone (repo/pendingrepos.py): it answers, and says 404 when it does not know it either
                     return await self.forwarder.forward(request, unreachable=refused)
                 return refused
             except OSError as e:
@@ -302,16 +323,16 @@ class ServeApp:
                          self.writing(refusing_reserved(self.refs.create_ref), audit="create_{kind}"),
                          methods=("POST",)),
                 HubRoute(f"{base}/{{kind:hub_ref_kind}}/{{ref:hub_part}}",
-                         self.writing(refusing_reserved(self.deleting.delete_ref), audit="delete_{kind}"),
+                         self.freeing(refusing_reserved(self.deleting.delete_ref), "delete_{kind}"),
                          methods=("DELETE",)),
                 HubRoute(f"{base}/settings", self.writing(self.creating.settings, audit="update_settings"),
                          methods=("PUT",)),
                 HubRoute(f"{base}/super-squash/{{branch:hub_part}}",
-                         self.writing(refusing_reserved(self.squashing.squash), audit="super_squash"),
+                         self.freeing(refusing_reserved(self.squashing.squash), "super_squash"),
                          methods=("POST",)),
                 HubRoute(f"{base}/auth-check", self.guarded(self.auth_check, files=True), methods=GET),
                 HubRoute(f"{base}/lfs-files", self.guarded(self.lfs_files.listed), methods=GET),
-                HubRoute(f"{base}/lfs-files/batch", self.writing(self.lfs_files.delete, audit="delete_lfs_files"),
+                HubRoute(f"{base}/lfs-files/batch", self.freeing(self.lfs_files.delete, "delete_lfs_files"),
                          methods=("POST",)),
                 HubRoute(f"{base}/lfs-files/duplicate", self.guarded(self.lfs_duplicate.duplicate), methods=("POST",)),
                 HubRoute(f"{base}/auth-check/write", self.guarded(self.auth_check_write), methods=GET),
@@ -344,9 +365,9 @@ class ServeApp:
                      self.guarded(self.reads.repositories), methods=GET),
             HubRoute("/api/repos/create", self.writing(self.creating.create_repo, audit="create_repo"),
                      methods=("POST",)),
-            HubRoute("/api/repos/delete", self.writing(self.deleting.delete_repo, audit="delete_repo"),
+            HubRoute("/api/repos/delete", self.freeing(self.deleting.delete_repo, "delete_repo"),
                      methods=("DELETE",)),
-            HubRoute("/api/repos/move", self.writing(self.moving.move_repo, audit="move_repo"), methods=("POST",)),
+            HubRoute("/api/repos/move", self.freeing(self.moving.move_repo, "move_repo"), methods=("POST",)),
             # no token, as the Hub: huggingface_hub sends none (RepoCard.validate, metadata_update)
             HubRoute("/api/validate-yaml", self.guarded(self.account.validate_yaml, needs_token=False),
                      methods=("POST",)),
@@ -439,6 +460,7 @@ class ServeApp:
     async def xet_write_token(self, request: Request) -> Response:
         """A Xet write grant, for a write token of the repository only (the LFS routes' check)."""
         self.writers.writer(request, requested_repo(request))
+        await self._run(self.quotas.room, requested_repo(request))  # serve --quotas: at its limit, no grant
         return await self.xet_upload.token(request)
 
     async def xet_token(self, request: Request) -> Response:

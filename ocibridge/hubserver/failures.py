@@ -13,6 +13,8 @@ from dataclasses import dataclass
 
 from ocibridge.errors import OcibridgeError
 from ocibridge.hubserver.access import Denied
+from ocibridge.hubserver.quotas.enforce import QuotaExceeded
+from ocibridge.hubserver.quotas.ingests import IngestRateLimited
 from ocibridge.hubserver.replicas.lease import LeaseLost
 from ocibridge.hubserver.repo.branchlocks import RepoMoving
 from ocibridge.hubserver.repo.commits import (
@@ -48,6 +50,10 @@ class Failure:
 TABLE: tuple[tuple[type[Exception], int, str | None, str], ...] = (
     (RepoNotFound, 404, "RepoNotFound", "No such model"),
     (RevisionNotFound, 404, "RevisionNotFound", "No such revision"),
+    # serve --quotas: the proxy's hourly allowance of a client (the Hub's rate limit), a namespace
+    # full or an ingest too large (the Hub's storage limit: a 403 with no code); before Refused, their base
+    (IngestRateLimited, 429, None, "Too many upstream fetches"),
+    (QuotaExceeded, 403, None, "Storage limit reached"),
     # the Hub's "there, not for you": every client raises it
     (Refused, 403, "GatedRepo", "Refused by the policy serve enforces"),
     (StaleParent, 412, None, "A commit has happened since"),
@@ -94,6 +100,6 @@ def failure_of(error: Denied | OcibridgeError, where: str = "") -> Failure:
         log.warning("%s: %s", where, error)
     if isinstance(error, RepoNotFound):  # the Hub's words, which huggingface_hub's own message holds
         return Failure(status, code, title, REPO_NOT_FOUND)
-    if isinstance(error, (LeaseLost, RecordUnread, InlineBusy, UpstreamDown)):
+    if isinstance(error, (LeaseLost, RecordUnread, InlineBusy, UpstreamDown, IngestRateLimited)):
         return Failure(status, code, title, str(error), error.retry_after)
     return Failure(status, code, title, str(error))

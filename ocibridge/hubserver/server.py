@@ -64,6 +64,9 @@ class ServerSettings:
     trust_forwarded: tuple[str, ...] = LOOPBACK  # peers whose X-Forwarded-Host/-Proto are believed
     peers: tuple[str, ...] = ()  # --peer: other serves a standby sends writes to while one holds the lease
     lease: LeaseTimes = field(default_factory=LeaseTimes)  # the writer lease's times (replicas/leasetimes.py)
+    quotas: str | None = None  # --quotas FILE (quotas/quotafile.py)
+    upstream_max_size: int | None = None  # --upstream-max-size (quotas/ingests.py)
+    upstream_quota_namespace: str | None = None  # --upstream-quota-namespace
 
     def for_routes(self) -> ServeSettings:
         """What the routes read, frozen: made once, handed to every route set as it is."""
@@ -71,7 +74,9 @@ class ServerSettings:
                              metrics=self.metrics, page=self.page, xet_min=self.xet_min, public_url=self.public_url,
                              lfs_multipart_min=self.lfs_multipart_min, lfs_part_size=self.lfs_part_size,
                              writer=self.writer, trust_forwarded=self.trust_forwarded, peers=self.peers,
-                             compare_budget=self.compare_budget, lease=self.lease)
+                             compare_budget=self.compare_budget, lease=self.lease, quotas=self.quotas,
+                             upstream_max_size=self.upstream_max_size,
+                             upstream_quota_namespace=self.upstream_quota_namespace)
 
 
 def parse_listen(text: str) -> tuple[str, int]:

@@ -42,6 +42,9 @@ class ServeSettings:
     peers: tuple[str, ...] = ()  # --peer: serves a standby sends writes to while one holds the lease (peers.py)
     compare_budget: int = COMPARE_BUDGET  # bytes one compare page's diff may read
     lease: LeaseTimes = LeaseTimes()  # the writer lease's expiry, renewal, settle (replicas/writerlease.py)
+    quotas: str | None = None  # --quotas: bytes and repositories per namespace, watched (quotas/quotafile.py)
+    upstream_max_size: int | None = None  # --upstream-max-size: one ingest never larger (quotas/ingests.py)
+    upstream_quota_namespace: str | None = None  # --upstream-quota-namespace: whose quota ingests count against
 
     def part_size_for(self, size: int) -> int | None:
         """The part size to offer an LFS upload of ``size`` bytes, or None: one PUT."""

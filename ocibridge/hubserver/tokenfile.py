@@ -76,8 +76,15 @@ class TokenFile:
     def changed(self) -> tuple[list[int], list[str]] | None:
         """The file's lines with their numbers when it changed since it was last read (None: it
         did not); :class:`UsageError` when it changed into something unusable (gone too)."""
+        if not self.moved():
+            return None
+        return numbered_lines(self.path)
+
+    def moved(self) -> bool:
+        """Whether the file changed (or is gone) since it was last looked at this way; what it is
+        now is what the next look compares with."""
         seen = self._identity()
         if seen == self._seen and seen is not None:
-            return None
+            return False
         self._seen = seen
-        return numbered_lines(self.path)
+        return True

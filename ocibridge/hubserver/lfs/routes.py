@@ -49,6 +49,7 @@ from ocibridge.hubserver.guard import UPLOADS
 from ocibridge.hubserver.lfs import modes
 from ocibridge.hubserver.lfs.gitignore import GITIGNORE, GITIGNORE_MAX, ignoring
 from ocibridge.hubserver.lfs.multipart import Multipart
+from ocibridge.hubserver.quotas import UNLIMITED, QuotaCheck
 from ocibridge.hubserver.repo.commits import clean_path
 from ocibridge.hubserver.repo.reponames import api_path
 from ocibridge.hubserver.repo.repos import Repos
@@ -73,7 +74,8 @@ class LfsRoutes:
     write tokens (:attr:`.access.Gate.uploads`), large files offered in parts."""
 
     def __init__(self, writers: Writers, repos: Repos, staging: Staging, relay_for: HandingFor,
-                 relays: Callable[[str, int], bool], xet_grant: XetGrant | None = None):
+                 relays: Callable[[str, int], bool], xet_grant: XetGrant | None = None,
+                 quotas: QuotaCheck = UNLIMITED):
         self.writers = writers  # who may write (the write tokens)
         self.repos = repos  # what a branch holds, what is uploaded for a repository
         self.xet_grant = xet_grant  # the batch's Xet transfer, for a client that offers it (None: never)
@@ -82,6 +84,7 @@ class LfsRoutes:
         self.staging = staging
         self.signer = writers.gate.uploads
         self.multipart = Multipart(staging, self.signer, writers.settings)
+        self.quotas = quotas  # serve --quotas
 
     async def _written_list(self, request: Request, key: str, expected: str) -> tuple[str, Grant, dict[str, Any],
                                                                                    list[Any]] | Response:
@@ -97,6 +100,9 @@ class LfsRoutes:
         if isinstance(read, Response):
             return read
         repo_id, _, body, asked = read
+        # serve --quotas: a namespace at its limit, the Hub's 403 (past it: the batch and the commit
+        # decide, by the bytes the namespace does not hold yet, which preupload does not name)
+        await in_thread(self.quotas.room, repo_id)
         branch = branch_of(request.path_params["revision"])
         listing = await in_thread(self.repos.branch_listing, repo_id, branch)
         held = listing[1].files if listing is not None else {}
@@ -132,6 +138,8 @@ class LfsRoutes:
         held = set((await in_thread(self.repos.branch_files, repo_id, branch)).values())
         wanted = {o["oid"]: o["size"] for o in objects if isinstance(o, dict) and is_sha256(o.get("oid"))
                   and isinstance(o.get("size"), int) and o["size"] >= 0 and o["oid"] not in held}
+        # serve --quotas: the objects its namespace does not hold, past its quota, are the Hub's 403
+        await in_thread(self.quotas.adding_blobs, repo_id, {f"sha256:{oid}": s for oid, s in wanted.items()})
         staged = {oid for oid in wanted  # here already, and uploaded for repo_id (Staging.pinned)
                   if await in_thread(self.repos.uploaded, repo_id, oid)
                   and await in_thread(self.staging.pin, oid, repo_id, writer)}

@@ -26,7 +26,7 @@ from ocibridge.hubserver.repo import commits
 from ocibridge.hubserver.repo.catalog import Resolved
 from ocibridge.hubserver.repo.files import HubFile
 from ocibridge.hubserver.repo.mountable import admitted
-from ocibridge.hubserver.repo.ports import Author
+from ocibridge.hubserver.repo.ports import UNLIMITED, Author, QuotaCheck
 from ocibridge.hubserver.repo.publishing import Publishing, publish
 from ocibridge.hubserver.repo.regularfiles import REGULAR, annotation
 from ocibridge.hubserver.repo.reponames import type_of
@@ -57,10 +57,11 @@ class Committer:
     """Commits, over the repositories the writes share; ``publishing``: how commits are written
     (None: this serve refuses them)."""
 
-    def __init__(self, repos: Repos, publishing: Publishing | None):
+    def __init__(self, repos: Repos, publishing: Publishing | None, quotas: QuotaCheck = UNLIMITED):
         self.repos = repos
         self.staging = repos.staging
         self.publishing = publishing
+        self.quotas = quotas  # serve --quotas: a commit past its namespace's is refused unpushed
 
     def stage_bytes(self, repo_id: str, inline: commits.Inline, content: bytes, writer: str) -> None:
         sha = inline.sha256
@@ -132,6 +133,7 @@ class Committer:
             regular = commits.regular_files(parent_regular, payload, tree)
             if regular:  # none: every file in git-lfs, as a manifest without the record says
                 annotations[REGULAR] = annotation(regular)
+            self.quotas.adding_blobs(repo_id, {f.digest: f.size for f in tree.values()})  # QuotaExceeded: 403
             # named as push names a directory of these files: after the repository
             digest = publish(self.publishing, tree, (parts or [repo_id])[-1], repo, tag, annotations, mounts,
                              self.repos.lease.ensure, dataset=type_of(repo_id) == DATASET)
@@ -142,6 +144,7 @@ class Committer:
                 _tag_history(kept, tag)
             self.repos.created.discard(repo_id)
             landed = _landed(digest, parent, tree)
+            self.quotas.landed(repo_id, digest)
             # the commit has landed: what it took from staging goes, unless another flow may name it
             named = [a.sha256 for a in payload.added] + [i.sha256 for i in payload.inline.values()]
             self.staging.release(named, repo_id, author.staged_as)

@@ -8,7 +8,7 @@ whichever protocol, token file or lease backs it (tests/test_hubserver_rooms.py)
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
@@ -77,3 +77,45 @@ class WriterLease(Protocol):
     def ensure(self) -> None: ...
 
     def confirm(self) -> None: ...
+
+
+class QuotaCheck(Protocol):
+    """What a write route asks before it takes bytes; each raises the Hub's 403 when refused."""
+
+    def room(self, key: str) -> None:
+        """Refused when ``key``'s namespace is at its byte limit already."""
+
+    def adding_blobs(self, key: str, blobs: Mapping[str, int]) -> None:
+        """Refused when the blobs (digest -> size) it does not hold yet would take it past its limit."""
+
+    def new_repo(self, key: str, first: Mapping[str, int]) -> None:
+        """Refused when the repository ``key`` is new and its namespace has all the repositories it
+        may, or its first commit's blobs (``first``) would take it past its bytes."""
+
+    def landed(self, key: str, digest: str) -> None:
+        """A commit of ``key`` landed as the manifest ``digest``: its blobs count from now."""
+
+    def recount(self) -> None:
+        """A repository was deleted, squashed or moved: every one counted again when next asked."""
+
+
+class Unlimited:
+    """No ``--quotas``: every write may take what it sends."""
+
+    def room(self, key: str) -> None:
+        pass
+
+    def adding_blobs(self, key: str, blobs: Mapping[str, int]) -> None:
+        pass
+
+    def new_repo(self, key: str, first: Mapping[str, int]) -> None:
+        pass
+
+    def landed(self, key: str, digest: str) -> None:
+        pass
+
+    def recount(self) -> None:
+        pass
+
+
+UNLIMITED: QuotaCheck = Unlimited()

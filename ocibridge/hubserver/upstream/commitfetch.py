@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ocibridge.errors import NotFound, OcibridgeError
+from ocibridge.hubserver.quotas.ingests import IngestLimits
 from ocibridge.hubserver.repo.reponames import hub_id, type_of
 from ocibridge.hubserver.repo.sources import commit_of
 from ocibridge.hubserver.repo.upstreamids import by_upstream_id
@@ -104,6 +105,7 @@ class Ingest:
         self._refused: dict[tuple[str, str], UpstreamRefused] = {}  # commits whose fetch the file rules refused
         self.fetches = 0  # commits fetched from the upstream (not counting those waited for)
         self.bounds = FetchBounds(settings.max_fetches, settings.max_fetches_per_client)
+        self.limits: IngestLimits = IngestLimits(None)  # what a client may have fetched (set by the app)
 
     def commit(self, repo: Repository, repo_id: str, commit: str, revision: str) -> Descriptor:
         """The manifest of the upstream's ``commit`` in ``repo``: found there, else fetched (or
@@ -149,12 +151,18 @@ class Ingest:
                 flight.names.add(revision)
                 return flight
             release = self.bounds.admit(requesting_client(), f"{repo_id}@{commit}")  # FetchesBusy: over a bound
+            try:  # the client's hourly ingests and the ingest namespace's quota (quotas/ingests.py)
+                admitted = self.limits.admit(requesting_client(), repo_id, f"{repo_id}@{commit}")
+            except BaseException:
+                release()
+                raise
             flight = self._flights[key] = Flight(threading.Event(), [then] if then is not None else [], commit,
                                                  {revision}, info)
             flight.release = release
             # made before the thread starts: a read that joins at once finds the files to follow
             # (a flight without it yet would have its readers wait for the whole commit)
             flight.fetch = self._streamed(repo_id, commit, info)
+            flight.fetch.sized = admitted.listed  # its size decided on the listing, before a file is asked
         threading.Thread(target=self._lead, args=(key, flight, repo, repo_id, commit, revision),
                          name=f"upstream-{repo_id}", daemon=True).start()
         return flight
@@ -233,7 +241,8 @@ class Ingest:
             with self._lock:
                 if len(self._refused) > REMEMBERED:
                     self._refused.clear()
-                self._refused[(repo.shown, commit)] = e
+                if e.lasting:
+                    self._refused[(repo.shown, commit)] = e
             log.warning("upstream: %s", e)
             raise
         except OcibridgeError as e:

@@ -26,6 +26,8 @@ class UpstreamRefused(Refused):
     """A rule at the door keeps the repository or one of its files out: the Hub's 403, the rule
     named; nothing fetched past the metadata the rule needs."""
 
+    lasting = True  # the commit is refused for good (its fetch not tried again): not a quota's, which may pass later
+
 
 class FetchedElsewhere(OcibridgeError):
     """A read that would start a fetch on a serve that is not the writer (a ``--writer`` reader,

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urljoin, urlsplit
 
 from ocibridge.hubserver.repo.arriving import SaidAbove
-from ocibridge.hubserver.upstream.errors import UpstreamDown
+from ocibridge.hubserver.upstream.errors import UpstreamDown, UpstreamRefused
 from ocibridge.hubserver.upstream.tee import FileCut, FileFlight
 from ocibridge.stores.registry.nextpage import next_link
 
@@ -42,6 +42,8 @@ RETRY_AFTER = 5
 def landed(flight: Flight) -> None:
     """Waits for ``flight``'s commit to land; what its fetch failed with, as the Hub's "later"."""
     flight.done.wait()
+    if isinstance(flight.error, UpstreamRefused) and not flight.error.lasting:  # a quota's: its own 403/429
+        raise flight.error
     if flight.error is not None:
         failed = UpstreamDown(f"{flight.error}")
         failed.retry_after = RETRY_AFTER

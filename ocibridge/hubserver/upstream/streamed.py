@@ -87,6 +87,7 @@ class StreamedFetch:
         self._count = threading.Lock()
         self.resolve = ResolveGet(src, commit, hub.session)
         self.xet: XetGet | None = None  # made with the listing, when it names a file's Xet hash
+        self.sized: Callable[[list[int]], None] | None = None  # the listing's sizes, checked (quotas/ingests.py)
 
     def __call__(self) -> tuple[PlannedArtifact, str]:
         """The artifact of the commit, every file fetched and checked."""
@@ -100,6 +101,8 @@ class StreamedFetch:
             listed = self.download.listing()
             if self.door is not None:
                 self.door.listed(src.typed_id, self.commit, [entry.path for entry in listed])
+            if self.sized is not None:  # the ingest's size against its limits, before any file is asked
+                self.sized([int(entry.size or 0) for entry in listed])
             self.files = {entry.path: self._flight(entry) for entry in listed}
             self.xet = self._over_xet(listed)
         except Exception as e:

@@ -36,6 +36,7 @@ class CommitRoutes:
     async def commit(self, request: Request) -> Response:
         repo_id = requested_repo(request)
         allowed = self.writers.writer(request, repo_id)
+        await in_thread(self.committer.quotas.room, repo_id)  # at its limit: refused before the body is read
         if self.committer.publishing is None:
             return error(403, None, "this serve does not publish (its application was built without publishing)")
         if request.query_params.get("create_pr") in ("1", "true"):

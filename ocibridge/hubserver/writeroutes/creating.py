@@ -14,6 +14,7 @@ and the model card of its license; what is written, and in which order, is
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 from starlette.requests import Request
@@ -122,6 +123,10 @@ class Creating:
             raise
         private = visibility_of(body)
         files = initial.first_files(body)  # a malformed one: 400 before anything is made
+        # serve --quotas: its namespace's repositories, and the bytes of its first commit (the record
+        # of a private one is written before that commit: refused first, nothing is made)
+        first = {f"sha256:{hashlib.sha256(b).hexdigest()}": len(b) for b in (initial.GITATTRIBUTES, *files.values())}
+        await in_thread(self.committer.quotas.new_repo, repo_id, first)
         url = f"{self.writers.base(request)}/{repo_id}"  # a key is the repository's web path
         made = await in_thread(create_repo, self.committer, repo_id, self.writers.author(grant), bool(private), files)
         if not made:

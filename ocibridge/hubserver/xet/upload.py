@@ -38,6 +38,7 @@ from ocibridge.errors import DigestMismatch
 from ocibridge.hubserver.access import Signer, require_token
 from ocibridge.hubserver.answers import error, requested_repo
 from ocibridge.hubserver.guard import BODY_LIMIT, BODY_READ, DIVERT, Divert, Shares
+from ocibridge.hubserver.quotas import UNLIMITED, QuotaCheck
 from ocibridge.hubserver.uploads.mounts import Mounts
 from ocibridge.hubserver.uploads.staging import Staging, StagingFull
 from ocibridge.hubserver.xet import merkle, shards
@@ -88,7 +89,7 @@ class XetUpload:
 
     def __init__(self, staging: Staging, grants: Signer, base: Callable[[Request], str], *,
                  budget: int = XORB_BUDGET, dedupe: Dedupe | None = None, blobs: Mounts | None = None,
-                 relay: RelayFor | None = None, ingest: IngestFor | None = None):
+                 relay: RelayFor | None = None, ingest: IngestFor | None = None, quotas: QuotaCheck = UNLIMITED):
         self.staging = staging
         self.relay = relay
         self.xorbs = staging.root / "xorbs"
@@ -98,6 +99,7 @@ class XetUpload:
         self.blobs = blobs  # a repository's files, for chunks of xorbs no longer kept
         self.rebuilder = Rebuilder(staging, self.xorbs, self.owners, self.dedupe, blobs, relay)  # a shard's files
         self.grants = grants
+        self.quotas = quotas  # serve --quotas
         self.base = base
         self.budget = budget
         self._receiving: Shares | None = None  # made on the server's loop
@@ -194,6 +196,7 @@ class XetUpload:
     # -- xorbs ----------------------------------------------------------------------------------
     async def xorb(self, request: Request) -> Response:
         writer = self._require(request)
+        await self.run(self.quotas.room, requested_repo(request))  # serve --quotas: at its limit, 403
         named = request.path_params["hash"]
         want = merkle.from_hex(named)
         if request.path_params["prefix"] != "default" or want is None:
@@ -269,6 +272,7 @@ class XetUpload:
     # -- shards ---------------------------------------------------------------------------------
     async def shard(self, request: Request) -> Response:
         writer = self._require(request)
+        await self.run(self.quotas.room, requested_repo(request))
         with self.staging.new_file() as (path, fd):
             size = await self._receive(request, fd, MAX_SHARD)
             if size is None:

@@ -179,7 +179,7 @@ class _Download:
 
 
 #: the download of one commit as the artifact ``push hf:ORG/NAME@COMMIT`` makes: a mirror job's, and
-#: serve's ``--upstream`` (hubserver/upstream/ingest.py)
+#: serve's ``--upstream`` (hubserver/upstream/commitfetch.py)
 CommitDownload = _Download
 
 
