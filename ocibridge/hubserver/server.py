@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from starlette.applications import Starlette
 
     from ocibridge.hubserver.app import ServeApp
+    from ocibridge.hubserver.lifetimes.sweepthread import Keeper
     from ocibridge.hubserver.repo.arriving import CatalogFor
     from ocibridge.hubserver.repo.catalog import Catalog
     from ocibridge.hubserver.repo.publishing import Publishing
@@ -251,7 +252,6 @@ def run(app: Starlette, options: ServerSettings) -> None:
         logging.getLogger("ocibridge.serve").info(state.catalog.describe() + fetched_by(state))
     warn_when_silent(state.catalog.sources[0].shown, state.catalog.sources[0].ready)
     import_read_path()
-    from ocibridge.hubserver.lifetimes.sweepthread import keeper_of
 
     keeper = keeper_of(state)  # --upstream-keep: reads recorded, unread fetched commits dropped
     try:
@@ -270,3 +270,18 @@ def fetched_by(state: ServeApp) -> str:
     by = holder.shown() if holder is not None else writer.writer if writer is not None else "the writer"
     goes = f"sent to {writer.writer}" if writer is not None else "answered 503 until it holds them"
     return f"; misses fetched by {by}, which holds the writer lease: {goes}"
+
+
+def keeper_of(state: Any) -> Keeper | None:
+    """The lifetime keeper of serve's app state (:class:`ocibridge.hubserver.app.ServeApp`); None without
+    ``--upstream-keep``."""
+    from ocibridge.hubserver.lifetimes.notes import ReadNotes
+    from ocibridge.hubserver.lifetimes.sweepthread import Keeper
+    from ocibridge.hubserver.upstream.proxy import ProxyCatalog
+
+    catalog = state.catalog
+    if not isinstance(catalog, ProxyCatalog) or catalog.upstream.keep is None \
+            or not isinstance(catalog.notes, ReadNotes):
+        return None
+    return Keeper(catalog.sources[0], catalog.upstream.keep, catalog.notes, state.fetches_here,
+                  state.audit.record, catalog.forget)

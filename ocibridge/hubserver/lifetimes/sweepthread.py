@@ -12,7 +12,6 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
 
 from ocibridge.hubserver.lifetimes.durations import shown
 from ocibridge.hubserver.lifetimes.notes import ReadNotes
@@ -78,16 +77,3 @@ class Keeper:
             thread.join(timeout=10)
             with contextlib.suppress(Exception):
                 self.notes.flush()
-
-
-def keeper_of(state: Any) -> Keeper | None:
-    """The keeper of serve's app state (:class:`ocibridge.hubserver.app.ServeApp`); None without
-    ``--upstream-keep``."""
-    from ocibridge.hubserver.upstream.proxy import ProxyCatalog
-
-    catalog = state.catalog
-    if not isinstance(catalog, ProxyCatalog) or catalog.upstream.keep is None \
-            or not isinstance(catalog.notes, ReadNotes):
-        return None
-    return Keeper(catalog.sources[0], catalog.upstream.keep, catalog.notes, state.fetches_here,
-                  state.audit.record, catalog.forget)

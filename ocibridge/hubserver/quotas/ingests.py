@@ -9,7 +9,7 @@ byte of a file is asked of the upstream.
    larger than ``--upstream-max-size``, or past the ingest namespace's bytes, the 403; past the
    client's ``bytes-per-hour``, the 429.
 
-Each refusal is one of the door's (:class:`.upstream.errors.UpstreamRefused`: its audit line
+Each refusal is one of the door's (:class:`..repo.sources.UpstreamRefused`: its audit line
 says refused, nothing lands) but not remembered for the commit: an hour later, or with a larger
 quota, the same request fetches it.
 """
@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from ocibridge.core.terminal import human_size
 from ocibridge.hubserver.quotas.enforce import QuotaExceeded, Quotas
 from ocibridge.hubserver.quotas.quotafile import IngestRules
-from ocibridge.hubserver.upstream.errors import UpstreamRefused
+from ocibridge.hubserver.repo.sources import UpstreamRefused
 
 HOUR = 3600.0
 

@@ -82,6 +82,14 @@ class Refused(OcibridgeError):
         self.rule = rule
 
 
+class UpstreamRefused(Refused):
+    """A rule at the door keeps the repository or one of its files out: the Hub's 403, the rule
+    named; nothing fetched past the metadata the rule needs. Here, below the proxy, so that the
+    rooms the proxy asks (its quotas) can refuse in its terms."""
+
+    lasting = True  # the commit is refused for good (its fetch not tried again): not a quota's, which may pass later
+
+
 class ServingSide(Protocol):
     """What a source that fetches from an upstream (upstream/proxy.py) asks of the serve it answers
     for, known from its construction: the reader rule, whether this serve fetches, the audit log."""

@@ -4,7 +4,7 @@ serve's one table (hubserver/failures.py)."""
 from __future__ import annotations
 
 from ocibridge.errors import OcibridgeError
-from ocibridge.hubserver.repo.sources import Refused
+from ocibridge.hubserver.repo.sources import UpstreamRefused as UpstreamRefused  # where the quotas refuse too
 
 #: seconds a client is told to wait when the upstream cannot be reached
 RETRY_AFTER = 30
@@ -20,13 +20,6 @@ class UpstreamDown(OcibridgeError):
 class UpstreamBusy(UpstreamDown):
     """The upstream asked for a pause (its 429's ``Retry-After``): the Hub's 503, told how long to
     wait; nothing is sent to the upstream meanwhile (upstream/ratewindow.py)."""
-
-
-class UpstreamRefused(Refused):
-    """A rule at the door keeps the repository or one of its files out: the Hub's 403, the rule
-    named; nothing fetched past the metadata the rule needs."""
-
-    lasting = True  # the commit is refused for good (its fetch not tried again): not a quota's, which may pass later
 
 
 class FetchedElsewhere(OcibridgeError):
