@@ -423,7 +423,9 @@ def test_one_token_holds_at_most_its_share_of_the_send_permits(model, monkeypatc
     _, prefix = model
     monkeypatch.setattr(xet, "SENDING_AT_ONCE", 4)
     monkeypatch.setattr(xet, "SHARE", 2)
-    monkeypatch.setattr(guard, "Limits", functools.partial(guard.Limits, stall=60.0))
+    # a greedy answer is never cut as stalled while the test runs: the honest one cannot get
+    # its permit that way, only by the share
+    monkeypatch.setattr(guard, "Limits", functools.partial(guard.Limits, stall=600.0))
     with serving([prefix], tokens=("greedy", "honest"), xet_min=1024 * 1024) as served:
 
         def xorb_urls(token: str) -> list[str]:
@@ -446,11 +448,11 @@ def test_one_token_holds_at_most_its_share_of_the_send_permits(model, monkeypatc
             held.append(s)
         try:
             time.sleep(1)  # the greedy answers have their permits (and wait for more)
-            start = time.monotonic()
-            answer = httpx.get(honest[1], timeout=10)
-            took = time.monotonic() - start
+            try:  # the greedy ones keep their permits throughout: only the share lets this through
+                answer = httpx.get(honest[1], timeout=60)
+            except httpx.TimeoutException:
+                pytest.fail("the honest client waited behind the greedy ones' permits")
             assert answer.status_code == 200 and len(answer.content) == xet.xorb_size(SIZE, xet.ISSUED, 1)
-            assert took < 5
             # a URL signed for one client is not another's
             forged = honest[1].replace(honest[1].split("client=")[1].split("&")[0],
                                        greedy[1].split("client=")[1].split("&")[0])
