@@ -27,13 +27,13 @@ from mounting import (
     mount_env,
     run,
 )
-from serving import make_model
 from support.faultproxy import FaultProxy, corrupt, hold, throttle
 from support.fixtures import new_repo
 
 from ocibridge.cli import main
 from ocibridge.hubserver.repo.initial import GITATTRIBUTES
 from ocibridge.lazymount.table import is_mounted
+from tests.modelgen import make_bert_model
 from tests.signing_keys import key_pair
 
 MiB = 1024 * 1024
@@ -44,7 +44,7 @@ def model(registry, tmp_path_factory) -> tuple[str, Path]:
     """A tiny BERT (config, tokenizer), a 3 MiB weight file with a chunk table, a small one
     without, an executable script, and docs in a tar layer with a link: (repository, pull's tree)."""
     base = tmp_path_factory.mktemp("mount-model")
-    src = make_model(base / "src")
+    src = make_bert_model(base / "src")
     (src / "weights.bin").write_bytes(os.urandom(3 * MiB + 12345))
     (src / "extra.bin").write_bytes(os.urandom(200_000))
     (src / "run.sh").write_text("#!/bin/sh\necho run\n")

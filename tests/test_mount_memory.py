@@ -125,11 +125,11 @@ def test_push_to_another_family_mounts_too(registry, tmp_path):
 
 
 def test_push_from_the_hub_cache_mounts_too(registry, tmp_path, monkeypatch, capsys):
+    from tests.modelgen import make_bert_model
     from tests.test_hf_cache import COMMIT, write_with_huggingface_hub
-    from tests.test_hf_cache import make_model as make_hub_model
 
     hub = offline_hub_cache(tmp_path, monkeypatch)
-    write_with_huggingface_hub(hub, "acme/source", make_hub_model(tmp_path / "src"), COMMIT)
+    write_with_huggingface_hub(hub, "acme/source", make_bert_model(tmp_path / "src"), COMMIT)
     one, two = _repo("a"), _repo("b")
     assert main(["push", "hf:acme/source", f"{registry.host}/{one}:v1", "-q"]) == 0
     _fresh_process()

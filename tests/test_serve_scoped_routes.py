@@ -17,11 +17,11 @@ from typing import Any
 
 import httpx
 import pytest
-from serving import make_model
 from starlette.routing import Match, Route
 from test_serve_hostile import serve_process as hostile_serve
 
 from ocibridge.cli import main
+from tests.modelgen import make_bert_model
 from tests.support.fixtures import new_repo
 
 #: reader reads acme (and acme/...); writer writes (and reads) acme/; everyone reads all
@@ -50,10 +50,10 @@ def scoped(registry: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
     root = tmp_path_factory.mktemp("scoped")
     prefix = f"{registry.host}/{new_repo('scoped')}"
     for repo in ("acme/m", "acme", "acme-evil/m", "secret/m", "secret"):
-        model = make_model(root / "models" / repo.replace("/", "_"))
+        model = make_bert_model(root / "models" / repo.replace("/", "_"))
         assert main(["push", str(model), f"{prefix}/{repo}:latest", "-q"]) == 0
     for repo in ("acme/m", "acme", "secret/m", "secret"):  # datasets of the same names, at their registry path
-        files = make_model(root / "datasets" / repo.replace("/", "_"))
+        files = make_bert_model(root / "datasets" / repo.replace("/", "_"))
         assert main(["push", str(files), f"{prefix}/datasets/{repo}:latest", "-q"]) == 0
     tokens = root / "tokens.txt"
     tokens.write_text(TOKENS)
@@ -95,7 +95,7 @@ def concrete(route: Route, repo: tuple[str, str], kind: str = "models") -> str |
     kind = "datasets" if ":hub_dataset}" in route.path else kind
     values = {**FILL, "org": org, "name": name, "verb": VERB, "repo_type": kind}
     if "/tree/" in route.path:
-        values["path"] = "extra"  # a directory of make_model's
+        values["path"] = "extra"  # a directory of make_bert_model's
     return re.sub(r"{(\w+)(:[\w]+)?}", lambda m: values[m.group(1)], route.path)
 
 

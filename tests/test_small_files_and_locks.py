@@ -20,9 +20,8 @@ from ocibridge.core.lockfile import PlantedLink, flocked_file, open_in_dir
 from ocibridge.core.smallfile import read_small
 from ocibridge.errors import OcibridgeError, TooLarge
 from tests.hostile_run import run_cli, snapshot, sparse
-from tests.modelgen import make_model
+from tests.modelgen import make_bert_model, make_model
 from tests.test_hf_cache import COMMIT, write_with_huggingface_hub
-from tests.test_hf_cache import make_model as make_hf_model
 
 GiB = 1 << 30
 
@@ -108,7 +107,7 @@ def hub(tmp_path, monkeypatch) -> Path:
     root = tmp_path / "hf-home" / "hub"
     monkeypatch.setenv("HF_HUB_CACHE", str(root))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    write_with_huggingface_hub(root, "acme/tiny", make_hf_model(tmp_path / "src"), COMMIT)
+    write_with_huggingface_hub(root, "acme/tiny", make_bert_model(tmp_path / "src"), COMMIT)
     return root
 
 
