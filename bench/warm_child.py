@@ -5,6 +5,9 @@ C++ backend on the CPU), its first compiled call timed.
     python -m bench.warm_child save REF --out FILE --sign-key KEY   # compile, then warm save --torch
     python -m bench.warm_child run REF --out FILE [--warm --verify-key PUB]
 
+``--layers N`` sets the transformer's depth (2; the test takes 1: what it checks holds at any depth,
+and each layer adds compile time).
+
 The caller gives each process fresh, empty ``TORCHINDUCTOR_CACHE_DIR`` and ``TRITON_CACHE_DIR``.
 ``FILE`` gets the output's bytes; stdout one JSON line: the seconds from before ``warm load``
 (or the compile, cold) to the first call's end, and Inductor's FX graph cache hits and misses."""
@@ -58,9 +61,9 @@ class Tiny(nn.Module):
         return self.head(self.norm(x))
 
 
-def first_call() -> torch.Tensor:
+def first_call(layers: int = 2) -> torch.Tensor:
     torch.manual_seed(0)
-    model = Tiny().eval()
+    model = Tiny(layers=layers).eval()
     tokens = torch.randint(0, 256, (2, 32))
     compiled = torch.compile(model)
     with torch.no_grad():
@@ -83,6 +86,7 @@ def main() -> None:
     parser.add_argument("--warm", action="store_true")
     parser.add_argument("--sign-key")
     parser.add_argument("--verify-key")
+    parser.add_argument("--layers", type=int, default=2)
     parser.add_argument("--form", choices=("torch", "dir"), default="torch",
                         help="torch: save_cache_artifacts()'s bytes; dir: Inductor's whole cache directory")
     args = parser.parse_args()
@@ -98,7 +102,7 @@ def main() -> None:
     if args.warm:
         loaded = ocibridge.warm_load(args.ref, _inductor_dir(args.form), torch=args.form == "torch",
                                      engine=_engine(args.form), verify=verification(keys=[args.verify_key]))
-    out = first_call()
+    out = first_call(args.layers)
     seconds = time.perf_counter() - started
     with open(args.out, "wb") as f:
         f.write(out.numpy().tobytes())

@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 from pathlib import Path
+
+#: a BERT config AutoConfig loads (the smallest sizes it takes)
+BERT_CONFIG = {"model_type": "bert", "hidden_size": 32, "num_attention_heads": 2, "num_hidden_layers": 1,
+               "intermediate_size": 64, "vocab_size": 6}
 
 
 def make_model(root: Path, seed: int = 0) -> Path:
@@ -20,6 +26,21 @@ def make_model(root: Path, seed: int = 0) -> Path:
     run.write_text("#!/bin/sh\necho run\n")
     os.chmod(run, 0o755)
     (root / "data.csv").write_text("a,b\n1,2\n")
+    return root
+
+
+def make_bert_model(root: Path, weights: int = 64) -> Path:
+    """A tiny BERT that AutoConfig and AutoTokenizer load (no deep-learning framework needed);
+    its weights ``256 * weights`` bytes that differ with the folder's name."""
+    root.mkdir(parents=True)
+    (root / "config.json").write_text(json.dumps(BERT_CONFIG))
+    (root / "vocab.txt").write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\nhello\nworld\n")
+    (root / "tokenizer_config.json").write_text(json.dumps({"tokenizer_class": "BertTokenizer",
+                                                             "do_lower_case": True}))
+    (root / "model.safetensors").write_bytes(b"\x08\x00\x00\x00\x00\x00\x00\x00{}      "
+                                             + hashlib.sha256(root.name.encode()).digest() * 8 * weights)
+    (root / "extra").mkdir()
+    (root / "extra" / "notes.md").write_text(f"# {root.name}\n")
     return root
 
 

@@ -5,8 +5,6 @@ time: its constants are patched as the environment variable would have set them)
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import json
 import os
 import signal
 import socket
@@ -33,23 +31,6 @@ from ocibridge.hubserver.server import ServerSettings as ServeOptions
 from ocibridge.hubserver.server import build_app, server
 
 ROOT = Path(__file__).resolve().parent.parent  # the checkout, on the served processes' path
-
-CONFIG = {"model_type": "bert", "hidden_size": 32, "num_attention_heads": 2, "num_hidden_layers": 1,
-          "intermediate_size": 64, "vocab_size": 6}
-
-
-def make_model(root: Path, weights: int = 64) -> Path:
-    """A tiny BERT that AutoConfig and AutoTokenizer load (no deep-learning framework needed)."""
-    root.mkdir(parents=True)
-    (root / "config.json").write_text(json.dumps(CONFIG))
-    (root / "vocab.txt").write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\nhello\nworld\n")
-    (root / "tokenizer_config.json").write_text(json.dumps({"tokenizer_class": "BertTokenizer",
-                                                             "do_lower_case": True}))
-    (root / "model.safetensors").write_bytes(b"\x08\x00\x00\x00\x00\x00\x00\x00{}      "
-                                             + hashlib.sha256(root.name.encode()).digest() * 8 * weights)
-    (root / "extra").mkdir()
-    (root / "extra" / "notes.md").write_text(f"# {root.name}\n")
-    return root
 
 
 def files_of(root: Path) -> dict[str, bytes]:

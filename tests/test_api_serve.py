@@ -23,7 +23,7 @@ from ocibridge.stores.layout import LayoutStore
 WEIGHTS = bytes(range(256)) * 4096  # 1 MiB
 
 
-def make_model(root: Path) -> dict[str, bytes]:
+def write_tiny_files(root: Path) -> dict[str, bytes]:
     files = {"config.json": b'{"model_type": "bert"}\n', "model.safetensors": WEIGHTS,
              "extra/notes.md": b"# tiny\n"}
     for name, data in files.items():
@@ -35,7 +35,7 @@ def make_model(root: Path) -> dict[str, bytes]:
 @pytest.fixture
 def layout(tmp_path) -> tuple[str, str, dict[str, bytes]]:
     """oci:DIR holding acme/tiny:latest; its commit id; its files."""
-    files = make_model(tmp_path / "tiny")
+    files = write_tiny_files(tmp_path / "tiny")
     LayoutStore(tmp_path / "lay", create=True)  # there: oci:DIR:NAME:TAG names a model in it
     pushed = ocibridge.push(str(tmp_path / "tiny"), f"oci:{tmp_path}/lay:acme/tiny:latest")
     return f"oci:{tmp_path}/lay", pushed.descriptor.digest.split(":")[1][:40], files
@@ -58,7 +58,7 @@ def test_model_info_and_a_download_from_a_layout(layout):
 
 def test_model_info_and_a_download_from_a_registry(tmp_path, registry, unique_repo):
     """A typed registry prefix, the registry options, read tokens and the policy value pull takes."""
-    files = make_model(tmp_path / "tiny")
+    files = write_tiny_files(tmp_path / "tiny")
     pushed = ocibridge.push(str(tmp_path / "tiny"), f"{registry.host}/{unique_repo}/acme/tiny:v1")
     app = ocibridge.create_app(
         [RegistryReference(registry.host, unique_repo)],

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 from hostile_run import run_cli
-from serving import make_model
 from support.data import data
+
+from tests.modelgen import make_bert_model
 
 CARTONS = sorted(data("carton").glob("*.carton"))
 
@@ -59,7 +60,8 @@ def test_push_and_copy_into_an_archive_name_write_the_archive(tmp_path, store):
     assert run_cli("copy", "one:v1", str(copied), "-q").code == 0
     assert copied.read_bytes() == out.read_bytes()
     # a directory is no Carton model: one error line, and no model named out.carton in the store
-    line = run_cli("push", str(make_model(tmp_path / "dir", weights=4)), str(tmp_path / "dir.carton")).one_error_line()
+    model = make_bert_model(tmp_path / "dir", weights=4)
+    line = run_cli("push", str(model), str(tmp_path / "dir.carton")).one_error_line()
     assert "not a Carton artifact" in line
     converted = run_cli("convert", "one:v1", str(tmp_path / "kit.carton"), "--to", "modelkit")
     assert converted.code == 2 and converted.err.count("\n") == 1  # a usage mistake: one line

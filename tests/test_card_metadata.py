@@ -17,10 +17,10 @@ import pytest
 import yaml
 from huggingface_hub import HfApi
 from serve_processes import running
-from serving import make_model
 
 from ocibridge.model.cardmeta import card_data, card_fields
 from ocibridge.stores.layout import LayoutStore
+from tests.modelgen import make_bert_model
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.filterwarnings("ignore:Use 'content=<...>' to upload raw bytes:DeprecationWarning")
@@ -61,10 +61,10 @@ def artifact(layout: Path, name: str) -> tuple[dict, dict]:
 
 def test_push_maps_the_front_matter_and_a_card_without_one_changes_nothing(tmp_path):
     LayoutStore(tmp_path / "lay", create=True)
-    plain = make_model(tmp_path / "plain")
-    carded = make_model(tmp_path / "carded")
+    plain = make_bert_model(tmp_path / "plain")
+    carded = make_bert_model(tmp_path / "carded")
     (carded / "README.md").write_text(CARD)
-    bare = make_model(tmp_path / "bare")
+    bare = make_bert_model(tmp_path / "bare")
     (bare / "README.md").write_text("# tiny\n\nNo front matter.\n")
     for src in (plain, carded, bare):
         done = cli("push", str(src), f"oci:{tmp_path}/lay:acme/{src.name}:latest", "-q")
@@ -96,7 +96,7 @@ def test_hostile_front_matter_is_left_out_not_a_failure():
 
 def test_publish_through_serve_maps_the_card_and_model_info_returns_card_data(registry, tmp_path):
     prefix = f"{registry.host}/test/{uuid.uuid4().hex[:8]}"
-    src = make_model(tmp_path / "tiny")
+    src = make_bert_model(tmp_path / "tiny")
     (src / "README.md").write_text(CARD)
     with running(tmp_path / "serve", prefix, "--xet-min-size", "off") as served:
         api = HfApi(endpoint=served.url, token="writer-token")

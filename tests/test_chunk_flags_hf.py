@@ -9,18 +9,19 @@ from pathlib import Path
 
 import pytest
 from support.hubcache import offline_hub_cache
-from test_hf_cache import COMMIT, make_model, stored_with_table, write_with_huggingface_hub
+from test_hf_cache import COMMIT, stored_with_table, write_with_huggingface_hub
 
 from ocibridge.cli import main
+from tests.modelgen import make_bert_model
 
-#: under make_model's 16 KiB weights file, over its small text files: only the weights get a table
+#: under make_bert_model's 16 KiB weights file, over its small text files: only the weights get a table
 SMALL = "8K"
 
 
 @pytest.fixture(autouse=True)
 def hub(tmp_path, monkeypatch) -> Path:
     root = offline_hub_cache(tmp_path, monkeypatch)  # nothing here may reach the Hub
-    write_with_huggingface_hub(root, "acme/source", make_model(tmp_path / "src"), COMMIT)
+    write_with_huggingface_hub(root, "acme/source", make_bert_model(tmp_path / "src"), COMMIT)
     return root
 
 

@@ -1,4 +1,4 @@
-"""The command table (cli/table.py) lets each command start without importing the others: what
+"""The command table (cli/commandtable.py) lets each command start without importing the others: what
 the command line prints must not change for it. Every ``--help`` and usage error through the
 parser ``main`` uses (listed from the table, one command built when named) is compared with the
 parser that imports every group module and builds every command."""

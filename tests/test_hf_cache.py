@@ -17,9 +17,8 @@ from support.hubcache import offline_hub_cache
 from ocibridge.cache.modelcache import ModelCache
 from ocibridge.cli import main
 from ocibridge.oci.digest import split_digest
+from tests.modelgen import make_bert_model
 
-CONFIG = {"model_type": "bert", "hidden_size": 32, "num_attention_heads": 2, "num_hidden_layers": 1,
-          "intermediate_size": 64, "vocab_size": 6}
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 #: a revision the cache lacks is blamed, not the repository (issue 53 item 11)
 BAD_REVISION = "holds acme/source but no revision 'v9' (it holds main, 0123456789ab)"
@@ -28,18 +27,6 @@ BAD_REVISION = "holds acme/source but no revision 'v9' (it holds main, 012345678
 @pytest.fixture(autouse=True)
 def hub(tmp_path, monkeypatch) -> Path:
     return offline_hub_cache(tmp_path, monkeypatch)  # nothing here may reach the Hub
-
-
-def make_model(root: Path) -> Path:
-    root.mkdir(parents=True)
-    (root / "config.json").write_text(json.dumps(CONFIG))
-    (root / "vocab.txt").write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\nhello\nworld\n")
-    (root / "tokenizer_config.json").write_text(json.dumps({"tokenizer_class": "BertTokenizer",
-                                                             "do_lower_case": True}))
-    (root / "model.safetensors").write_bytes(b"\x08\x00\x00\x00\x00\x00\x00\x00{}      " + bytes(range(256)) * 64)
-    (root / "extra").mkdir()
-    (root / "extra" / "notes.md").write_text("# tiny\n")
-    return root
 
 
 def files_of(root: Path) -> dict[str, bytes]:
@@ -53,7 +40,7 @@ def git_sha1(data: bytes) -> str:
 def test_a_pulled_model_is_found_by_repo_id_offline(tmp_path, capsys, hub, registry, unique_repo):
     from transformers import AutoConfig, AutoTokenizer
 
-    src = make_model(tmp_path / "src")
+    src = make_bert_model(tmp_path / "src")
     ref = f"{registry.host}/{unique_repo}:v1"
     assert main(["push", str(src), ref, "-q"]) == 0
     capsys.readouterr()
@@ -106,7 +93,7 @@ def write_with_huggingface_hub(hub: Path, repo_id: str, src: Path, commit: str) 
 
 def test_a_hub_cache_pushes_with_its_origin_and_pulls_back_byte_identical(tmp_path, capsys, hub, registry,
                                                                           unique_repo):
-    src = make_model(tmp_path / "src")
+    src = make_bert_model(tmp_path / "src")
     write_with_huggingface_hub(hub, "acme/source", src, COMMIT)
     assert huggingface_hub.scan_cache_dir(hub).warnings == []
     ref = f"{registry.host}/{unique_repo}:hf"
@@ -138,7 +125,7 @@ def test_a_hub_cache_pushes_with_its_origin_and_pulls_back_byte_identical(tmp_pa
                                            ("hf:acme/source@v9", BAD_REVISION),
                                            ("hf:../etc", "not a Hugging Face repo id")])
 def test_hub_cache_source_mistakes_are_one_line(tmp_path, capsys, hub, source, words):
-    write_with_huggingface_hub(hub, "acme/source", make_model(tmp_path / "src"), COMMIT)
+    write_with_huggingface_hub(hub, "acme/source", make_bert_model(tmp_path / "src"), COMMIT)
     code = main(["push", source, f"oci:{tmp_path / 'layout'}:t", "-q"])
     err = capsys.readouterr().err
     assert code in (1, 2) and err.count("\n") == 1 and words in err, err
@@ -148,7 +135,7 @@ def test_hub_cache_source_mistakes_are_one_line(tmp_path, capsys, hub, source, w
 def test_path_hf_lays_the_snapshot_out_in_the_hub_cache_too(tmp_path, capsys, hub, registry, unique_repo):
     from transformers import AutoConfig
 
-    src = make_model(tmp_path / "src")
+    src = make_bert_model(tmp_path / "src")
     ref = f"{registry.host}/{unique_repo}:v1"
     assert main(["push", str(src), ref, "-q"]) == 0
     capsys.readouterr()
@@ -163,7 +150,7 @@ def test_path_hf_lays_the_snapshot_out_in_the_hub_cache_too(tmp_path, capsys, hu
 
 
 def test_a_hub_snapshot_link_leaving_the_repo_folder_is_refused(tmp_path, capsys, hub):
-    write_with_huggingface_hub(hub, "acme/source", make_model(tmp_path / "src"), COMMIT)
+    write_with_huggingface_hub(hub, "acme/source", make_bert_model(tmp_path / "src"), COMMIT)
     secret = tmp_path / "secret.txt"
     secret.write_text("not part of any model")
     (hub / "models--acme--source" / "snapshots" / COMMIT / "stolen.txt").symlink_to(secret)
@@ -183,7 +170,7 @@ def annotations_of(ref: str, capsys) -> tuple[str, dict[str, str]]:
 def test_copy_reads_the_hub_cache_as_push_does(tmp_path, capsys, hub, registry, unique_repo):
     """``copy hf:…`` stores the very artifact ``push hf:…`` builds: into a layout and into a
     registry, with its origin, and it pulls back byte for byte."""
-    src = make_model(tmp_path / "src")
+    src = make_bert_model(tmp_path / "src")
     write_with_huggingface_hub(hub, "acme/source", src, COMMIT)
     pushed = f"{registry.host}/{unique_repo}:pushed"
     assert main(["push", "hf:acme/source", pushed, "-q"]) == 0
@@ -211,7 +198,7 @@ def test_copy_reads_the_hub_cache_as_push_does(tmp_path, capsys, hub, registry, 
 
 
 def test_convert_reads_the_hub_cache(tmp_path, capsys, hub, registry, unique_repo):
-    src = make_model(tmp_path / "src")
+    src = make_bert_model(tmp_path / "src")
     write_with_huggingface_hub(hub, "acme/source", src, COMMIT)
     kit = f"{registry.host}/{unique_repo}:kit"
     assert main(["convert", "hf:acme/source", kit, "--to", "modelkit", "-q"]) == 0
@@ -233,7 +220,7 @@ def test_convert_reads_the_hub_cache(tmp_path, capsys, hub, registry, unique_rep
                                            (f"hf:acme/source@{'f' * 40}", f"no revision '{'f' * 40}'"),
                                            ("hf:../etc", "not a Hugging Face repo id")])
 def test_copy_and_convert_hub_mistakes_are_one_line(tmp_path, capsys, hub, command, source, words):
-    write_with_huggingface_hub(hub, "acme/source", make_model(tmp_path / "src"), COMMIT)
+    write_with_huggingface_hub(hub, "acme/source", make_bert_model(tmp_path / "src"), COMMIT)
     extra = ["--to", "modelkit"] if command == "convert" else []
     code = main([command, source, f"oci:{tmp_path / 'layout'}:t", "-q", *extra])
     err = capsys.readouterr().err

@@ -14,17 +14,18 @@ from pathlib import Path
 
 from hostile_run import run_cli
 from huggingface_hub import snapshot_download
-from serving import files_of, make_model, point_hub_at, serving
+from serving import files_of, point_hub_at, serving
 
 from ocibridge.cli import main
 from ocibridge.hubserver.xet import xorbs as xet
+from tests.modelgen import make_bert_model
 
 SIZE = xet.XORB_CHUNKS * xet.CHUNK + 3 * xet.CHUNK + 100  # over --xet-min-size 1M: goes over Xet
 
 
 def test_push_copy_and_mirror_read_the_shared_store_of_huggingface_hub_2(tmp_path, capsys, registry, unique_repo,
                                                                          monkeypatch):
-    src = make_model(tmp_path / "big", weights=1)
+    src = make_bert_model(tmp_path / "big", weights=1)
     (src / "model.safetensors").write_bytes(os.urandom(SIZE))
     prefix = f"{registry.host}/{unique_repo}"
     assert main(["push", str(src), f"{prefix}/acme/big:latest", "-q", "--chunks", "--chunk-threshold", "1M"]) == 0
@@ -78,7 +79,7 @@ def test_pull_hf_over_the_snapshot_huggingface_hub_wrote_leaves_it_as_it_is(tmp_
                                                                             unique_repo, monkeypatch):
     """Issue 53 item 9: the same bytes, through serve then through ``pull hf:``, are one snapshot:
     no link re-pointed, no blob added or orphaned (the shared Xet blob included)."""
-    src = make_model(tmp_path / "big", weights=1)
+    src = make_bert_model(tmp_path / "big", weights=1)
     (src / "model.safetensors").write_bytes(os.urandom(SIZE))
     prefix = f"{registry.host}/{unique_repo}"
     ref = f"{prefix}/acme/big:latest"

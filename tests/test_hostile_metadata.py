@@ -1,6 +1,6 @@
 """Metadata read from a model's own files is bounded in work, size and value range (issue 34,
 item 7): hostile safetensors headers, config.json files and GGUF headers leave a field unknown
-with a note on stderr, and never fail a push, nor take more than a few seconds or much memory.
+with a note on stderr, and never fail a push, nor cost more than a few seconds of CPU or much memory.
 These files also come from ModelCar images built by other tools, so they are untrusted."""
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ def test_a_hostile_safetensors_header_never_fails_a_push(tmp_path, header) -> No
     ran = run_cli("push", str(model), f"oci:{tmp_path / 'out'}:v1", "-q")
     assert ran.code == 0, ran.err
     assert "Traceback" not in ran.err and "error" not in ran.err
-    assert ran.seconds < PUSH_SECONDS and ran.peak_mb < RSS_BOUND_MB, (ran.seconds, ran.peak_mb)
+    assert ran.cpu_seconds < PUSH_SECONDS and ran.peak_mb < RSS_BOUND_MB, (ran.cpu_seconds, ran.peak_mb)
     assert "paramSize" not in _config(tmp_path / "out", "v1")["config"]
 
 
@@ -66,17 +66,17 @@ def test_a_safetensors_header_beyond_the_metadata_cap_is_noted_not_read(tmp_path
     head = safetensors(b'{"w": {"dtype": "F16", "shape": [1], "data_offsets": [0, 0]}}'
                        + b" " * metadata.MAX_METADATA_HEADER)
     path = sparse(model / "model.safetensors", len(head), head)
-    started = time.monotonic()
+    started = time.thread_time()  # the CPU work of this thread: a loaded machine does not stretch it
     assert metadata.safetensors_header(_file(path)) is None
-    assert time.monotonic() - started < 1
+    assert time.thread_time() - started < 1
     assert "read for metadata; parameter count unknown" in caplog.text
 
 
 def test_counting_stops_at_its_budget_in_linear_time(caplog) -> None:
     huge = [{"w": {"dtype": "F16", "shape": [1] * (metadata.MAX_DIMS + 1)}}]
-    started = time.monotonic()
+    started = time.thread_time()
     assert metadata.count_parameters(huge) == {}
-    assert time.monotonic() - started < 1
+    assert time.thread_time() - started < 1
     assert f"more than {metadata.MAX_DIMS} tensor dimensions" in caplog.text
     assert metadata.count_parameters([{"w": {"dtype": "F16", "shape": [10**399]}}]) == {}
     assert metadata.count_parameters([{"a": {"dtype": "F16", "shape": [2**62]},
@@ -107,7 +107,7 @@ def test_a_hostile_config_json_never_fails_a_push(tmp_path, text) -> None:
     assert ran.code == 0, ran.err
     config = _config(tmp_path / "out", "v1")["config"]
     assert len(config.get("architecture", "")) <= metadata.MAX_NAME
-    assert ran.seconds < PUSH_SECONDS and ran.peak_mb < RSS_BOUND_MB
+    assert ran.cpu_seconds < PUSH_SECONDS and ran.peak_mb < RSS_BOUND_MB
 
 
 # -- GGUF headers --------------------------------------------------------------------------------
@@ -142,10 +142,10 @@ GGUFS = {
 def test_a_hostile_gguf_header_is_one_error_in_bounded_time(tmp_path, make) -> None:
     path = tmp_path / "model.gguf"
     make(path)
-    started = time.monotonic()
+    started = time.thread_time()
     with open(path, "rb") as f, pytest.raises(SourceError) as caught:
         read_gguf_header(f, where="model.gguf")
-    assert time.monotonic() - started < 5
+    assert time.thread_time() - started < 5
     assert "\n" not in str(caught.value)
 
 
@@ -157,7 +157,7 @@ def test_a_hostile_gguf_header_never_fails_a_push(tmp_path, make) -> None:
     ran = run_cli("push", str(model), f"oci:{tmp_path / 'out'}:v1", "-q")
     assert ran.code == 0, ran.err
     assert "note:" in ran.err and "GGUF metadata unknown" in ran.err
-    assert ran.seconds < PUSH_SECONDS and ran.peak_mb < RSS_BOUND_MB
+    assert ran.cpu_seconds < PUSH_SECONDS and ran.peak_mb < RSS_BOUND_MB
 
 
 def test_a_real_sized_tokenizer_is_within_the_value_budget() -> None:

@@ -14,11 +14,11 @@ import time
 import pytest
 import yaml
 from mounting import OCIBRIDGE, digests, mount_env
-from serving import make_model
 from support.fixtures import new_repo
 
 from ocibridge.cli import main
 from ocibridge.lazymount.mounttable import is_mounted
+from tests.modelgen import make_bert_model
 from tests.support.kubeapi import checked_documents
 
 
@@ -63,7 +63,7 @@ def test_two_models_of_one_name_are_one_error_line(capsys):
 
 @pytest.fixture
 def pushed(registry, tmp_path) -> tuple[str, object]:
-    src = make_model(tmp_path / "src")
+    src = make_bert_model(tmp_path / "src")
     ref = f"{registry.host}/{new_repo()}:v1"
     assert main(["push", str(src), ref, "-q"]) == 0
     return ref, src

@@ -21,7 +21,7 @@ import yaml
 from kubernetes.client import ApiClient
 
 from ocibridge.cli import main
-from tests.serving import make_model
+from tests.modelgen import make_bert_model
 from tests.support.kubeapi import kubectl_dry_run
 from tests.test_k8s_apply import _login, _pem, own_credentials  # noqa: F401 - a fixture used by name
 from tests.test_serve_cli import free_port
@@ -245,7 +245,7 @@ def test_the_container_runs_as_emitted(tmp_path, capsys, registry, unique_repo):
     """The Deployment's args, env and mounts, laid out here, are an ``ocibridge serve`` whose
     probes answer and which serves the model (mount paths mapped to directories of the test)."""
     prefix = f"{registry.host}/{unique_repo}"
-    src = make_model(tmp_path / "tiny")
+    src = make_bert_model(tmp_path / "tiny")
     assert main(["push", str(src), f"{prefix}/acme/tiny:stable", "-q"]) == 0
     capsys.readouterr()
     assert main(["k8s", "serve", prefix, "--token-secret", "hf-tokens", "--default-tag", "stable",

@@ -243,9 +243,8 @@ def test_a_process_that_exits_mid_read_does_not_wait_for_the_layer(chunked, faul
     fault_proxy.add("GET", f"/blobs/{digest}", throttle(MiB), times=None)  # the whole: 12 s
     done = subprocess.run([sys.executable, "-c", EXITS_MID_READ, ref], capture_output=True, text=True,
                           check=True, env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
-    exited = time.monotonic()
-    assert exited - float(done.stdout) < 5
-    assert _layer_bytes(fault_proxy, digest) < SIZE
+    assert done.stdout.strip()  # it read, then exited
+    assert _layer_bytes(fault_proxy, digest) < SIZE  # without waiting for the rest of the layer
     assert f"{PARTIAL_PREFIX}{digest.split(':')[1]}" in _layer_files()  # at its name: resumed next time
 
 
@@ -336,11 +335,10 @@ def test_closing_a_reader_whose_fill_waits_for_another_does_not_wait_for_the_lay
         waiting = threading.Thread(target=read_second)
         waiting.start()
         time.sleep(0.5)  # its fill is waiting for the lock
-        t = time.monotonic()
         second.close()
-        closed = time.monotonic() - t
+        fetched = sum(r.response_bytes for r in fault_proxy.requests_matching("GET", f"/blobs/{digest}"))
         waiting.join(30)
-        assert closed < 5
+        assert fetched < first.file("weights.bin").layer.size, "the close waited for the first's whole layer"
         assert got and (not isinstance(got[0], bytes) or got[0] == data[:2 * MiB])
 
 

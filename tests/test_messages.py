@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 from hostile_run import run_cli
-from serving import make_model
 from signing_keys import key_pair
 
+from tests.modelgen import make_bert_model
 from tests.support.data import data
 
 
@@ -33,7 +33,8 @@ def test_warnings_of_k8s_commands_name_ocibridge(tmp_path):
 
 
 def test_ls_names_the_family_of_a_modelkit(tmp_path, store):
-    assert run_cli("push", str(make_model(tmp_path / "m", weights=4)), "kit:v1", "--to", "modelkit", "-q").code == 0
+    model = make_bert_model(tmp_path / "m", weights=4)
+    assert run_cli("push", str(model), "kit:v1", "--to", "modelkit", "-q").code == 0
     listed = run_cli("ls", "--json")
     assert [e["family"] for e in json.loads(listed.out)] == ["modelkit"]
     assert "modelkit" in run_cli("ls").out
@@ -49,7 +50,7 @@ def test_pull_help_says_what_src_and_format_are_and_offers_no_upload_flag():
 def test_attestations_are_not_counted_as_signatures(tmp_path, store):
     private, public = key_pair(tmp_path / "keys")
     layout = f"oci:{tmp_path / 'layout'}:v1"
-    ran = run_cli("push", str(make_model(tmp_path / "m", weights=4)), layout, "-q", "--sbom",
+    ran = run_cli("push", str(make_bert_model(tmp_path / "m", weights=4)), layout, "-q", "--sbom",
                   "--attest-key", str(private))
     assert ran.code == 0, ran.err
     line = run_cli("pull", layout, str(tmp_path / "out"), "--verify-key", str(public)).one_error_line()
@@ -58,7 +59,7 @@ def test_attestations_are_not_counted_as_signatures(tmp_path, store):
 
 
 def test_a_resumed_pull_says_so(tmp_path, registry, unique_repo):
-    model = make_model(tmp_path / "m", weights=4)
+    model = make_bert_model(tmp_path / "m", weights=4)
     weights = bytes(range(256)) * 8192  # 2 MiB
     (model / "model.safetensors").write_bytes(weights)
     ref = f"{registry.host}/{unique_repo}/resumed:v1"
@@ -76,7 +77,7 @@ def test_a_resumed_pull_says_so(tmp_path, registry, unique_repo):
 
 def test_a_bare_name_missing_here_and_on_docker_io_lists_the_nearest_local_names(tmp_path, store):
     for name in ("tiny:v1", "tiny:v2", "other:v1", "big:v1"):
-        assert run_cli("push", str(make_model(tmp_path / name.replace(":", "-"), weights=4)), name, "-q").code == 0
+        assert run_cli("push", str(make_bert_model(tmp_path / name.replace(":", "-"), weights=4)), name, "-q").code == 0
     # docker.io is made unreachable the way a sandbox or an air gap makes it (a proxy that refuses)
     offline = {"HTTPS_PROXY": "http://127.0.0.1:9", "HTTP_PROXY": "http://127.0.0.1:9", "NO_PROXY": ""}
     line = run_cli("pull", "tiyn:v1", str(tmp_path / "out"), env=offline).one_error_line()

@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 
 import pytest
-from serving import make_model, point_hub_at, serving
+from serving import point_hub_at, serving
 from support.faultproxy import FaultProxy, drop_response, server_error
 
 from ocibridge.cli import main
@@ -25,6 +25,7 @@ from ocibridge.mirror.job import RevisionFilter
 from ocibridge.oci.models import parse_manifest_bytes
 from ocibridge.oci.reference import parse_registry_reference
 from ocibridge.stores.registry import open_repository
+from tests.modelgen import make_bert_model
 
 SOURCE = "org.opencontainers.image.source"
 REVISION = "org.opencontainers.image.revision"
@@ -47,7 +48,7 @@ class Hub:
 
     def push(self, name: str, *tags: str) -> str:
         """A new model (its weights differ by ``name``; the rest is shared) as ``tags``; its commit."""
-        src = make_model(self.tmp / "models" / name, weights=2048)  # 512 KiB of weights
+        src = make_bert_model(self.tmp / "models" / name, weights=2048)  # 512 KiB of weights
         assert main(["push", str(src), f"{self.repo}:{tags[0]}", "-q"]) == 0
         for tag in tags[1:]:
             assert main(["tag", f"{self.repo}:{tags[0]}", tag]) == 0
@@ -441,7 +442,7 @@ def test_a_large_revision_is_mirrored_as_push_stores_it_with_its_chunk_table(tmp
     the push its docs promise). Now the same manifest, and the table's referrer beside it."""
     from ocibridge.chunks.chunktable import ARTIFACT_TYPE, PUSH_THRESHOLD
 
-    src = make_model(tmp_path / "models" / "big", weights=PUSH_THRESHOLD // 256 + 1)  # 64 MiB + 272 bytes
+    src = make_bert_model(tmp_path / "models" / "big", weights=PUSH_THRESHOLD // 256 + 1)  # 64 MiB + 272 bytes
     assert main(["push", str(src), f"{hub_repo.repo}:latest", "-q"]) == 0
     commit = digest_of(capsys, f"{hub_repo.repo}:latest").split(":")[1][:40]
     target = f"{registry2.host}/{unique_repo}/mirror/big"

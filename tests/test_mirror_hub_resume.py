@@ -4,7 +4,7 @@ huggingface_hub, the targets on registry B; test_mirror_hub's helpers)."""
 
 from __future__ import annotations
 
-from serving import make_model, point_hub_at, serving
+from serving import point_hub_at, serving
 
 from ocibridge.chunks.chunktable import ARTIFACT_TYPE, PUSH_THRESHOLD
 from ocibridge.cli import main
@@ -12,6 +12,7 @@ from ocibridge.mirror import load_job, run_job
 from ocibridge.oci.reference import parse_registry_reference
 from ocibridge.stores.registry import open_repository
 from ocibridge.transfer.copy import copy
+from tests.modelgen import make_bert_model
 from tests.test_mirror_hub import Hub, digest_of, sync_job
 
 
@@ -26,7 +27,7 @@ def _table_referrers(host_repo: str, tag: str) -> list[str]:
 def test_rerun_completes_a_revision_tagged_without_its_chunk_table(tmp_path, capsys, registry, registry2,
                                                                    unique_repo, monkeypatch) -> None:
     hub = Hub(tmp_path, capsys, registry, unique_repo)
-    src = make_model(tmp_path / "models" / "big", weights=PUSH_THRESHOLD // 256 + 1)  # from the table threshold
+    src = make_bert_model(tmp_path / "models" / "big", weights=PUSH_THRESHOLD // 256 + 1)  # from the table threshold
     assert main(["push", str(src), f"{hub.repo}:latest", "-q"]) == 0
     commit = digest_of(capsys, f"{hub.repo}:latest").split(":")[1][:40]
     pinned = f"main-{commit[:12]}"

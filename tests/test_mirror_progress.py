@@ -8,14 +8,14 @@ import re
 import subprocess
 import sys
 
-from tests.test_progress import CHILD, make_model, on_terminal
+from tests.test_progress import CHILD, make_big_model, on_terminal
 
 FRAME = re.compile(r"mirror (\d+)/(\d+) blobs(?:, \d+ already there)?(?:, \d+ mounted)?:\s+(\d+)%")
 
 
 def job(tmp_path, registry, unique_repo) -> tuple[str, str]:
     source = f"{registry.host}/{unique_repo}/big"
-    pushed = subprocess.run([sys.executable, "-m", "ocibridge", "push", str(make_model(tmp_path / "m")),
+    pushed = subprocess.run([sys.executable, "-m", "ocibridge", "push", str(make_big_model(tmp_path / "m")),
                              f"{source}:v1", "-q"], capture_output=True, text=True, timeout=120)
     assert pushed.returncode == 0, pushed.stderr
     path = tmp_path / "job.toml"

@@ -32,7 +32,8 @@ CHILD = (
 )
 
 
-def make_model(root):
+def make_big_model(root):
+    """A model whose weights take a progress bar a while (BIG bytes)."""
     root.mkdir()
     (root / "model.safetensors").write_bytes(os.urandom(BIG))
     (root / "config.json").write_text('{"hidden": 4}\n')
@@ -66,7 +67,7 @@ def assert_advances_mid_blob(screen: str, command: str) -> None:
 
 
 def test_push_pull_copy_draw_byte_level_bars_on_a_terminal(tmp_path, registry, unique_repo):
-    model = make_model(tmp_path / "m")
+    model = make_big_model(tmp_path / "m")
     ref = f"{registry.host}/{unique_repo}:v1"
 
     code, out, screen = on_terminal("push", str(model), ref)
@@ -87,7 +88,7 @@ def test_push_pull_copy_draw_byte_level_bars_on_a_terminal(tmp_path, registry, u
 
 
 def test_path_draws_the_bar_pull_draws_and_stdout_stays_the_path(tmp_path, registry, unique_repo):
-    model = make_model(tmp_path / "m")
+    model = make_big_model(tmp_path / "m")
     ref = f"{registry.host}/{unique_repo}:v1"
     assert on_terminal("push", str(model), ref, "-q")[0] == 0
 
@@ -103,7 +104,7 @@ def test_path_draws_the_bar_pull_draws_and_stdout_stays_the_path(tmp_path, regis
 
 
 def test_no_bar_when_piped_or_json_or_quiet(tmp_path):
-    model = make_model(tmp_path / "m")
+    model = make_big_model(tmp_path / "m")
     proc = subprocess.run([sys.executable, "-c", CHILD, "push", str(model), f"oci:{tmp_path}/s:a"],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0 and proc.stderr == "" and proc.stdout.startswith("pushed ")

@@ -14,12 +14,12 @@ from ocibridge.oci.mediatypes import OCI_LAYER_TAR
 from ocibridge.oci.models import Descriptor
 from tests.test_progress import frames, on_terminal
 from tests.test_transfer_interrupt import (
-    EXIT_BOUND,
     INTERRUPT_AFTER,
     RATE,
     _model_with_big_file,
     _start,
     _wait_for_bytes,
+    stderr_once_gone,
 )
 
 SAID = ("ocibridge: interrupted: the blobs received and the part of the one in flight are kept; "
@@ -36,7 +36,7 @@ def test_an_interrupted_pull_says_what_it_kept_and_its_rerun_draws_from_there(fa
     proc = _start(["pull", ref, "-o", str(out), "--concurrency", "1"])
     _wait_for_bytes(fault_proxy, big, INTERRUPT_AFTER, proc)
     proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=EXIT_BOUND)
+    err = stderr_once_gone(proc)
     assert proc.returncode == 130, err
     assert err.splitlines()[-1] == SAID, err
 

@@ -33,7 +33,6 @@ RATE = 64 * MiB  # the first run is slowed so that the kill lands where it is me
 #: buffers hold, so the chunk cannot still arrive whole after the process is gone (a chunk
 #: that does is taken by the registry, whose answer is lost: see docs/transfers.md).
 INTO_CHUNK = (512 * 1024, 2 * MiB)
-EXIT_BOUND = 5.0
 
 
 def _model(tmp_path: Path) -> tuple[Path, str]:
@@ -92,14 +91,12 @@ def _interrupt_at(cmd: list[str], env: dict[str, str], proxy, at: int) -> int:
         assert proc.poll() is None, proc.communicate()
         assert time.monotonic() < deadline, "the push did not get that far"
         time.sleep(0.002)
-    sent = time.monotonic()
     proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=30)
+    _, err = proc.communicate(timeout=60)  # a bound on a hang; the bench measures how soon it exits
     assert proc.returncode == 130, err
-    # well under what the rest of the throttled file needs (the grace ends 0.85 s after the
-    # signal; the bound is loose for a loaded machine, the bench measures the time itself)
-    assert time.monotonic() - sent < EXIT_BOUND
-    return _upload_bytes(proxy)
+    gone = _upload_bytes(proxy)
+    assert gone < SIZE, gone  # it stopped at the signal, short of the file's end
+    return gone
 
 
 def _registry_digest(registry, repo: str, digest: str) -> str:

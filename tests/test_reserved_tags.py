@@ -7,14 +7,14 @@ from __future__ import annotations
 import json
 
 import pytest
-from serving import make_model
 
 from ocibridge.cli import main
+from tests.modelgen import make_bert_model
 
 
 @pytest.mark.parametrize("where", ["layout", "registry"])
 def test_push_copy_and_tag_refuse_a_bookkeeping_tag(tmp_path, capsys, registry, unique_repo, where):
-    src = make_model(tmp_path / "tiny")
+    src = make_bert_model(tmp_path / "tiny")
     base = f"oci:{tmp_path / 'lay'}:tiny" if where == "layout" else f"{registry.host}/{unique_repo}/tiny"
     assert main(["push", str(src), f"{base}:v1", "-q"]) == 0
     capsys.readouterr()

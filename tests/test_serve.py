@@ -18,15 +18,16 @@ from huggingface_hub.errors import (
     RepositoryNotFoundError,
     RevisionNotFoundError,
 )
-from serving import files_of, make_model, point_hub_at, serving
+from serving import files_of, point_hub_at, serving
 
 from ocibridge.cli import main
+from tests.modelgen import make_bert_model
 
 
 @pytest.fixture
 def model(tmp_path, capsys, registry, unique_repo):
     """acme/tiny under the prefix REGISTRY/unique_repo, tagged latest and v1."""
-    src = make_model(tmp_path / "tiny", weights=4096)  # 1 MiB of weights: several chunks
+    src = make_bert_model(tmp_path / "tiny", weights=4096)  # 1 MiB of weights: several chunks
     ref = f"{registry.host}/{unique_repo}/acme/tiny"
     assert main(["push", str(src), f"{ref}:latest", "-q"]) == 0
     assert main(["tag", f"{ref}:latest", "v1"]) == 0
@@ -151,7 +152,7 @@ def test_a_tampered_blob_cuts_the_connection_and_nothing_is_committed(tmp_path, 
                                                                        unique_repo, fault_proxy):
     from support import corrupt
 
-    src = make_model(tmp_path / "tiny", weights=4096)
+    src = make_bert_model(tmp_path / "tiny", weights=4096)
     assert main(["push", str(src), f"{registry.host}/{unique_repo}/acme/tiny:latest", "-q"]) == 0
     weights = hashlib.sha256((src / "model.safetensors").read_bytes()).hexdigest()
     fault_proxy.add("GET", f"/blobs/sha256:{weights}", corrupt(offset=500_000), times=100)
@@ -177,7 +178,7 @@ def test_a_tampered_layout_blob_cuts_the_connection_and_nothing_is_committed(tmp
     from ocibridge.cache.modelcache import ModelCache
     from ocibridge.stores.layout import LayoutStore
 
-    src = make_model(tmp_path / "tiny", weights=4096)
+    src = make_bert_model(tmp_path / "tiny", weights=4096)
     LayoutStore(tmp_path / "lay", create=True)
     assert main(["push", str(src), f"oci:{tmp_path}/lay:acme/tiny:latest", "-q"]) == 0
     weights = hashlib.sha256((src / "model.safetensors").read_bytes()).hexdigest()
@@ -202,8 +203,8 @@ def test_sources_layout_local_and_order(tmp_path, hub, monkeypatch, capsys):
     from ocibridge.stores.layout import LayoutStore
 
     monkeypatch.setenv("OCIBRIDGE_STORE", str(tmp_path / "store"))
-    first = make_model(tmp_path / "first")
-    second = make_model(tmp_path / "second")
+    first = make_bert_model(tmp_path / "first")
+    second = make_bert_model(tmp_path / "second")
     LayoutStore(tmp_path / "lay", create=True)
     assert main(["push", str(first), f"oci:{tmp_path}/lay:acme/tiny:latest", "-q"]) == 0
     assert main(["push", str(second), "acme/tiny:latest", "-q"]) == 0  # the local store
@@ -282,7 +283,7 @@ def test_sixteen_clients_at_once_share_one_fetch_per_blob(tmp_path, monkeypatch,
 
     models = {}
     for name in ("one", "two"):
-        models[name] = make_model(tmp_path / name, weights=8192)  # 2 MiB of weights each
+        models[name] = make_bert_model(tmp_path / name, weights=8192)  # 2 MiB of weights each
         table = ["--chunks", "--chunk-threshold", "1M"] if xet else []  # over Xet from the first byte
         assert main(["push", str(models[name]), f"{registry.host}/{unique_repo}/acme/{name}:latest", "-q",
                      *table]) == 0
@@ -353,7 +354,7 @@ def test_serve_policy_scopes_a_layout_source(tmp_path, hub, monkeypatch):
     """An oci:DIR source is looked up in the policy's oci transport, by its directory."""
     from ocibridge.signing.containers_policy import UsePolicy
 
-    src = make_model(tmp_path / "tiny", weights=16)
+    src = make_bert_model(tmp_path / "tiny", weights=16)
     from ocibridge.stores.layout import LayoutStore
 
     layout = tmp_path / "layout"
@@ -382,7 +383,7 @@ def test_a_cold_file_is_sent_while_it_arrives_and_its_clients_share_one_fetch(tm
 
     from support import throttle
 
-    src = make_model(tmp_path / "tiny", weights=16384)  # 4 MiB of weights
+    src = make_bert_model(tmp_path / "tiny", weights=16384)  # 4 MiB of weights
     assert main(["push", str(src), f"{registry.host}/{unique_repo}/acme/tiny:latest", "-q"]) == 0
     data = (src / "model.safetensors").read_bytes()
     weights = hashlib.sha256(data).hexdigest()

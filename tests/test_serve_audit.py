@@ -16,10 +16,10 @@ import pytest
 from huggingface_hub import CommitOperationAdd, CommitOperationDelete, HfApi
 from huggingface_hub.errors import HfHubHTTPError
 from prometheus_client.parser import text_string_to_metric_families
-from serving import make_model
 from test_serve_scoped_routes import auth, serve_process
 
 from ocibridge.cli import main
+from tests.modelgen import make_bert_model
 from tests.support.fixtures import new_repo
 
 TOKENS = "writer write acme/ ci-bot\nreader read acme/ viewer\n"
@@ -35,7 +35,7 @@ class Audited:
 def audited(registry: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Audited]:
     root = tmp_path_factory.mktemp("audited")
     prefix = f"{registry.host}/{new_repo('audited')}"
-    assert main(["push", str(make_model(root / "m")), f"{prefix}/acme/m:latest", "-q"]) == 0
+    assert main(["push", str(make_bert_model(root / "m")), f"{prefix}/acme/m:latest", "-q"]) == 0
     tokens = root / "tokens.txt"
     tokens.write_text(TOKENS)
     audit = root / "audit.jsonl"

@@ -24,11 +24,12 @@ from safetensors.numpy import save_file
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import WebDriverWait
-from serving import make_model, wait_until_healthy
+from serving import wait_until_healthy
 from signing_keys import key_pair
 
 import ocibridge
 from ocibridge.cli import main
+from tests.modelgen import make_bert_model
 
 ROOT = Path(__file__).resolve().parents[1]
 #: where the pages' screenshots go: a temporary folder, since tests write nowhere in the checkout;
@@ -64,7 +65,7 @@ license: mit
 def tiny(root: Path, number: int, card: str = CARD) -> Path:
     """Version ``number`` of a tiny BERT transformers loads: real safetensors whose tensor 0 holds
     ``number`` (the others never change), a README card, and from version 2 a file renamed."""
-    make_model(root)
+    make_bert_model(root)
     tensors = {f"layer.{i}.weight": np.full(64 * 1024, i, dtype=np.float32) for i in range(TENSORS)}
     tensors["layer.0.weight"] = tensors["layer.0.weight"] + number
     save_file(tensors, str(root / "model.safetensors"))

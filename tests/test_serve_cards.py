@@ -16,11 +16,12 @@ import httpx
 import huggingface_hub
 import pytest
 from huggingface_hub import CommitOperationAdd, HfApi, ModelCard, metadata_update
-from serving import Served, make_model, point_hub_at, serving
+from serving import Served, point_hub_at, serving
 
 from ocibridge.cli import main
 from ocibridge.hubserver.cards import LICENSES, read_card
 from ocibridge.hubserver.repo.publishing import Publishing
+from tests.modelgen import make_bert_model
 
 #: huggingface_hub's own LFS upload passes bytes as data= to httpx, which warns (not ours)
 pytestmark = pytest.mark.filterwarnings("ignore:Use 'content=<...>' to upload raw bytes:DeprecationWarning")
@@ -130,7 +131,7 @@ def test_the_model_page_says_what_the_check_says_of_its_card(tmp_path, registry,
     """A card pushed outside serve (no check on the way): its page shows the Hub's words above it,
     and the metadata it could read."""
     prefix = f"{registry.host}/{unique_repo}"
-    src = make_model(tmp_path / "tiny")
+    src = make_bert_model(tmp_path / "tiny")
     (src / "README.md").write_text("---\nlicense: asdf\nbase_model: google/bert-tiny\n---\n# Tiny\n")
     assert main(["push", str(src), f"{prefix}/acme/tiny:latest", "-q"]) == 0
     with serving([prefix]) as s:

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import httpx
 import pytest
-from serving import make_model
 
 from ocibridge.cli import main
+from tests.modelgen import make_bert_model
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -46,7 +46,7 @@ def start_serve(*args: str, env: dict[str, str]) -> tuple[subprocess.Popen[bytes
 def test_serve_answers_logs_and_stops_on_sigterm(tmp_path):
     from ocibridge.stores.layout import LayoutStore
 
-    src = make_model(tmp_path / "tiny")
+    src = make_bert_model(tmp_path / "tiny")
     LayoutStore(tmp_path / "lay", create=True)
     assert main(["push", str(src), f"oci:{tmp_path}/lay:acme/tiny:latest", "-q"]) == 0
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OCIBRIDGE_CACHE_DIR": str(tmp_path / "cache")}

@@ -3,7 +3,7 @@ its readers, through huggingface_hub and httpx against serve as a process over t
 registry, a fault proxy between them slowing the move so that its middle is seen.
 
 - a repository made again over a deleted one of its name reaches none of the deleted one's
-  commits, by commit id, abbreviated id or manifest digest (repo/reborn.py);
+  commits, by commit id, abbreviated id or manifest digest (repo/recreated.py);
 - a private or gated repository being moved is never readable at its new id by a reader the
   old one refused, at any moment of the move (writes/moving.py: its record first);
 - a commit sent to a repository while it is being moved is refused (409), never acknowledged

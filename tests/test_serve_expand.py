@@ -129,12 +129,11 @@ def test_a_tree_with_expand_is_paged_by_fifty_as_the_hub_pages_it(registry, uniq
 def test_a_model_pushed_outside_serve_with_a_tar_layer_names_its_one_commit(tmp_path, registry, unique_repo):
     """A manifest pushed by ``ocibridge push`` names no parent: every path, those inside its tar
     layer too, was last changed by it (its title says where it came from)."""
-    from serving import make_model
-
     from ocibridge.cli import main
+    from tests.modelgen import make_bert_model
 
     prefix = f"{registry.host}/{unique_repo}"
-    assert main(["push", str(make_model(tmp_path / "tiny")), f"{prefix}/acme/tiny:latest", "-q",
+    assert main(["push", str(make_bert_model(tmp_path / "tiny")), f"{prefix}/acme/tiny:latest", "-q",
                  "--group", "doc"]) == 0
     with serving([prefix]) as s:
         api = HfApi(endpoint=s.url, token=False)

@@ -181,14 +181,15 @@ def test_serve_stopped_while_a_registry_fill_is_mid_flight(tmp_path, registry, u
     """The app's shutdown with a fill thread mid-flight (a slow registry): the thread ends
     without touching the closed loop (the race of test_every_file_over_xet_..._tar_layers)."""
     import httpx
-    from serving import make_model, serving
+    from serving import serving
     from support import throttle
 
     from ocibridge.cli import main
+    from tests.modelgen import make_bert_model
 
     raised: list[BaseException | None] = []
     monkeypatch.setattr(threading, "excepthook", lambda args: raised.append(args.exc_value))
-    src = make_model(tmp_path / "big", weights=1)
+    src = make_bert_model(tmp_path / "big", weights=1)
     (src / "model.safetensors").write_bytes(os.urandom(2 << 20))
     assert main(["push", str(src), f"{registry.host}/{unique_repo}/acme/big:latest", "-q"]) == 0
     capsys.readouterr()

@@ -9,13 +9,14 @@ from __future__ import annotations
 import io
 
 from huggingface_hub import HfApi
-from serving import make_model, serving
+from serving import serving
 
 from ocibridge.cli import main
 from ocibridge.hubserver.repo.heldmanifests import HeldManifests, ServedRegistryStore
 from ocibridge.oci.mediatypes import OCI_CONFIG, OCI_MANIFEST
 from ocibridge.oci.models import Descriptor, Manifest
 from ocibridge.stores.registry import RegistryStore, open_repository
+from tests.modelgen import make_bert_model
 
 
 def test_held_manifests_keep_within_their_bound_least_recent_out_first():
@@ -58,7 +59,8 @@ def test_a_served_store_reads_a_manifest_by_digest_once_and_forgets_it_on_delete
 def test_a_commit_listing_again_asks_the_registry_for_no_commit_it_read(fault_proxy, unique_repo, tmp_path):
     """Each listing asks for the branch's tag (it can move); the commits' manifests, named by
     digest, come from the registry once (before: every listing read each of them again)."""
-    assert main(["push", "-q", str(make_model(tmp_path / "m")), f"{fault_proxy.host}/{unique_repo}/acme/m:latest"]) == 0
+    model = make_bert_model(tmp_path / "m")
+    assert main(["push", "-q", str(model), f"{fault_proxy.host}/{unique_repo}/acme/m:latest"]) == 0
     with serving([f"{fault_proxy.host}/{unique_repo}"]) as served:
         api = HfApi(endpoint=served.url, token=False)
         first = api.list_repo_commits("acme/m")

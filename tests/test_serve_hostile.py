@@ -16,9 +16,10 @@ from pathlib import Path
 
 import httpx
 import pytest
-from serving import make_model, stop, wait_until_healthy
+from serving import stop, wait_until_healthy
 
 from ocibridge.cli import main
+from tests.modelgen import make_bert_model
 
 ROOT = Path(__file__).resolve().parent.parent
 MIB = 1024 * 1024
@@ -75,9 +76,9 @@ def layout(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from ocibridge.stores.layout import LayoutStore
 
     LayoutStore(root / "lay", create=True)
-    tiny = make_model(root / "tiny")
+    tiny = make_bert_model(root / "tiny")
     assert main(["push", str(tiny), f"oci:{root}/lay:acme/tiny:latest", "-q"]) == 0
-    big = make_model(root / "big", weights=1)
+    big = make_bert_model(root / "big", weights=1)
     (big / "model.safetensors").write_bytes(os.urandom(64 * MIB))
     assert main(["push", str(big), f"oci:{root}/lay:acme/big:latest", "-q"]) == 0
     return root
@@ -307,7 +308,7 @@ def test_main_of_a_repository_without_the_default_tag_names_its_tags(tmp_path):
     from ocibridge.stores.layout import LayoutStore
 
     LayoutStore(tmp_path / "lay", create=True)
-    assert main(["push", str(make_model(tmp_path / "a")), f"oci:{tmp_path}/lay:a:v1", "-q"]) == 0
+    assert main(["push", str(make_bert_model(tmp_path / "a")), f"oci:{tmp_path}/lay:a:v1", "-q"]) == 0
     with TestClient(ocibridge.create_app(f"oci:{tmp_path}/lay")) as client:
         r = client.get("/api/models/a")
     assert r.status_code == 404 and r.headers["x-error-code"] == "RevisionNotFound"
@@ -386,7 +387,7 @@ def test_a_layout_source_answers_routes_tokens_and_policy_as_a_registry_source(k
     "serve with an oci:DIR layout source")."""
     import json
 
-    src = make_model(tmp_path / "model", weights=64)
+    src = make_bert_model(tmp_path / "model", weights=64)
     if kind == "registry":
         good, bad = (f"{registry.host}/{unique_repo}/{side}" for side in ("good", "bad"))
         scopes = {"docker": {bad: [{"type": "reject"}]}}

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import httpx
 from serve_processes import running
-from serving import make_model
 
 from ocibridge.cli import main
 from ocibridge.stores.layout import LayoutStore
+from tests.modelgen import make_bert_model
 
 ENTRIES = 100_000
 AUTH = {"Authorization": "Bearer reader-token"}
@@ -23,7 +23,7 @@ AUTH = {"Authorization": "Bearer reader-token"}
 def big_layout(tmp_path: Path) -> Path:
     """One tiny model pushed, then its index entry written 100,000 times under other names
     (written directly: pushing 100,000 names would take the suite's budget)."""
-    src = make_model(tmp_path / "tiny")
+    src = make_bert_model(tmp_path / "tiny")
     layout = tmp_path / "lay"
     LayoutStore(layout, create=True)
     assert main(["push", str(src), f"oci:{layout}:acme/tiny:latest", "-q"]) == 0
@@ -89,7 +89,8 @@ def test_a_registry_catalog_cut_short_says_so(tmp_path, registry, monkeypatch, c
     from ocibridge.hubserver.repo import sources
 
     for name in ("one", "two"):
-        assert main(["push", str(make_model(tmp_path / name)), f"{registry.host}/cut/acme/{name}:latest", "-q"]) == 0
+        model = make_bert_model(tmp_path / name)
+        assert main(["push", str(model), f"{registry.host}/cut/acme/{name}:latest", "-q"]) == 0
     monkeypatch.setattr(sources, "CATALOG_PAGE", 1)
     monkeypatch.setattr(sources, "CATALOG_PAGES", 1)
     with caplog.at_level(logging.WARNING, logger="ocibridge.hubserver"), serving([registry.host]) as served:
@@ -106,7 +107,7 @@ def test_the_index_is_parsed_once_per_change(tmp_path):
 
     layout = tmp_path / "lay"
     LayoutStore(layout, create=True)
-    assert main(["push", str(make_model(tmp_path / "tiny")), f"oci:{layout}:acme/tiny:latest", "-q"]) == 0
+    assert main(["push", str(make_bert_model(tmp_path / "tiny")), f"oci:{layout}:acme/tiny:latest", "-q"]) == 0
     served = layoutindex.ServedLayout(layout)
     before = layoutindex.parses
     desc = served.resolve("acme/tiny:latest")

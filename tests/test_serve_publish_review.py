@@ -263,11 +263,11 @@ def test_a_shard_costs_work_in_proportion_to_what_it_names_once(served):
     assert httpx.post(f"{cas}/v1/xorbs/default/{name}", content=raw, headers=auth(token), timeout=60).status_code == 200
     last = list(range(8192 - 3000, 8192))
     shard = one_chunk_files_shard(name, datas, last + last)  # every file twice
-    began = time.monotonic()
+    began = time.process_time()  # serve's threads and this one: the work, which load does not stretch
     answer = httpx.post(f"{cas}/v1/shards", content=shard, headers=auth(token), timeout=600)
-    took = time.monotonic() - began
+    work = time.process_time() - began
     assert answer.status_code == 200, answer.text
-    assert took < 15, f"a {len(shard)}-byte shard took {took:.1f} s"
+    assert work < 15, f"a {len(shard)}-byte shard cost {work:.1f} s of CPU"
     assert commit(served, "acme/m", "alice", HEADER + lfs_line("last.bin", datas[-1])).status_code == 200
 
 
@@ -278,10 +278,10 @@ def test_a_path_too_long_to_write_is_refused_at_once(refusing, path):
     system's ENAMETOOLONG where serve links the commit). At most 1024 bytes, 255 a name: 400."""
     import time
 
-    began = time.monotonic()
+    began = time.process_time()  # serve's threads and this one
     answer = commit(refusing, "acme/m", "alice", HEADER + inline(path))
     assert answer.status_code == 400 and "longer than" in answer.json()["error"], answer.text[:300]
-    assert time.monotonic() - began < 10
+    assert time.process_time() - began < 10
     assert files(refusing, "acme/m") == [".gitattributes", "README.md"]
 
 

@@ -7,9 +7,10 @@ import time
 
 import httpx
 from huggingface_hub import HfApi
-from serving import make_model, serving
+from serving import serving
 
 from ocibridge.cli import main
+from tests.modelgen import make_bert_model
 
 CREATED = "2024-05-01T12:34:56Z"
 
@@ -17,7 +18,7 @@ CREATED = "2024-05-01T12:34:56Z"
 def test_list_repo_refs_names_main_and_every_tag_with_its_commit(tmp_path, registry, unique_repo, capsys):
     """main is the default tag, every other tag is a tag (no refs record: none is a branch),
     each with the commit serve answers for it."""
-    src = make_model(tmp_path / "tiny")
+    src = make_bert_model(tmp_path / "tiny")
     ref = f"{registry.host}/{unique_repo}/acme/tiny"
     assert main(["push", str(src), f"{ref}:latest", "-q"]) == 0
     assert main(["tag", f"{ref}:latest", "v1"]) == 0
@@ -49,11 +50,11 @@ def test_dates_come_from_the_artifact_not_the_request(tmp_path):
 
     LayoutStore(tmp_path / "lay", create=True)
     lay = f"oci:{tmp_path}/lay"
-    assert main(["push", str(make_model(tmp_path / "a")), f"{lay}:acme/dated:latest", "-q",
+    assert main(["push", str(make_bert_model(tmp_path / "a")), f"{lay}:acme/dated:latest", "-q",
                  "--created", CREATED]) == 0
-    assert main(["push", str(make_model(tmp_path / "b")), f"{lay}:acme/annotated:latest", "-q",
+    assert main(["push", str(make_bert_model(tmp_path / "b")), f"{lay}:acme/annotated:latest", "-q",
                  "--annotation", "org.opencontainers.image.created=2023-01-02T03:04:05.678Z"]) == 0
-    assert main(["push", str(make_model(tmp_path / "c")), f"{lay}:acme/undated:latest", "-q"]) == 0
+    assert main(["push", str(make_bert_model(tmp_path / "c")), f"{lay}:acme/undated:latest", "-q"]) == 0
     with serving([lay]) as served:
         api = HfApi(endpoint=served.url, token=False)
         first = httpx.get(f"{served.url}/api/models/acme/dated").json()

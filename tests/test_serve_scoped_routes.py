@@ -17,11 +17,11 @@ from typing import Any
 
 import httpx
 import pytest
-from serving import make_model
 from starlette.routing import Match, Route
 from test_serve_hostile import serve_process as hostile_serve
 
 from ocibridge.cli import main
+from tests.modelgen import make_bert_model
 from tests.support.fixtures import new_repo
 
 #: reader reads acme (and acme/...); writer writes (and reads) acme/; everyone reads all
@@ -50,10 +50,10 @@ def scoped(registry: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
     root = tmp_path_factory.mktemp("scoped")
     prefix = f"{registry.host}/{new_repo('scoped')}"
     for repo in ("acme/m", "acme", "acme-evil/m", "secret/m", "secret"):
-        model = make_model(root / "models" / repo.replace("/", "_"))
+        model = make_bert_model(root / "models" / repo.replace("/", "_"))
         assert main(["push", str(model), f"{prefix}/{repo}:latest", "-q"]) == 0
     for repo in ("acme/m", "acme", "secret/m", "secret"):  # datasets of the same names, at their registry path
-        files = make_model(root / "datasets" / repo.replace("/", "_"))
+        files = make_bert_model(root / "datasets" / repo.replace("/", "_"))
         assert main(["push", str(files), f"{prefix}/datasets/{repo}:latest", "-q"]) == 0
     tokens = root / "tokens.txt"
     tokens.write_text(TOKENS)
@@ -95,7 +95,7 @@ def concrete(route: Route, repo: tuple[str, str], kind: str = "models") -> str |
     kind = "datasets" if ":hub_dataset}" in route.path else kind
     values = {**FILL, "org": org, "name": name, "verb": VERB, "repo_type": kind}
     if "/tree/" in route.path:
-        values["path"] = "extra"  # a directory of make_model's
+        values["path"] = "extra"  # a directory of make_bert_model's
     return re.sub(r"{(\w+)(:[\w]+)?}", lambda m: values[m.group(1)], route.path)
 
 
@@ -203,14 +203,13 @@ def test_a_prefix_without_a_slash_is_no_prefix_of_a_longer_org(scoped):
     assert evil.status_code == 404
 
 
-def wait_for(check: Any, seconds: float = 120) -> float:
-    """Seconds until ``check()`` holds (fails after ``seconds``: a bound for a change never
-    seen, not a speed: the file is looked at every second)."""
-    start = time.monotonic()
+def wait_for(check: Any, what: str, seconds: float = 120) -> None:
+    """Until ``check()`` holds (fails after ``seconds``, naming ``what`` was never seen: a bound for
+    a change never seen, not a speed: the file is looked at every second)."""
+    deadline = time.monotonic() + seconds
     while not check():
-        assert time.monotonic() - start < seconds, "not within the time allowed"
+        assert time.monotonic() < deadline, f"never seen: {what}"
         time.sleep(0.2)
-    return time.monotonic() - start
 
 
 def test_the_token_file_is_read_again_without_a_restart(scoped):
@@ -220,13 +219,13 @@ def test_the_token_file_is_read_again_without_a_restart(scoped):
     def reads(token: str) -> int:
         return httpx.get(f"{s.url}/api/models/acme/m", headers=auth(token)).status_code
 
-    wait_for(lambda: reads("leaving") == 200)
+    wait_for(lambda: reads("leaving") == 200, "the added token read")
     cookie = login(s.url, "leaving")
     assert httpx.get(f"{s.url}/acme/m", cookies=cookie).status_code == 200
     tmp = s.tokens.with_suffix(".new")
     tmp.write_text(TOKENS)  # as an editor saves: a new file renamed over the old
     os.replace(tmp, s.tokens)
-    wait_for(lambda: reads("leaving") == 401)
+    wait_for(lambda: reads("leaving") == 401, "the removed token refused")
     page = httpx.get(f"{s.url}/acme/m", cookies=cookie)
     assert page.status_code == 303 and "/ocibridge/login" in page.headers["location"]  # its cookie ended too
     assert reads("reader") == 200  # the others never stopped

@@ -15,11 +15,12 @@ from pathlib import Path
 
 import httpx
 import pytest
-from serving import make_model, stop, wait_until_healthy
+from serving import stop, wait_until_healthy
 from signing_keys import key_pair
 
 from ocibridge.cli import main
 from ocibridge.stores.layout import LayoutStore
+from tests.modelgen import make_bert_model
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -39,7 +40,7 @@ def environment(home: Path) -> dict[str, str]:
 def layout(tmp_path_factory) -> tuple[Path, Path]:
     """oci:DIR holding acme/tiny (weights of 1 MiB: offered over Xet from 1K)."""
     home = tmp_path_factory.mktemp("starting")
-    src = make_model(home / "tiny", weights=1)
+    src = make_bert_model(home / "tiny", weights=1)
     (src / "model.safetensors").write_bytes(os.urandom(1 << 20))
     LayoutStore(home / "lay", create=True)
     assert main(["push", str(src), f"oci:{home}/lay:acme/tiny:latest", "-q"]) == 0

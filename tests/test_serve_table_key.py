@@ -14,7 +14,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from serving import make_model, serving
+from serving import serving
 from support.faultproxy import status, throttle
 from support.fixtures import new_repo
 
@@ -23,6 +23,7 @@ from ocibridge.chunks.chunktable import ANNOTATION_DIGEST, ANNOTATION_SIZE, buil
 from ocibridge.cli import main
 from ocibridge.oci.models import Descriptor
 from ocibridge.stores.registry import open_repository
+from tests.modelgen import make_bert_model
 
 SIZE = 3 * 1024 * 1024 + 1000  # 4 chunks of the table (1 MiB), the last short
 WEIGHTS = "model.safetensors"
@@ -33,7 +34,7 @@ def pushed(registry, tmp_path_factory):
     """One file pushed as acme/big and acme/copy (the same table), acme/plain (no table) and
     acme/forged: a manifest naming the same layer with a table of other bytes (``other``).
     (prefix, the file's bytes, its digest, other)"""
-    src = make_model(tmp_path_factory.mktemp("table-key") / "big", weights=1)
+    src = make_bert_model(tmp_path_factory.mktemp("table-key") / "big", weights=1)
     data = os.urandom(SIZE)
     (src / WEIGHTS).write_bytes(data)
     prefix = f"{registry.host}/{new_repo()}"

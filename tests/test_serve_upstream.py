@@ -18,7 +18,7 @@ import httpx
 import huggingface_hub
 import pytest
 from huggingface_hub import HfApi
-from serving import files_of, make_model, point_hub_at, serve_over
+from serving import files_of, point_hub_at, serve_over
 from upstream_proxy import (
     ACCEPT,
     CLIENT_TOKEN,
@@ -31,6 +31,8 @@ from upstream_proxy import (
     refs_or_none,
     settled_refs,
 )
+
+from tests.modelgen import make_bert_model
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -94,7 +96,7 @@ def test_a_second_load_sends_the_upstream_nothing(proxied: Proxied, tmp_path: Pa
 
 def test_a_second_load_is_answered_from_serves_model_cache_no_file_read_from_the_registry(proxied: Proxied,
                                                                                           tmp_path: Path):
-    model = make_model(tmp_path / "warm", weights=4096)  # a 1 MiB weights file (LFS) and small ones
+    model = make_bert_model(tmp_path / "warm", weights=4096)  # a 1 MiB weights file (LFS) and small ones
     up = HfApi(endpoint=proxied.upstream, token=UP_TOKEN)
     up.create_repo("acme/warm")
     commit = up.upload_folder(repo_id="acme/warm", folder_path=model).oid

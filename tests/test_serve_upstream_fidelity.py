@@ -21,7 +21,6 @@ import httpx
 import huggingface_hub
 import pytest
 from huggingface_hub import HfApi
-from serving import make_model
 from support.faultproxy import hold, status
 from upstream_proxy import (
     CLIENT_TOKEN,
@@ -29,6 +28,8 @@ from upstream_proxy import (
     Proxied,
     lfs_only,  # noqa: F401 - autouse: every test here over LFS
 )
+
+from tests.modelgen import make_bert_model
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -61,7 +62,7 @@ def published(proxied: Proxied, repo_id: str, root: Path) -> str:
     changed), its head's id."""
     up = HfApi(endpoint=proxied.upstream, token=UP_TOKEN)
     up.create_repo(repo_id)
-    up.upload_folder(repo_id=repo_id, folder_path=make_model(root / repo_id.replace("/", "-")))
+    up.upload_folder(repo_id=repo_id, folder_path=make_bert_model(root / repo_id.replace("/", "-")))
     return up.upload_file(path_or_fileobj=b"# a card\n", path_in_repo="README.md", repo_id=repo_id,
                           commit_message="A card", commit_description="says what it is").oid
 

@@ -29,7 +29,7 @@ pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
 REPO = "acme/storm"
 #: seconds the stand-in's 429 asks for
-WINDOW = 3
+WINDOW = 8
 #: clients asking at once, in each burst
 CLIENTS = 24
 
@@ -69,10 +69,11 @@ def test_a_429_storm_reaches_the_upstream_once_per_retry_after_window(proxied: P
     first = burst(proxy)
     opened = time.monotonic()
     again = burst(proxy)  # within the window: nothing is sent
-    assert time.monotonic() - opened < WINDOW - 0.5, "the second burst came too late to judge"
+    between = time.monotonic() - opened
     asked = limiting.requests_matching("GET", rf"/api/models/{REPO}/")
     print(f"{2 * CLIENTS} clients within one window: {len(asked)} upstream request(s)")
-    assert len(asked) == 1, [r.path for r in asked]
+    assert len(asked) == 1, (f"{len(asked)} upstream requests; the second burst ended {between:.1f} s into the "
+                             f"{WINDOW} s window", [r.path for r in asked])
     for answer in first + again:
         assert answer.status_code == 503, (answer.status_code, answer.text)
         assert 1 <= int(answer.headers["retry-after"]) <= WINDOW, answer.headers

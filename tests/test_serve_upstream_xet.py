@@ -18,7 +18,7 @@ import httpx
 import huggingface_hub
 import pytest
 from huggingface_hub import HfApi
-from serving import files_of, make_model, own_registry_and_serve, received_until_cut, serve_over
+from serving import files_of, own_registry_and_serve, received_until_cut, serve_over
 from support.faultproxy import FaultProxy, corrupt, drop_response, server_error, status
 from support.registry import RegistryProcess
 from upstream_proxy import as_push_hf_makes, manifest_of, push_hf_manifest
@@ -26,6 +26,7 @@ from upstream_proxy import as_push_hf_makes, manifest_of, push_hf_manifest
 from ocibridge.hubserver.upstream.tee import FileFlight
 from ocibridge.hubserver.upstream.xetfetch import name_holds
 from ocibridge.hubserver.xet import merkle, xorbs
+from tests.modelgen import make_bert_model
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 hf_xet = pytest.importorskip("hf_xet")
@@ -95,7 +96,7 @@ def upstream(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Upstream]:
                 as (up, registry):
             counted.point_at(up)
             api = HfApi(endpoint=up, token=UP_TOKEN)
-            model = make_model(root / "tiny")
+            model = make_bert_model(root / "tiny")
             api.create_repo("acme/tiny")
             main = api.upload_folder(repo_id="acme/tiny", folder_path=model).oid
             assert counted.requests_matching("POST", "/xet-write/acme/tiny/v1/xorbs/"), "not uploaded over Xet"

@@ -15,9 +15,10 @@ from pathlib import Path
 import httpx
 import pytest
 from huggingface_hub import HfApi, hf_hub_download
-from serving import make_model, point_hub_at, serving
+from serving import point_hub_at, serving
 
 from ocibridge.cli import main
+from tests.modelgen import make_bert_model
 
 CSP = ("default-src 'none'; style-src 'self'; img-src 'self' https:; form-action 'self'; "
        "frame-ancestors 'none'; base-uri 'none'")
@@ -60,7 +61,7 @@ def models(tmp_path_factory, registry):
     prefix = f"{registry.host}/web-{uuid.uuid4().hex[:10]}"
     key, pub = key_pair(root / "keys")
     for name, card in (("tiny", CARD), ("other", None), ("hostile", HOSTILE)):
-        src = make_model(root / name)
+        src = make_bert_model(root / name)
         if card:
             (src / "README.md").write_text(card)
         extra = ["--license", "apache-2.0", "--param-size", "4M", "--sbom", "--provenance"] if name == "tiny" else []
@@ -277,7 +278,7 @@ def test_the_policy_serve_enforces_shows_on_the_catalog_and_the_model_page(model
 def test_a_layout_source_is_listed_and_shown(tmp_path):
     from ocibridge.stores.layout import LayoutStore
 
-    src = make_model(tmp_path / "solo")
+    src = make_bert_model(tmp_path / "solo")
     LayoutStore(tmp_path / "lay", create=True)
     assert main(["push", str(src), f"oci:{tmp_path}/lay:solo:latest", "-q"]) == 0
     with serving([f"oci:{tmp_path}/lay"]) as served:

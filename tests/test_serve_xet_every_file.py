@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pytest
 from huggingface_hub import HfApi, get_hf_file_metadata, hf_hub_url, snapshot_download
-from serving import make_model, point_hub_at
+from serving import point_hub_at
 from test_serve_publish import serve_process
 
 from ocibridge.cli import main
+from tests.modelgen import make_bert_model
 
 pytest.importorskip("hf_xet")
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
@@ -20,7 +21,7 @@ pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
 def test_a_small_file_published_through_serve_is_offered_over_xet(tmp_path, registry, unique_repo, monkeypatch):
     prefix = f"{registry.host}/{unique_repo}"
-    assert main(["push", str(make_model(tmp_path / "pushed")), f"{prefix}/acme/pushed:latest", "-q"]) == 0
+    assert main(["push", str(make_bert_model(tmp_path / "pushed")), f"{prefix}/acme/pushed:latest", "-q"]) == 0
     with serve_process(tmp_path, prefix) as url:
         point_hub_at(monkeypatch, url, tmp_path / "hub", xet=True)
         api = HfApi(endpoint=url, token="writer-token")

@@ -18,10 +18,11 @@ from urllib.parse import parse_qsl, urlencode, urlsplit
 import httpx
 import pytest
 from huggingface_hub import hf_hub_download
-from serving import make_model, point_hub_at, serving
+from serving import point_hub_at, serving
 
 from ocibridge.cli import main
 from ocibridge.hubserver.signer import Signer
+from tests.modelgen import make_bert_model
 from tests.support.fixtures import new_repo
 
 KiB, MiB = 1 << 10, 1 << 20
@@ -39,7 +40,7 @@ class Served:
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory, registry) -> Iterator[Served]:  # type: ignore[no-untyped-def]
-    src = make_model(tmp_path_factory.mktemp("xet-layout") / "big", weights=1)
+    src = make_bert_model(tmp_path_factory.mktemp("xet-layout") / "big", weights=1)
     data = os.urandom(SIZE)
     (src / "model.safetensors").write_bytes(data)
     prefix = f"{registry.host}/{new_repo()}"

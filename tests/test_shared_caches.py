@@ -19,8 +19,9 @@ import pytest
 from ocibridge.cache.modelcache import ModelCache, remove_tree
 from ocibridge.cli import main
 from tests.hostile_run import snapshot
+from tests.modelgen import make_bert_model
 from tests.support.hubcache import offline_hub_cache
-from tests.test_hf_cache import files_of, make_model
+from tests.test_hf_cache import files_of
 
 
 @pytest.fixture
@@ -57,7 +58,7 @@ PLANTS = ["other-bytes", "link-out", "short"]
 def test_a_file_planted_in_the_hub_cache_is_never_served(tmp_path, capsys, caches, registry, unique_repo,
                                                          how, which, command):
     hub, _, outside = caches
-    src = make_model(tmp_path / "src")
+    src = make_bert_model(tmp_path / "src")
     ref = f"{registry.host}/{unique_repo}:v1"
     assert main(["push", str(src), ref, "-q"]) == 0
     data = (src / which).read_bytes()
@@ -78,7 +79,7 @@ def test_a_file_planted_in_the_hub_cache_is_never_served(tmp_path, capsys, cache
 def test_a_file_planted_in_the_model_cache_is_hashed_before_it_is_linked(tmp_path, capsys, caches, registry,
                                                                         unique_repo, how):
     _, models, outside = caches
-    src = make_model(tmp_path / "src")
+    src = make_bert_model(tmp_path / "src")
     ref = f"{registry.host}/{unique_repo}:v1"
     assert main(["push", str(src), ref, "-q"]) == 0
     weights = (src / "model.safetensors").read_bytes()
@@ -99,7 +100,7 @@ def test_a_file_planted_in_the_model_cache_is_hashed_before_it_is_linked(tmp_pat
 @pytest.mark.parametrize("how", PLANTS)
 def test_offline_a_planted_blob_is_one_line_not_served(tmp_path, capsys, caches, registry, unique_repo, how):
     _, models, outside = caches
-    src = make_model(tmp_path / "src")
+    src = make_bert_model(tmp_path / "src")
     ref = f"{registry.host}/{unique_repo}:v1"
     assert main(["push", str(src), ref, "-q"]) == 0
     assert main(["path", ref]) == 0  # every blob, the manifest and the record are cached

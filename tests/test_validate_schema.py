@@ -13,9 +13,9 @@ from typing import Any
 import jsonschema
 import pytest
 from hostile_run import run_cli
-from serving import make_model
 
 from ocibridge.model.config import is_rfc3339
+from tests.modelgen import make_bert_model
 from tests.support.data import data
 
 SCHEMA = json.loads(data("model-spec", "config-schema.json").read_text())
@@ -43,7 +43,7 @@ def rewrite(layout: Path, config: Callable[[dict[str, Any]], None] = lambda c: N
 
 @pytest.fixture
 def layout(tmp_path) -> Path:
-    ran = run_cli("push", str(make_model(tmp_path / "tiny", weights=4)), f"oci:{tmp_path / 'layout'}:v1", "-q")
+    ran = run_cli("push", str(make_bert_model(tmp_path / "tiny", weights=4)), f"oci:{tmp_path / 'layout'}:v1", "-q")
     assert ran.code == 0, ran.err
     assert run_cli("validate", f"oci:{tmp_path / 'layout'}:v1").code == 0
     return tmp_path / "layout"

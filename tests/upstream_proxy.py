@@ -21,10 +21,12 @@ import httpx
 import huggingface_hub
 import pytest
 from huggingface_hub import HfApi
-from serving import ROOT, make_model, own_registry_and_serve, serve_over
+from serving import ROOT, own_registry_and_serve, serve_over
 from signing_keys import key_pair
 from support.faultproxy import FaultProxy
 from support.registry import RegistryProcess
+
+from tests.modelgen import make_bert_model
 
 UP_TOKEN = "up-token"  # the upstream's: only the proxy has it
 CLIENT_TOKEN = "client-token"  # the proxy's readers': never sent upstream
@@ -144,7 +146,7 @@ def publish(up: str, root: Path) -> tuple[str, str, Path]:
     """acme/tiny (main, a branch dev one commit ahead, a tag v1), acme/pickled (a .bin),
     acme/other and secret/model at the upstream; (main's commit, dev's commit, main's files)."""
     api = HfApi(endpoint=up, token=UP_TOKEN)
-    model = make_model(root / "tiny")
+    model = make_bert_model(root / "tiny")
     api.create_repo("acme/tiny")
     main = api.upload_folder(repo_id="acme/tiny", folder_path=model).oid
     api.create_branch("acme/tiny", branch="dev", revision=main)

@@ -5,7 +5,7 @@ the other chunk tables.
     $OCIBRIDGE_CACHE/models/chunks/tables/<blob hex>          SHA-256 chunk digests of a cached blob
     $OCIBRIDGE_CACHE/models/chunks/tables/blake3/<blob hex>   BLAKE3 ones (a table that names blake3)
     $OCIBRIDGE_CACHE/models/chunks/tables/layers/<hash>/<key> those of a layer file ``path`` linked
-                                                              (``chunks/layers/<key>``: cache/source.py)
+                                                              (``chunks/layers/<key>``: cache/blobsource.py)
 
 When a blob whose chunk table is known lands in the cache, its entry is kept here
 (:meth:`ChunkIndex.remember`): a header line, then one digest per chunk (65 bytes per MiB), in

@@ -32,7 +32,7 @@ Command = Callable[[argparse.Namespace], int]
 class CommandAdder(Protocol):
     """What parser.py gives each group module's ``register``: it adds one command (its parser,
     its ``func`` and ``--json``) and returns the parser for the group to add its arguments to.
-    The summary and aliases come from the table (cli/table.py), not from the group. A command
+    The summary and aliases come from the table (cli/commandtable.py), not from the group. A command
     that is not the one being run gets a parser that drops them (nothing is built), so a group
     may add its arguments unconditionally. ``group=True`` adds a command that only holds
     subcommands (``k8s``): no ``func``, no ``--json``, no description."""

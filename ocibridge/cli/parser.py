@@ -174,7 +174,7 @@ class _Commands(argparse._SubParsersAction):  # type: ignore[type-arg]  # argpar
 
         _register_group(entry.module, command)
         if not built:
-            raise AssertionError(f"ocibridge.cli.{entry.module} did not add {entry.name!r}, as cli/table.py says")
+            raise AssertionError(f"ocibridge.cli.{entry.module} did not add {entry.name!r}, as the command table says")
         for name in (entry.name, *entry.aliases):  # the same keys: the listing's order is kept
             self._name_parser_map[name] = built[0]
         add_examples(built[0], entry.name)

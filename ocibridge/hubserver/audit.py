@@ -104,7 +104,7 @@ def entry(action: str, request: Request, response: Response) -> dict[str, Any]:
     facts: dict[str, Any] = dict(request.scope.get(NOTE, {}))
     params = request.path_params
     repo = facts.pop("repository", None)
-    if repo is None and "name" in params:  # its key (repo/keys.py): a dataset's is datasets/ORG/NAME
+    if repo is None and "name" in params:  # its key (repo/reponames.py): a dataset's is datasets/ORG/NAME
         repo = key_of(str(params.get("repo_type", MODEL)), f"{params['org']}/{params['name']}"
                       if "org" in params else str(params["name"]))
     grant = grant_of(request)

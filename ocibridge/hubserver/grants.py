@@ -105,7 +105,7 @@ def writes_of(grant: Grant) -> str:
 
 def within(prefix: str, repo_id: str) -> bool:
     """Whether the repository keyed ``repo_id`` (a model's id, ``datasets/`` and a dataset's:
-    repo/keys.py) is under ``prefix`` at a ``/`` boundary, case-insensitively as the Hub's ids:
+    repo/reponames.py) is under ``prefix`` at a ``/`` boundary, case-insensitively as the Hub's ids:
     ``acme`` and ``acme/`` take ``acme`` and ``acme/x``, not ``acme-evil/x``; "" takes all. A
     namespace (a prefix of one part, ``acme/``) takes its datasets too (``datasets/acme/x``), as a
     Hub namespace holds both; ``datasets/acme/`` takes only those, ``acme/x`` only the model."""

@@ -88,7 +88,7 @@ class _Dataset(_ApiType):
 
 #: a repo id in a route: ORG/NAME, then NAME
 REPO_FORMS = ("{org:hub_part}/{name:hub_part}", "{name:hub_part}")
-#: a repository's key (repo/keys.py) in a path, as the Hub's file, upload, Xet and page paths write
+#: a repository's key (repo/reponames.py) in a path, as the Hub's file, upload, Xet and page paths write
 #: it: datasets/REPO first (a model id never starts with "datasets"), then a model's REPO
 KEY_FORMS = (*(f"{{repo_type:hub_dataset}}/{form}" for form in REPO_FORMS), *REPO_FORMS)
 

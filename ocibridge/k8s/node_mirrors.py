@@ -75,7 +75,7 @@ def mirrors_of(registries: Iterable[str]) -> list[RegistryMirrors]:
 
 
 def _mirror(location: str) -> Mirror:
-    """A mirror as registries.toml names it (its grammar checked there: stores/registry/hosts.py)."""
+    """A mirror as registries.toml names it (its grammar checked there: stores/registry/hostsettings.py)."""
     plain, insecure = _reached(location.strip("/").partition("/")[0])
     return Mirror(location.strip("/"), plain, insecure)
 

@@ -10,7 +10,7 @@ the same statement twice writes nothing). Being referrers, attestations travel w
 referrers do: ``copy -r``, mirror jobs, ``save``/``load``.
 
 An attestation covers its subject only (signing/coverage.py): what its predicate says about
-that digest. It is never a signature (signing/bundle.py ``statement_claims``).
+that digest. It is never a signature (signing/sigstorebundle.py ``statement_claims``).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Every name is imported on first use (PEP 562): a copy between registries imports this package
 for the protocols, and the layout's module brings tempfile and shutil (~15 ms); a warm
-``ocibridge path`` reads the registry settings (stores/registry/hosts.py) and needs neither the
+``ocibridge path`` reads the registry settings (stores/registry/hostsettings.py) and needs neither the
 protocols nor the OCI models they bring.
 """
 

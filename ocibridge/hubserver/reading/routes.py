@@ -2,7 +2,7 @@
 the sources: what a repo id and a revision name, a model's files, and their bytes.
 
     GET  /api/models?search=&author=&limit=                 what the sources hold
-    (each route also as /api/datasets/..., a dataset's: repo/keys.py)
+    (each route also as /api/datasets/..., a dataset's: repo/reponames.py)
     GET  /api/models/REPO[/revision/{rev}][?blobs=true]     model_info
     GET  /api/models/REPO/tree/{rev}[/{path}][?recursive=]  list_repo_tree (pages: Link rel="next")
     GET  /api/models/REPO/refs                              list_repo_refs (main: the default tag)

@@ -22,7 +22,7 @@ EPOCH = "1970-01-01T00:00:00.000Z"
 
 
 def under(namespace: str, repo_id: str) -> bool:
-    """Whether the repository keyed ``repo_id`` (repo/keys.py: a model or a dataset) is in
+    """Whether the repository keyed ``repo_id`` (repo/reponames.py: a model or a dataset) is in
     ``namespace`` (case-insensitively, as the Hub's ids)."""
     return hub_id(repo_id).lower().startswith(namespace.lower().rstrip("/") + "/")
 

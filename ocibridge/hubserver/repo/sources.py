@@ -216,7 +216,7 @@ class RegistrySource(Source):
 
     def _catalog(self) -> set[str] | None:
         """The registry's catalog under the prefix (the store's one pager,
-        stores/registry/catalog.py); None when the registry does not allow it."""
+        stores/registry/v2catalog.py); None when the registry does not allow it."""
         from ocibridge.stores.registry.v2catalog import catalog_pages
 
         found: set[str] = set()

@@ -20,7 +20,7 @@ the one every request for the commit joins (its files read from serve's Hub cach
 Requests for the same missing commit that arrive while it is fetched join that one fetch
 (single-flight within this serve), which runs in a thread of its own: its files can be read as they
 arrive (upstream/streamed.py, upstream/tee.py), and which leaves them in serve's model cache
-(upstream/checked.py: the next load reads them there); each fetch is one audit line."""
+(upstream/fetchedfacts.py: the next load reads them there); each fetch is one audit line."""
 
 from __future__ import annotations
 
@@ -268,7 +268,7 @@ class Ingest:
         attach_report(store, root, report, key, identity)
 
     def _keep(self, fetch: StreamedFetch) -> None:
-        """The checked files linked into serve's model cache (upstream/checked.py), before the
+        """The checked files linked into serve's model cache (upstream/fetchedfacts.py), before the
         commit lands: its first read from the registry is a warm one. Only from serve's own Hub
         cache (emptied after), never the operator's."""
         if self.settings.hub_cache is None:

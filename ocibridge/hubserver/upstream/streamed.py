@@ -3,7 +3,7 @@ asked for a file read it as it arrives; each checked against the listing's sha25
 then the snapshot read as ``push hf:ORG/NAME@COMMIT`` reads it (kinds/hf/commitdownload.py's listing
 and reading: the same layers), ``.gitattributes`` kept and what the upstream says of the commit
 annotated (:mod:`.commitfacts`), each file's SHA-256 the one the tee made as it wrote it
-(upstream/checked.py: no file is hashed twice), each whole file scanned by its content before its
+(upstream/fetchedfacts.py: no file is hashed twice), each whole file scanned by its content before its
 last byte reaches a reader (``--upstream-scan``: upstream/scanned.py), and each file push would give a chunk table (the
 fetch's :class:`ChunkPolicy`, push's defaults) its chunk digests made in that same pass: the
 artifact binds the table ``push`` binds, with no file read again for it.

@@ -113,7 +113,7 @@ class ModelView:
 
     @property
     def noun(self) -> str:
-        """What the page calls the repository: model, dataset (its key's type: repo/keys.py)."""
+        """What the page calls the repository: model, dataset (its key's type: repo/reponames.py)."""
         return type_of(self.repo_id)
 
     @property

@@ -48,7 +48,7 @@ PAGE_METHODS = ("GET", "HEAD")
 #: first path segments that are never a repository's page (the API's, serve's own)
 RESERVED = frozenset({"api", "xet", "xet-write", "ocibridge", "healthz", "readyz", "metrics", "models", "static"})
 #: REPO in a page's path: a dataset's datasets/ORG/NAME and datasets/NAME, then a model's ORG/NAME and
-#: NAME (a key, repo/keys.py, is the repository's web path)
+#: NAME (a key, repo/reponames.py, is the repository's web path)
 REPO_FORMS = KEY_FORMS
 #: models per catalog page
 CATALOG_PAGE = 50

@@ -17,7 +17,7 @@ def open_ollama_target(ref: str | OllamaReference, *, for_write: bool = False,
                        options: RegistryOptions | None = None) -> StoreTarget:
     """``ollama:NAME`` → the local store ($OLLAMA_MODELS); ``ollama://[host/]NAME`` → a
     registry repository ``namespace/model`` (plain HTTP for loopback hosts). Opened for
-    writing, both take Ollama models only (see stores/ollama/guard.py)."""
+    writing, both take Ollama models only (see kinds/ollama/destcheck.py)."""
     if isinstance(ref, str):  # the API's edge: the kind's grammar, once
         ref = parse_ollama_reference(ref)
     name, text = ref.name, ref.text
