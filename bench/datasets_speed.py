@@ -2,6 +2,7 @@
 
     .venv/bin/python -m bench.datasets_speed --size-mib 1024 --rounds 5
     .venv/bin/python -m bench.datasets_speed --size-mib 1024 --rounds 5 --no-xet   # HF_HUB_DISABLE_XET=1
+    .venv/bin/python -m bench.datasets_speed --size-mib 1024 --rounds 5 --lfs-too  # push: Xet and LFS rows
 
 The dataset: ``--shards`` parquet files (seeded random ints, floats and strings of 64 letters,
 which snappy cannot shrink), ``--size-mib`` in all, laid out as a dataset repository's
@@ -24,16 +25,21 @@ registry before the rounds: its cache is warm, as the floor's files are on disk)
   (over Xet where hf_xet is installed and serve offers it). No plain server answers that call;
   it is shown against the same floor.
 
-push (a fresh registry and a fresh serve each round, so nothing is deduplicated against an earlier
-round; the registry's log says how many bytes it took in each run):
+push (a fresh registry and a fresh serve for every run, so nothing is deduplicated against an
+earlier run, not even through a mount from another repository; the registry's log says how many
+bytes it took in each run):
 
 - floor: ``ocibridge push DIR REGISTRY/bench/files:latest -q`` of the directory of parquet files,
   the wall time of the command (its start-up included);
 - ``Dataset.push_to_hub("acme/pushed")`` through serve of the Dataset of those files (built once
   with ``save_to_disk``; each run ``load_from_disk``, memory-mapped, then the timed call). The
   library writes parquet shards of its own (``max_shard_size`` 500 MB), not the files above;
-- beside them, not judged: that encoding alone (each shard's ``to_parquet`` to a local file), the
-  part of push_to_hub's time that is the library's own work before any byte is sent.
+- beside them, not judged: push_to_hub's upload alone, ``upload_folder`` of the very files the
+  floor pushes (into a dataset repository created before the timed call), and its encoding
+  alone (each shard's ``to_parquet`` to a local file), the library's own work before any byte
+  is sent;
+- ``--lfs-too``: the push_to_hub and upload_folder rows again over LFS (``HF_HUB_DISABLE_XET=1``),
+  in the same rounds, so Xet and LFS are compared in one window.
 
 CPU seconds of the client, the server and the registry are shown with each median, the machine's
 cores, load and uptime with the table.
@@ -53,6 +59,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -100,6 +107,16 @@ shards = int(ds._estimate_nbytes() / convert_file_size_to_int(config.MAX_SHARD_S
 for n in range(shards):
     ds.shard(num_shards=shards, index=n, contiguous=True).to_parquet(f"{sys.argv[2]}/{n}.parquet")
 print(json.dumps({"seconds": time.perf_counter() - t, "rows": shards}))
+"""
+#: upload_folder of the parquet files to a new dataset repository, timed: push_to_hub's upload alone
+FOLDER = r"""
+import json, sys, time
+from huggingface_hub import HfApi
+api = HfApi()
+api.create_repo(sys.argv[1], repo_type="dataset")
+t = time.perf_counter()
+api.upload_folder(repo_id=sys.argv[1], repo_type="dataset", folder_path=sys.argv[2])
+print(json.dumps({"seconds": time.perf_counter() - t}))
 """
 UPLOAD = r"""
 import sys
@@ -289,8 +306,9 @@ def load_rows(work: Path, dataset: Path, rows: int, rounds: int, registry: Bench
     return [floor, same, named]
 
 
-def push_rows(work: Path, dataset: Path, rows: int, rounds: int) -> list[Row]:
-    """ocibridge push of the files against push_to_hub through serve, a fresh registry each round."""
+def push_rows(work: Path, dataset: Path, rows: int, rounds: int, lfs_too: bool) -> list[Row]:
+    """ocibridge push of the files against push_to_hub through serve, and the upload alone
+    (``upload_folder`` of the same files); a fresh registry and serve for every run."""
     saved = work / "saved"
     if not saved.exists():
         run_program("import sys; from datasets import Dataset\n"
@@ -298,47 +316,63 @@ def push_rows(work: Path, dataset: Path, rows: int, rounds: int) -> list[Row]:
                     client_env(work, None), str(dataset / "data" / "*.parquet"), str(saved))
         shutil.rmtree(work / "client", ignore_errors=True)
     floor = Row("`ocibridge push DIR REGISTRY/bench/files` (floor)")
-    hub = Row("`Dataset.push_to_hub(\"acme/pushed\")` through serve")
+    transfers = [("", {})] + ([(" (LFS: `HF_HUB_DISABLE_XET=1`)", {"HF_HUB_DISABLE_XET": "1"})] if lfs_too else [])
+    hubs = [(Row(f"`Dataset.push_to_hub(\"acme/pushed\")` through serve{t}"), extra) for t, extra in transfers]
+    folders = [(Row(f"`upload_folder` of the same files through serve{t}", judged=False), extra)
+               for t, extra in transfers]
     encode = Row("(what push_to_hub encodes, alone: its shards' `to_parquet` to local files)", judged=False)
+
+    def push_files(registry: BenchRegistry, sv: Proc) -> float:
+        env = {**base_env(work), "OCIBRIDGE_CACHE": str(work / "push-cache"),
+               "OCIBRIDGE_CACHE_DIR": str(work / "push-cache-dir")}
+        t = time.perf_counter()
+        done = subprocess.run([sys.executable, "-m", "ocibridge", "push", str(dataset),
+                               f"{registry.host}/bench/files:latest", "-q"], env=env, cwd=ROOT,
+                              capture_output=True, text=True)
+        took = time.perf_counter() - t
+        if done.returncode:
+            raise RuntimeError(f"ocibridge push: {done.stderr[-3000:]}")
+        for d in ("push-cache", "push-cache-dir"):
+            shutil.rmtree(work / d, ignore_errors=True)
+        return took
+
+    def push_hub(extra: dict[str, str]) -> Callable[[BenchRegistry, Proc], float]:
+        def run(registry: BenchRegistry, sv: Proc) -> float:
+            seen = run_program(PUSH, {**client_env(work, sv.url), **extra}, str(saved), "acme/pushed")
+            shutil.rmtree(work / "client", ignore_errors=True)
+            return seen["seconds"]
+        return run
+
+    def folder(extra: dict[str, str]) -> Callable[[BenchRegistry, Proc], float]:
+        def run(registry: BenchRegistry, sv: Proc) -> float:
+            seen = run_program(FOLDER, {**client_env(work, sv.url), **extra}, "acme/files", str(dataset))
+            shutil.rmtree(work / "client", ignore_errors=True)
+            return seen["seconds"]
+        return run
+
+    def encode_only(registry: BenchRegistry, sv: Proc) -> float:
+        out = work / "encoded"
+        out.mkdir()
+        seen = run_program(ENCODE, client_env(work, None), str(saved), str(out))
+        shutil.rmtree(out)
+        encode.note[:1] = [f"{seen['rows']:.0f} shards"]
+        return seen["seconds"]
+
+    runs: list[tuple[Row, Callable[[BenchRegistry, Proc], float]]] = [(floor, push_files)]
+    runs += [(row, push_hub(extra)) for row, extra in hubs]
+    runs += [(row, folder(extra)) for row, extra in folders]
+    runs.append((encode, encode_only))
     for r in range(rounds):
-        with fresh_registry(work) as registry, serve(registry, work, "serve-push") as sv:
-            def push_files() -> float:
-                env = {**base_env(work), "OCIBRIDGE_CACHE": str(work / "push-cache"),
-                       "OCIBRIDGE_CACHE_DIR": str(work / "push-cache-dir")}
-                t = time.perf_counter()
-                done = subprocess.run([sys.executable, "-m", "ocibridge", "push", str(dataset),
-                                       f"{registry.host}/bench/files:latest", "-q"], env=env, cwd=ROOT,
-                                      capture_output=True, text=True)
-                took = time.perf_counter() - t
-                if done.returncode:
-                    raise RuntimeError(f"ocibridge push: {done.stderr[-3000:]}")
-                for d in ("push-cache", "push-cache-dir"):
-                    shutil.rmtree(work / d, ignore_errors=True)
-                return took
-
-            def push_hub() -> float:
-                seen = run_program(PUSH, client_env(work, sv.url), str(saved), "acme/pushed")
-                shutil.rmtree(work / "client", ignore_errors=True)
-                return seen["seconds"]
-
-            def encode_only() -> float:
-                out = work / "encoded"
-                out.mkdir()
-                seen = run_program(ENCODE, client_env(work, None), str(saved), str(out))
-                shutil.rmtree(out)
-                encode.note[:1] = [f"{seen['rows']:.0f} shards"]
-                return seen["seconds"]
-
-            runs = [(floor, push_files), (hub, push_hub), (encode, encode_only)]
-            for row, run in runs[r % 3:] + runs[:r % 3]:
+        for row, run in runs[r % len(runs):] + runs[:r % len(runs)]:
+            with fresh_registry(work) as registry, serve(registry, work, "serve-push") as sv:
                 registry.mark()
-                measured(row, run, sv.proc.pid, registry)
+                measured(row, partial(run, registry, sv), sv.proc.pid, registry)
                 took_in = registry.uploads_since_mark()
-                if row.judged:
-                    row.note.append(f"{took_in.blob_bytes / MiB:.0f} MiB")
-                print(f"round {r + 1}: {row.label}: {row.seconds[-1]:.2f} s, registry took in "
-                      f"{took_in.blob_bytes / MiB:.0f} MiB in {took_in.blobs} blobs", flush=True)
-    return [floor, hub, encode]
+            if row is not encode:
+                row.note.append(f"{took_in.blob_bytes / MiB:.0f} MiB")
+            print(f"round {r + 1}: {row.label}: {row.seconds[-1]:.2f} s, registry took in "
+                  f"{took_in.blob_bytes / MiB:.0f} MiB in {took_in.blobs} blobs", flush=True)
+    return [floor, *(row for row, _ in hubs), *(row for row, _ in folders), encode]
 
 
 def machine() -> str:
@@ -379,6 +413,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--only", choices=["load", "push"], help="one half of the benchmark")
     parser.add_argument("--no-xet", action="store_true", help="the clients with HF_HUB_DISABLE_XET=1 (LFS, resolve)")
+    parser.add_argument("--lfs-too", action="store_true",
+                        help="push rows over LFS too (HF_HUB_DISABLE_XET=1), alternating with the default's")
     parser.add_argument("--work", type=Path, help="a directory for the data (default: a temporary one)")
     args = parser.parse_args(argv)
     if args.no_xet:
@@ -396,7 +432,7 @@ def main(argv: list[str] | None = None) -> None:
                 loads = load_rows(work, dataset, rows, args.rounds, registry)
             out += [table("load_dataset", loads, 1.1, loads[0]), ""]
         if args.only != "load":
-            pushes = push_rows(work, dataset, rows, args.rounds)
+            pushes = push_rows(work, dataset, rows, args.rounds, args.lfs_too)
             out += [table("push", pushes, 1.3, pushes[0]), ""]
         out.append(f"end: {machine()}")
         print("\n" + "\n".join(out))
