@@ -88,7 +88,8 @@ def _changed(repos: Repos, repo_id: str, change: Callable[[RefsRecord], RefsReco
     with repos.branches.lock(repo_id, RECORD_LOCK):
         record = read_record(repo)
         if not record.gated or record.deleted:
-            raise NotGated(f"{hub_id(repo_id)} is not a gated repository: it takes no access requests")
+            raise NotGated(f"{hub_id(repo_id)} is not a gated repository here: it takes no access requests (one "
+                           "serve --upstream keeps gated takes them once a token on its list has read it here)")
         fresh = change(record)
         if fresh is not None:
             write_record(repo, record_store(repo), fresh)
