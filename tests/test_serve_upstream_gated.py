@@ -30,9 +30,12 @@ pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 UP_TOKEN = "up-token"  # the upstream's: only the proxy has it
 GRANTED = "granted-token"  # the proxy's reader with a private prefix over gp/: on its gates' lists too
 PLAIN = "plain-token"  # the proxy's reader of every public repository, nothing private, on no gate's list
-TOKENS = f"{GRANTED} user=alice read=* private=gp/\n{PLAIN} user=bob read=*\nanonymous read=*\n"
+OWNER = "owner-token"  # the proxy's writer of gp/asked: decides its access requests
+TOKENS = (f"{GRANTED} user=alice read=* private=gp/\n{PLAIN} user=bob read=*\n{OWNER} user=ops write=gp/asked\n"
+          "anonymous read=*\n")
 FILES = {"gp/gated": {"config.json": b'{"gate": "auto"}', "w.safetensors": b"\x07" * 4096},
          "gp/manual": {"config.json": b'{"gate": "manual"}'},
+         "gp/asked": {"config.json": b'{"asked": 1}'},
          "gp/private": {"config.json": b'{"private": 1}', "w.safetensors": b"\x08" * 4096},
          "other/gated": {"config.json": b"{}"}}
 
@@ -91,7 +94,8 @@ def kept(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kept]:
             api.create_repo(repo, private=repo == "gp/private")
             for path, data in files.items():
                 commits[repo] = api.upload_file(path_or_fileobj=data, path_in_repo=path, repo_id=repo).oid
-        for repo, gate in (("gp/gated", "auto"), ("gp/manual", "manual"), ("other/gated", "auto")):
+        for repo, gate in (("gp/gated", "auto"), ("gp/manual", "manual"), ("gp/asked", "manual"),
+                           ("other/gated", "auto")):
             api.update_repo_settings(repo, gated=gate)
         flags = ["--upstream", counted.url, "--upstream-token-file", str(root / "up-token.txt"),
                  "--upstream-allow-gated", "gp/*", "--upstream-allow-private", "GP/*", "--upstream-fresh", "1",
@@ -178,6 +182,32 @@ def _answers(kept: Kept, repo_id: str, commit: str, token: str | None) -> list[t
     page = httpx.get(f"{kept.proxy}/{repo_id}")  # ... and to a visitor not signed in (the anonymous line)
     said.append((page.status_code, "", ""))
     return said
+
+
+def test_a_gated_upstream_repository_goes_to_a_caller_once_its_owner_accepts_its_request(kept: Kept, tmp_path: Path):
+    """The upstream's gate kept here takes access requests (once recorded: its owner read it);
+    an accepted caller's files come with the proxy's upstream token, never the caller's."""
+    def reads(token: str | bool, where: str) -> bool:
+        try:
+            got = kept.api(token).hf_hub_download("gp/asked", "config.json", cache_dir=tmp_path / where)
+        except GatedRepoError:
+            return False
+        return Path(got).read_bytes() == FILES["gp/asked"]["config.json"]
+
+    assert not reads(PLAIN, "before")
+    assert reads(OWNER, "owner")  # fetched, and recorded gated ("manual") here
+    asked = httpx.post(f"{kept.proxy}/api/models/gp/asked/user-access-request",
+                       headers={"Authorization": f"Bearer {PLAIN}"})
+    assert asked.json() == {"user": "bob", "status": "pending"}
+    assert not reads(PLAIN, "pending")
+    owner = kept.api(OWNER)
+    assert [r.username for r in owner.list_pending_access_requests("gp/asked")] == ["bob"]
+    owner.accept_access_request("gp/asked", "bob")
+    assert reads(PLAIN, "accepted")
+    assert not reads(False, "anonymous")
+    assert {r.headers.get("authorization") for r in kept.counted.requests} == {f"Bearer {UP_TOKEN}"}
+    owner.reject_access_request("gp/asked", "bob", rejection_reason="not for bob")
+    assert not reads(PLAIN, "rejected")
 
 
 def test_a_private_upstream_repository_goes_to_private_grants_only_and_tells_no_one_else(kept: Kept,

@@ -126,6 +126,10 @@ def _ungated(repo_id: str) -> str:
     return ""
 
 
+def _none_accepted(repo_id: str, user: str) -> bool:
+    return False
+
+
 def _public(repo_id: str) -> bool:
     return False
 
@@ -149,17 +153,20 @@ class Gate:
     ``private``: whether a repository is private (:mod:`.visibility`): only tokens whose private
     prefixes cover it read it; to every other one it is missing. ``gated``: a repository's gate
     ("auto", "manual", "" for none): who may fetch its files (:meth:`may_fetch`). ``deleted``:
-    whether a repository was deleted (what serve granted for it ends: :meth:`still_reads`)."""
+    whether a repository was deleted (what serve granted for it ends: :meth:`still_reads`).
+    ``accepted``: whether a token name's access request to a gated repository was accepted."""
 
     def __init__(self, lines: Sequence[str] = (), *, source: TokenFile | None = None,
                  missing: Callable[[str], Exception] = _hidden, private: Callable[[str], bool] = _public,
-                 gated: Callable[[str], str] = _ungated, deleted: Callable[[str], bool] = _kept):
+                 gated: Callable[[str], str] = _ungated, deleted: Callable[[str], bool] = _kept,
+                 accepted: Callable[[str, str], bool] = _none_accepted):
         grants = parse_lines(lines)
         self.open = not grants and source is None
         self.missing = missing
         self.private = private
         self.gated = gated
         self.deleted = deleted
+        self.accepted = accepted
         self.source = source
         self._session_key = secrets.token_bytes(32)  # a restart signs every page visitor out
         self._watch = threading.Lock()
@@ -262,10 +269,9 @@ class Gate:
         """Raise :class:`Denied` (``GatedRepo``) when ``repo_id`` is gated and the request's
         reader, as :meth:`require` or :meth:`page_allowed` found it, is not on its authorized
         list. A gated repository is listed and described to whoever reads it, as on the Hub; its
-        files go to the authorized list only. On the Hub a user joins it by an access request,
-        granted at once ("auto") or by hand ("manual"); serve has no access requests, so under
-        either gate the list is the tokens whose write or private prefixes cover the repository
-        (as huggingface_hub's own tests expect: an "auto" gate refuses a user who asked nothing).
+        files go to the authorized list only: the tokens whose write or private prefixes cover the
+        repository (its owners), and those whose access request the owners accepted (accepted at
+        once under "auto": :mod:`.repo.accessrequests`); an "auto" gate refuses one who asked nothing.
         Anonymous readers (the anonymous line, or a server without a token file) get none."""
         refused = self._gate_refuses(grant_of(request), repo_id)
         if refused is not None:
@@ -274,7 +280,7 @@ class Gate:
     def _gate_refuses(self, grant: Grant | None, repo_id: str) -> Denied | None:
         """Why ``grant`` (None: an anonymous reader) may not fetch the files of ``repo_id``'s gate
         (:meth:`may_fetch`), None when it may or there is no gate."""
-        return _off_the_list(grant, repo_id) if self.gated(repo_id) else None
+        return self._off_the_list(grant, repo_id) if self.gated(repo_id) else None
 
     def upstream_refuses(self, repo_id: str, *, private: bool, gated: str) -> Denied | None:
         """Why the reader of the request being answered may not have ``repo_id`` were it
@@ -288,8 +294,21 @@ class Gate:
         if private and (grant is None or not grant.may_read_private(repo_id)):
             return Denied(404, f"{repo_id}: no such repository")
         if gated:
-            return _off_the_list(None if grant is None or grant.anonymous else grant, repo_id)
+            return self._off_the_list(None if grant is None or grant.anonymous else grant, repo_id)
         return None
+
+    def _off_the_list(self, grant: Grant | None, repo_id: str) -> Denied | None:
+        """Why ``grant`` (None: an anonymous reader) is not on the list of ``repo_id``'s gate
+        (:meth:`may_fetch`), None when it is."""
+        what = f"{noun(repo_id)} {hub_id(repo_id)}"
+        if grant is None:
+            return Denied(401, f"Access to {what} is restricted. You must have access to it and be "
+                          "authenticated to access it. Please log in.", code="GatedRepo")
+        if grant.may_write(repo_id) or grant.may_read_private(repo_id) or self.accepted(repo_id, grant.name):
+            return None
+        return Denied(403, f"Access to {what} is restricted and you are not in the authorized list. "
+                      f"Ask for access (POST /api/{noun(repo_id)}s/{hub_id(repo_id)}/user-access-request) "
+                      "and wait for its owners to accept it", code="GatedRepo")
 
     def may_take(self, grant: Grant | None, repo_id: str) -> bool:
         """Whether the holder of ``grant`` (None: a request without a token) may have the bytes of
@@ -397,20 +416,6 @@ class Gate:
         """The cookie's value for ``token``, None when no such token is served."""
         grant = None if self.open else find(self._fresh().grants, token)
         return None if grant is None else self._session(grant)
-
-
-def _off_the_list(grant: Grant | None, repo_id: str) -> Denied | None:
-    """Why ``grant`` (None: an anonymous reader) is not on the list of ``repo_id``'s gate
-    (:meth:`Gate.may_fetch`), None when it is."""
-    what = f"{noun(repo_id)} {hub_id(repo_id)}"
-    if grant is None:
-        return Denied(401, f"Access to {what} is restricted. You must have access to it and be "
-                      "authenticated to access it. Please log in.", code="GatedRepo")
-    if not (grant.may_write(repo_id) or grant.may_read_private(repo_id)):
-        return Denied(403, f"Access to {what} is restricted and you are not in the authorized list. "
-                      "On this server the list is the tokens whose write or private prefixes cover it "
-                      "(serve's --token-file): ask its operator", code="GatedRepo")
-    return None
 
 
 def _everyone(repo_id: str | None) -> bool:

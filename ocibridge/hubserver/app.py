@@ -86,6 +86,7 @@ from ocibridge.hubserver.web.compare import Compare
 from ocibridge.hubserver.web.historypages import HistoryPages
 from ocibridge.hubserver.web.pages import WebPages
 from ocibridge.hubserver.writeaccess import Writers
+from ocibridge.hubserver.writeroutes.accessroutes import AccessRequests
 from ocibridge.hubserver.writeroutes.account import AccountRoutes
 from ocibridge.hubserver.writeroutes.commit import CommitRoutes
 from ocibridge.hubserver.writeroutes.creating import Creating
@@ -129,7 +130,8 @@ class ServeApp:
         self.settings = settings
         watched = TokenFile(settings.token_file) if settings.token_file else None  # re-read when it changes
         self.gate = Gate(settings.tokens, source=watched, missing=catalog.missing,  # TOKEN ... (access.py)
-                         private=catalog.states.private, gated=catalog.states.gated, deleted=catalog.states.deleted)
+                         private=catalog.states.private, gated=catalog.states.gated, deleted=catalog.states.deleted,
+                         accepted=catalog.states.accepted)
         self.audit = AuditLog(settings.audit_log)  # a JSON line per write (audit.py)
         self.xet = XetRoutes(self.model, blobs, ranges, signer=self.gate.xet, xet_min=settings.xet_min,
                              public_url=settings.public_url, still_reads=self.gate.still_reads)
@@ -150,6 +152,7 @@ class ServeApp:
         self.commits = CommitRoutes(self.writers, self.committer)
         self.refs = RefRoutes(self.writers, self.committer)
         self.creating = Creating(self.writers, self.committer)  # create_repo, settings
+        self.access_requests = AccessRequests(self.writers, self.repos)  # a gated repository's requests
         self.deleting = Deleting(self.writers, self.repos)
         self.squashing = Squashing(self.writers, self.repos, publish)
         self.moving = Moving(self.writers, self.repos)
@@ -306,6 +309,14 @@ class ServeApp:
         return resolved, files
 
     # -- routes ------------------------------------------------------------------------------
+    def _access_routes(self, base: str) -> list[BaseRoute]:
+        """A gated repository's access requests (writeroutes/accessroutes.py)."""
+        asks, at = self.access_requests, f"{base}/user-access-request"
+        return [HubRoute(at, self.writing(asks.ask, audit="access_request"), methods=("POST",)),
+                HubRoute(f"{at}/handle", self.writing(asks.handle, audit="handle_access_request"), methods=("POST",)),
+                HubRoute(f"{at}/grant", self.writing(asks.grant, audit="grant_access"), methods=("POST",)),
+                HubRoute(f"{at}/{{status:hub_part}}", self.guarded(asks.listing), methods=GET)]
+
     def routes(self) -> list[BaseRoute]:
         """Every route, in the order they are tried (the module's docstring)."""
         api: list[BaseRoute] = []
@@ -347,6 +358,7 @@ class ServeApp:
                          methods=GET),
                 HubRoute(f"{base}/xet-write-token/{{revision:hub_part}}",
                          self.writing(self.xet_write_token, audit="xet_write_token", refusals_only=True), methods=GET),
+                *self._access_routes(base),
                 # the word after the repo id names the route: a path none of them takes is not found
                 HubRoute(f"{base}/{{verb:hub_keyword}}", self.guarded(self.no_route), methods=ANY),
                 HubRoute(f"{base}/{{verb:hub_keyword}}/{{rest:hub_rest}}", self.guarded(self.no_route),

@@ -45,7 +45,7 @@ class _Rest(_Part):
 
 class _Keyword(_Part):
     regex = ("revision|tree|paths-info|xet-read-token|refs|preupload|commits|commit|branch|tag|settings|auth-check|"
-             "lfs-files|super-squash")
+             "lfs-files|super-squash|user-access-request")
 
 
 class _RefKind(_Part):

@@ -12,7 +12,8 @@ go to its authorized list only: :mod:`..access`) and ``"deleted": true`` for one
 tags name serve's tombstone, :mod:`.tombstone`), ``"recreated": true`` for one made again over a
 deleted one of its name (a commit named by digest or id is then its own only when its commit tag
 names it: :mod:`.recreated`), ``"upstream": true`` for one a proxy recorded gated or private before
-the upstream's first commit of it landed (it is the upstream's to fill: upstream/keptaccess.py).
+the upstream's first commit of it landed (it is the upstream's to fill: upstream/keptaccess.py),
+``"accessRequests"`` a gated one's access requests (who asked, the owners' decision: :mod:`.accessrequests`).
 A plain tag the record does not name is a Hub tag. :mod:`ocibridge.hubserver.repo.refsrecord` writes it.
 
 Fail closed: only a registry that says the tag is not there (not found) means "no
@@ -47,12 +48,28 @@ log = logging.getLogger("ocibridge.hubserver")
 
 #: bytes of the record's manifest and layer read at most
 RECORD_MAX = 1024 * 1024
-#: the Hub's gates (how it grants access requests: at once, by hand); serve has no requests, and
-#: under either its authorized list is the token file's (access.py, ``Gate.may_fetch``)
+#: the Hub's gates (how access requests are accepted: at once, by hand: accessrequests.py); the
+#: authorized list is those accepted and the token file's owners (access.py, ``Gate.may_fetch``)
 GATES = ("auto", "manual")
 #: seconds a request refused for a record not read is told to wait (Retry-After): huggingface_hub's
 #: downloads ask again after it, 5 times, so a blip of the registry shorter than this is ridden out
 RETRY_AFTER = 5
+
+
+#: the states of an access request, as the Hub names them
+ASK_STATES = ("pending", "accepted", "rejected")
+#: access requests a record keeps at most (the record stays far below :data:`RECORD_MAX`)
+ASKS_MAX = 2000
+
+
+@dataclass(frozen=True)
+class AccessAsk:
+    """One caller's access request to a gated repository: the token name that asked (or was
+    granted), its state, and when it was last changed (ISO 8601, UTC)."""
+
+    user: str
+    status: str
+    timestamp: str
 
 
 @dataclass(frozen=True)
@@ -69,6 +86,7 @@ class RefsRecord:
     gated: str = ""  # "auto" or "manual" (GATES): who may fetch its files (access.py); "": not gated
     recreated: bool = False  # made again over a deleted repository of its name (reborn.py)
     upstream: bool = False  # recorded by a proxy before the upstream's first commit landed (keptaccess.py)
+    asks: tuple[AccessAsk, ...] = ()  # a gated one's access requests, oldest first (accessrequests.py)
 
     def with_ref(self, name: str, branch: bool, aside: bool = False) -> RefsRecord:
         """The record with ``name`` added as a branch (``branch``) or a tag, at the registry tag
@@ -103,6 +121,8 @@ class RefsRecord:
             doc["recreated"] = True
         if self.upstream:
             doc["upstream"] = True
+        if self.asks:
+            doc["accessRequests"] = [{"user": a.user, "status": a.status, "timestamp": a.timestamp} for a in self.asks]
         return json.dumps(doc, separators=(",", ":")).encode()
 
 
@@ -180,7 +200,19 @@ def parsed(data: bytes) -> RefsRecord:
     gated = doc.get("gated")
     return RefsRecord(branches, tags, doc.get("private") is True, doc.get("deleted") is True, moved,
                       branches_aside, tags_aside, gated if gated in GATES else "", doc.get("recreated") is True,
-                      doc.get("upstream") is True)
+                      doc.get("upstream") is True, _asks(doc.get("accessRequests")))
+
+
+def _asks(listed: object) -> tuple[AccessAsk, ...]:
+    """The record's access requests that make sense (one per user, at most :data:`ASKS_MAX`)."""
+    found: dict[str, AccessAsk] = {}
+    for item in listed[:ASKS_MAX] if isinstance(listed, list) else []:
+        if not isinstance(item, dict):
+            continue
+        user, status, when = item.get("user"), item.get("status"), item.get("timestamp")
+        if isinstance(user, str) and user and status in ASK_STATES and isinstance(when, str):
+            found[user] = AccessAsk(user, str(status), when)
+    return tuple(found.values())
 
 
 # Writing the record: rewritten whole by ``create_branch`` and ``create_tag``, before the plain tag of

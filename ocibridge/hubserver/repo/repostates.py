@@ -66,6 +66,10 @@ class RepoStates:
         """``"auto"`` or ``"manual"`` for a gated repository, ``""`` for one that is not."""
         return self.of(repo_id).gated
 
+    def accepted(self, repo_id: str, user: str) -> bool:
+        """Whether ``user``'s access request to the gated ``repo_id`` is accepted (:mod:`.accessrequests`)."""
+        return any(a.user == user and a.status == "accepted" for a in self.of(repo_id).asks)
+
     def deleted(self, repo_id: str) -> bool:
         return self.of(repo_id).deleted
 

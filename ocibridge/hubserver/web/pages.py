@@ -200,7 +200,8 @@ class WebPages:
                       f"which it lacks): this is {newest}, its newest tag. Its tags are listed below; ask for one "
                       f"with revision='TAG', or run serve with --default-tag TAG.")
         view = await self.serve._run(self.models.view, resolved, files)
-        return render.page("model.html", view=view, snippets=self.snippets(request, view), notice=notice,
+        gate = await self.serve._run(self.serve.catalog.states.gated, view.repo_id)  # its terms shown with it
+        return render.page("model.html", view=view, snippets=self.snippets(request, view), notice=notice, gate=gate,
                            extra_links=self.model_links(view), **self.common(request))
 
     def model_links(self, view: ModelView) -> list[tuple[str, str]]:
