@@ -59,6 +59,7 @@ def _module_name(path: Path) -> str:
 def _classes() -> dict[str, tuple[list[str], str]]:
     """Every class of the package: qualified name → (its bases, qualified where resolvable; first doc line)."""
     found: dict[str, tuple[list[str], str]] = {}
+    imported: dict[str, str] = {}  # module.name -> where a name a module imports (and so re-exports) is defined
     for path in sorted(PACKAGE.rglob("*.py")):
         module = _module_name(path)
         tree = ast.parse(path.read_text(encoding="utf-8"))
@@ -71,6 +72,7 @@ def _classes() -> dict[str, tuple[list[str], str]]:
                     base = ".".join([*anchor, node.module]) if node.module else ".".join(anchor)
                 for alias in node.names:
                     names[alias.asname or alias.name] = f"{base}.{alias.name}"
+                    imported[f"{module}.{alias.asname or alias.name}"] = f"{base}.{alias.name}"
         for node in tree.body:
             if isinstance(node, ast.ClassDef):
                 names[node.name] = f"{module}.{node.name}"
@@ -84,7 +86,15 @@ def _classes() -> dict[str, tuple[list[str], str]]:
                 doc = (ast.get_docstring(node) or "").strip().split("\n\n")[0].replace("\n", " ")
                 doc = re.split(r"(?<=[a-z)`])\. ", doc, maxsplit=1)[0].rstrip(".") + "."  # its first sentence
                 found[f"{module}.{node.name}"] = (bases, doc)
-    return found
+
+    def defined(name: str) -> str:
+        seen = set()
+        while name not in found and name in imported and name not in seen:
+            seen.add(name)
+            name = imported[name]
+        return name
+
+    return {name: ([defined(b) for b in bases], doc) for name, (bases, doc) in found.items()}
 
 
 def _is_exception(name: str, classes: dict[str, tuple[list[str], str]], seen: frozenset[str] = frozenset()) -> bool:
