@@ -244,11 +244,9 @@ class ReadRoutes:
         return JSONResponse(entries, headers={"X-Repo-Commit": resolved.commit})
 
     async def resolve_file(self, request: Request) -> Response:
-        found = await self._file_of(request)
+        found = await self._landed(request, await self._file_of(request))
         if isinstance(found, Response):
             return found
-        if isinstance(found, Arrived):
-            return await self._arriving_answer(request, found)
         resolved, f = found
         name = await in_thread(self.xet.offer, resolved, f)
         xet = {} if name is None else {"X-Xet-Hash": name, "X-Xet-Refresh-Route": self.xet.token_route(
@@ -263,10 +261,9 @@ class ReadRoutes:
         if isinstance(found, Arrived) and found.file.git_blob is None:
             await in_thread(found.arriving.landed)  # a file in git-lfs: its pointer once landed
             found = await self._file_of(request)
+        found = await self._landed(request, found)
         if isinstance(found, Response):
             return found
-        if isinstance(found, Arrived):
-            return await self._arriving_answer(request, found)
         resolved, f = found
         if f.git_blob is not None:
             return await self._landed_answer(request, resolved, f, {})
@@ -284,6 +281,12 @@ class ReadRoutes:
             return None
         path = await self.blobs.fill(resolved.repo.store, resolved.model, f.layer)
         return await in_thread(path.read_bytes)
+
+    async def _landed(self, request: Request, found: tuple[Resolved, HubFile] | Arrived | Response
+                      ) -> tuple[Resolved, HubFile] | Response:
+        """The file :meth:`_file_of` found, landed; else the answer due now (its refusal, or the
+        answer of a file arriving)."""
+        return await self._arriving_answer(request, found) if isinstance(found, Arrived) else found
 
     async def _file_of(self, request: Request) -> tuple[Resolved, HubFile] | Arrived | Response:
         """The revision and the file a file route names (landed, or arriving), or its 404."""
