@@ -51,7 +51,8 @@ from ocibridge.version import __version__ as __version__
 #: (module under ocibridge, the public names it defines): each public name stands here once
 #: (tests/test_facade.py holds this table to ``__all__``)
 _TABLE: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("api.model_ops", ("copy_reference", "load_source", "pull", "pull_destination", "push", "PullDestination")),
+    ("api.model_ops", ("copy_reference", "load_source", "push")),
+    ("api.pull_ops", ("pull", "pull_destination", "PullDestination")),
     ("api.inspect_ops", ("inspect", "tags", "validate")),
     ("api.auth", ("login", "logout")),
     ("api.cache_ops", ("CachePruneResult", "cache_dir", "path", "prune_cache")),
@@ -334,18 +335,12 @@ if TYPE_CHECKING:
         mirror_run,
         mirror_shard,
     )
-    from ocibridge.api.model_ops import (
-        PullDestination,
-        copy_reference,
-        load_source,
-        pull,
-        pull_destination,
-        push,
-    )
+    from ocibridge.api.model_ops import copy_reference, load_source, push
     from ocibridge.api.mount import Mounted, MountRequest, mount, serve_mount, unmount
     from ocibridge.api.options import AttestOptions, PullOptions, PushOptions, SignOptions, TransferOptions
     from ocibridge.api.policy import PolicyVerdict, RequirementCheck, Verification, check_policy, verification
     from ocibridge.api.prune_ops import prune
+    from ocibridge.api.pull_ops import PullDestination, pull, pull_destination
     from ocibridge.api.registry_check import check_registry
     from ocibridge.api.serve import ListenOptions, NamespaceUsage, ServeOptions, create_app, serve, serve_usage
     from ocibridge.api.session import closing_opened_stores, enable_request_log

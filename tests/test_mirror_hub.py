@@ -21,7 +21,7 @@ from ocibridge.cli.mirror import mirror_command
 from ocibridge.errors import OcibridgeError
 from ocibridge.mirror import load_job, run_job
 from ocibridge.mirror.hub import select_revisions, tag_names
-from ocibridge.mirror.job import RevisionFilter
+from ocibridge.mirror.jobsections import RevisionFilter
 from ocibridge.oci.models import parse_manifest_bytes
 from ocibridge.oci.reference import parse_registry_reference
 from ocibridge.stores.registry import open_repository

@@ -11,7 +11,7 @@ import pytest
 from ocibridge.errors import OcibridgeError
 from ocibridge.mirror import load_job, parse_job, run_job
 from ocibridge.mirror.filters import select_tags
-from ocibridge.mirror.job import TagFilter
+from ocibridge.mirror.jobsections import TagFilter
 from ocibridge.mirror.ratelimit import TokenBucket
 from ocibridge.mirror.relabel import RelabelStore
 from ocibridge.mirror.semver import parse_range, parse_version

@@ -8,11 +8,12 @@ import pytest
 from starlette.requests import Request
 
 from ocibridge.errors import OcibridgeError
-from ocibridge.hubserver.access import Access, Denied, Gate, Signer, require_signed, require_token
+from ocibridge.hubserver.access import Access, Denied, Gate, Signer
 from ocibridge.hubserver.failures import TABLE, failure_of
 from ocibridge.hubserver.repo.commits import BadCommit, MissingEntry, StaleParent, UnknownContent
 from ocibridge.hubserver.repo.sources import Refused, RepoNotFound, RevisionNotFound
 from ocibridge.hubserver.settings import ServeSettings
+from ocibridge.hubserver.signedchecks import require_signed, require_token
 from ocibridge.hubserver.uploads.staging import StagingFull
 
 

@@ -2,7 +2,7 @@
 signature): each layer is checked by the BLAKE3 chunk table its manifest binds exactly when the
 check verified a signature of the manifest (classic cosign, a sigstore bundle) for every
 requirement that applied; a signature of the files only (OMS) keeps the whole-blob SHA-256
-(signing/use.py ``CheckedUse``, api/model_ops.py ``_table_may_check``).
+(signing/use.py ``CheckedUse``, api/pull_ops.py ``_table_may_check``).
 
 One manifest, signed three ways by three keys: classic by A, bundle by C, OMS by B; so which
 check ran, not what the registry holds, decides."""
@@ -165,7 +165,7 @@ def test_with_signatures_under_a_signature_of_the_manifest_checks_by_the_table_a
 def test_the_rule_itself_for_what_no_registry_case_above_reaches():
     """A manifest pulled other than the one checked (a ModelKit's ModelPack form, an index's
     entry) keeps SHA-256 even under a covering signature; with no check, --with-signatures does."""
-    from ocibridge.api.model_ops import _table_may_check
+    from ocibridge.api.pull_ops import _table_may_check
     from ocibridge.signing.coverage import Trusted, covered_by
     from ocibridge.signing.use import CheckedUse
 

@@ -16,18 +16,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ocibridge.errors import OcibridgeError, UsageError
-from ocibridge.mirror.job import (
-    Concurrency,
-    MirrorJob,
-    RateLimit,
-    RegistryAuth,
-    RevisionFilter,
-    Settings,
-    SyncEntry,
-    TagFilter,
-    VerifySettings,
-    load_job,
-)
+from ocibridge.mirror.job import MirrorJob, Settings, SyncEntry, load_job
+from ocibridge.mirror.jobsections import Concurrency, RateLimit, RegistryAuth, RevisionFilter, TagFilter, VerifySettings
 from ocibridge.mirror.k8s_job import MirrorK8sJob, MirrorK8sOptions
 from ocibridge.mirror.report import MergedMirrorReport, MirroredArtifact, MirrorEntry, MirrorReport
 from ocibridge.mirror.shard import Shard, parse_shard

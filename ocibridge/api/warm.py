@@ -6,7 +6,6 @@ the cache's key, artifact, packing and unpacking are ocibridge/warm/'s."""
 
 from __future__ import annotations
 
-import importlib
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -16,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from ocibridge.errors import OcibridgeError, SignatureError, UsageError
 from ocibridge.stores.opened import closes_its_stores
 from ocibridge.warm.artifact import LAYER_TYPES, CacheArtifact, attached_caches, cache_manifest
-from ocibridge.warm.cachekey import WarmKey, current_key, options_digest
+from ocibridge.warm.cachekey import WarmKey, current_key, options_digest, torch_module
 
 if TYPE_CHECKING:
     from ocibridge.api.options import SignOptions, TransferOptions
@@ -104,10 +103,7 @@ def options_file(path: str | os.PathLike[str]) -> dict[str, Any]:
 
 
 def _torch_compiler() -> Any:
-    try:
-        return importlib.import_module("torch.compiler")
-    except ImportError:
-        raise UsageError("torch's portable compile cache needs torch: pip install torch") from None
+    return torch_module("torch.compiler", "torch's portable compile cache needs torch")
 
 
 def _model(reference: str | Locator, transfer: TransferOptions | None, *, for_write: bool = False

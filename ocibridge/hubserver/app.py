@@ -1,8 +1,9 @@
-"""The shell of serve: the ASGI application, its one route table, and the guard every API
-route answers through (the read token checked by :class:`.access.Gate`, an exception answered by
-the one table of :mod:`.failures`). The routes themselves live by protocol and side:
-:mod:`.reading` (the read API), :mod:`.lfs` and :mod:`.xet` (uploads and Xet reads),
-:mod:`.writeroutes` (repositories, commits, refs), :mod:`.web` (the pages).
+"""The shell of serve: what the routes share (:class:`ServeApp`) and the guard every API route
+answers through (the read token checked by :class:`.access.Gate`, an exception answered by the
+one table of :mod:`.failures`); the ASGI application and its one route table: :mod:`.asgiapp`.
+The routes themselves live by protocol and side: :mod:`.reading` (the read API), :mod:`.lfs`
+and :mod:`.xet` (uploads and Xet reads), :mod:`.writeroutes` (repositories, commits, refs),
+:mod:`.web` (the pages).
 
 Routes (huggingface_hub's, from its hf_api.py, file_download.py and hf_file_system.py), each a
 Starlette route (:mod:`.routing`: matched on the raw path, so a revision or a path sent quoted,
@@ -30,27 +31,21 @@ whose routes have their own grants). Not-found answers carry the Hub's ``X-Error
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio.to_thread
-from starlette.applications import Starlette
-from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import BaseRoute, Route
 
-from ocibridge.hubserver import housekeeping
 from ocibridge.hubserver.access import Access, Gate
 from ocibridge.hubserver.answers import bearer, error, requested_repo
 from ocibridge.hubserver.audit import AuditLog, note
 from ocibridge.hubserver.failures import CAUGHT, failure_of
-from ocibridge.hubserver.guard import Guard, Limits
-from ocibridge.hubserver.lfs.routes import UPLOAD_PATH, LfsRoutes
+from ocibridge.hubserver.lfs.routes import LfsRoutes
 from ocibridge.hubserver.metrics import Metrics
 from ocibridge.hubserver.quotas import UNLIMITED
 from ocibridge.hubserver.quotas.served import QuotaMetrics, ingest_limits, quotas_for
@@ -61,7 +56,6 @@ from ocibridge.hubserver.replicas.identity import release as release_identity
 from ocibridge.hubserver.replicas.lease import Lease, LeaseLost
 from ocibridge.hubserver.replicas.leasing import lease_for
 from ocibridge.hubserver.replicas.peers import Peers
-from ocibridge.hubserver.replicas.trusted import TrustedForwarded
 from ocibridge.hubserver.repo.arriving import CatalogFor
 from ocibridge.hubserver.repo.catalog import Catalog, Resolved
 from ocibridge.hubserver.repo.committing import Committer
@@ -70,8 +64,7 @@ from ocibridge.hubserver.repo.files import FileLists, ModelFiles
 from ocibridge.hubserver.repo.lfsobjects import LfsObjects
 from ocibridge.hubserver.repo.repos import Repos
 from ocibridge.hubserver.repo.sources import RegistrySource, RepoMoved, RepoNotFound
-from ocibridge.hubserver.requestid import RequestId
-from ocibridge.hubserver.routing import KEY_FORMS, REPO_FORMS, HubRoute, route_path
+from ocibridge.hubserver.routing import route_path
 from ocibridge.hubserver.settings import ServeSettings
 from ocibridge.hubserver.tokenfile import TokenFile
 from ocibridge.hubserver.uploads.mounts import Mounts
@@ -79,9 +72,7 @@ from ocibridge.hubserver.uploads.relay import handing_for, relay_for, relays
 from ocibridge.hubserver.uploads.staging import Staging
 from ocibridge.hubserver.uploads.xetassembly import ingest_for
 from ocibridge.hubserver.upstream.errors import FetchedElsewhere
-from ocibridge.hubserver.upstream.fetchbounds import FetchClient
 from ocibridge.hubserver.upstream.proxy import ProxyCatalog
-from ocibridge.hubserver.upstream.staleness import StaleWarning
 from ocibridge.hubserver.web.compare import Compare
 from ocibridge.hubserver.web.historypages import HistoryPages
 from ocibridge.hubserver.web.pages import WebPages
@@ -95,7 +86,6 @@ from ocibridge.hubserver.writeroutes.lfsduplicate import LfsDuplicate
 from ocibridge.hubserver.writeroutes.lfsfiles import LfsFiles
 from ocibridge.hubserver.writeroutes.moving import Moving
 from ocibridge.hubserver.writeroutes.refs import RefRoutes
-from ocibridge.hubserver.writeroutes.reserved import refusing_reserved
 from ocibridge.hubserver.writeroutes.squashing import Squashing
 from ocibridge.hubserver.xet.routes import XetRoutes
 from ocibridge.hubserver.xet.upload import XetUpload
@@ -113,7 +103,6 @@ Handler = Callable[[Request], Awaitable[Response]]
 
 #: what a write answers as the Hub's 507 (its disk or quota full) rather than a 500 clients retry
 DISK_FULL = frozenset({errno.ENOSPC, errno.EDQUOT})
-GET, GET_HEAD, ANY = ("GET",), ("GET", "HEAD"), ("GET", "HEAD", "POST")
 
 
 class ServeApp:
@@ -308,134 +297,7 @@ class ServeApp:
         files = await self._run(self.lists.of, resolved)
         return resolved, files
 
-    # -- routes ------------------------------------------------------------------------------
-    def _access_routes(self, base: str) -> list[BaseRoute]:
-        """A gated repository's access requests (writeroutes/accessroutes.py)."""
-        asks, at = self.access_requests, f"{base}/user-access-request"
-        return [HubRoute(at, self.writing(asks.ask, audit="access_request"), methods=("POST",)),
-                HubRoute(f"{at}/handle", self.writing(asks.handle, audit="handle_access_request"), methods=("POST",)),
-                HubRoute(f"{at}/grant", self.writing(asks.grant, audit="grant_access"), methods=("POST",)),
-                HubRoute(f"{at}/{{status:hub_part}}", self.guarded(asks.listing), methods=GET)]
-
-    def routes(self) -> list[BaseRoute]:
-        """Every route, in the order they are tried (the module's docstring)."""
-        api: list[BaseRoute] = []
-        for repo in REPO_FORMS:
-            base = f"/api/{{repo_type:hub_api_type}}/{repo}"
-            api += [
-                HubRoute(f"{base}/preupload/{{revision:hub_part}}",
-                         self.writing(refusing_reserved(self.lfs.preupload), audit="preupload",
-                                      refusals_only=True), methods=("POST",)),
-                HubRoute(f"{base}/commit/{{revision:hub_part}}",
-                         self.writing(refusing_reserved(self.commits.commit), audit="commit"), methods=("POST",)),
-                HubRoute(f"{base}/commits/{{revision:hub_part}}", self.guarded(self.refs.list_commits),
-                         methods=GET),
-                HubRoute(f"{base}/{{kind:hub_ref_kind}}/{{ref:hub_part}}",
-                         self.writing(refusing_reserved(self.refs.create_ref), audit="create_{kind}"),
-                         methods=("POST",)),
-                HubRoute(f"{base}/{{kind:hub_ref_kind}}/{{ref:hub_part}}",
-                         self.freeing(refusing_reserved(self.deleting.delete_ref), "delete_{kind}"),
-                         methods=("DELETE",)),
-                HubRoute(f"{base}/settings", self.writing(self.creating.settings, audit="update_settings"),
-                         methods=("PUT",)),
-                HubRoute(f"{base}/super-squash/{{branch:hub_part}}",
-                         self.freeing(refusing_reserved(self.squashing.squash), "super_squash"),
-                         methods=("POST",)),
-                HubRoute(f"{base}/auth-check", self.guarded(self.auth_check, files=True), methods=GET),
-                HubRoute(f"{base}/lfs-files", self.guarded(self.lfs_files.listed), methods=GET),
-                HubRoute(f"{base}/lfs-files/batch", self.freeing(self.lfs_files.delete, "delete_lfs_files"),
-                         methods=("POST",)),
-                HubRoute(f"{base}/lfs-files/duplicate", self.guarded(self.lfs_duplicate.duplicate), methods=("POST",)),
-                HubRoute(f"{base}/auth-check/write", self.guarded(self.auth_check_write), methods=GET),
-                HubRoute(f"{base}/revision/{{revision:hub_rest}}", self.guarded(self.reads.model_info), methods=GET),
-                HubRoute(f"{base}/tree/{{revision:hub_part}}", self.guarded(self.reads.tree), methods=GET),
-                HubRoute(f"{base}/tree/{{revision:hub_part}}/{{path:hub_rest}}", self.guarded(self.reads.tree),
-                         methods=GET),
-                HubRoute(f"{base}/paths-info/{{revision:hub_part}}", self.guarded(self.reads.paths_info),
-                         methods=("POST",)),
-                HubRoute(f"{base}/refs", self.guarded(self.reads.refs), methods=GET),
-                HubRoute(f"{base}/xet-read-token/{{revision:hub_part}}", self.guarded(self.xet_token, files=True),
-                         methods=GET),
-                HubRoute(f"{base}/xet-write-token/{{revision:hub_part}}",
-                         self.writing(self.xet_write_token, audit="xet_write_token", refusals_only=True), methods=GET),
-                *self._access_routes(base),
-                # the word after the repo id names the route: a path none of them takes is not found
-                HubRoute(f"{base}/{{verb:hub_keyword}}", self.guarded(self.no_route), methods=ANY),
-                HubRoute(f"{base}/{{verb:hub_keyword}}/{{rest:hub_rest}}", self.guarded(self.no_route),
-                         methods=ANY),
-            ]
-        api += [HubRoute(f"/api/{{repo_type:hub_api_type}}/{repo}", self.guarded(self.reads.model_info),
-                         methods=GET) for repo in REPO_FORMS]
-        files = [HubRoute(f"/{repo}/{route}/{{revision:hub_part}}{tail}",
-                          self.guarded(answer, files=True), methods=GET_HEAD)
-                 for route, answer in (("resolve", self.reads.resolve_file), ("raw", self.reads.raw_file))
-                 for repo in KEY_FORMS for tail in ("", "/{path:hub_rest}")]
-        writes: list[BaseRoute] = [
-            HubRoute("/api/whoami-v2", self.guarded(self.account.whoami, needs_token=False), methods=GET),
-            HubRoute("/api/settings/repositories", self.guarded(self.reads.repositories), methods=GET),
-            HubRoute("/api/organizations/{namespace:hub_part}/settings/repositories",
-                     self.guarded(self.reads.repositories), methods=GET),
-            HubRoute("/api/repos/create", self.writing(self.creating.create_repo, audit="create_repo"),
-                     methods=("POST",)),
-            HubRoute("/api/repos/delete", self.freeing(self.deleting.delete_repo, "delete_repo"),
-                     methods=("DELETE",)),
-            HubRoute("/api/repos/move", self.freeing(self.moving.move_repo, "move_repo"), methods=("POST",)),
-            # no token, as the Hub: huggingface_hub sends none (RepoCard.validate, metadata_update)
-            HubRoute("/api/validate-yaml", self.guarded(self.account.validate_yaml, needs_token=False),
-                     methods=("POST",)),
-            *[HubRoute(f"/{repo}.git/info/lfs/objects/batch",
-                       self.writing(self.lfs.lfs_batch, audit="lfs_batch", refusals_only=True), methods=("POST",))
-              for repo in KEY_FORMS],
-            HubRoute(f"{UPLOAD_PATH}verify", self.writing(self.lfs.lfs_verify), methods=("POST",)),
-            # multipart (lfs/multipart.py): signed URLs, as the single PUT's
-            HubRoute(f"{UPLOAD_PATH}part/{{oid:hub_part}}/{{size:hub_part}}/{{chunk:hub_part}}/{{repo:hub_part}}/"
-                     "{upload:hub_part}/{n:hub_part}", self.writing(self.lfs.multipart.put_part, needs_token=False),
-                     methods=("PUT",)),
-            HubRoute(f"{UPLOAD_PATH}complete/{{oid:hub_part}}/{{size:hub_part}}/{{chunk:hub_part}}/{{repo:hub_part}}"
-                     "/{upload:hub_part}",
-                     self.writing(self.lfs.multipart.complete, needs_token=False), methods=("POST",)),
-            # no header comes with the bytes: the URL is signed (lfs/routes.py)
-            HubRoute(f"{UPLOAD_PATH}{{oid:hub_part}}/{{size:hub_part}}/{{repo:hub_part}}",
-                     self.writing(self.lfs.lfs_put, needs_token=False), methods=("PUT",)),
-        ]
-        xet: list[BaseRoute] = []
-        for repo in KEY_FORMS:
-            base = f"/xet/{{commit:hub_part}}/{repo}"
-            xet += [
-                HubRoute(f"{base}/{{version:xet_version}}/reconstructions/{{file_id:hub_part}}",
-                         self.guarded(self.xet.reconstruction, needs_token=False), methods=GET),
-                HubRoute(f"{base}/xorbs/{{sha256:hub_part}}/{{size:hub_number}}/{{k:hub_number}}",
-                         self.guarded(self.xet.xorb, needs_token=False), methods=GET),
-            ]
-        for repo in KEY_FORMS:  # uploads over Xet (:mod:`.xet.upload`): their own grants, as reads
-            cas, up = f"/xet-write/{repo}", self.xet_upload
-            xet += [HubRoute(f"{cas}/v1/xorbs/{{prefix:hub_part}}/{{hash:hub_part}}",
-                             self.writing(up.xorb, needs_token=False), methods=("POST",)),
-                    HubRoute(f"{cas}/v1/xorb-grants/{{rest:hub_rest}}", self.writing(up.no_grant, needs_token=False),
-                             methods=("POST",)),
-                    HubRoute(f"{cas}/{{version:xet_version}}/shards", self.writing(up.shard, needs_token=False),
-                             methods=("POST",)),
-                    HubRoute(f"{cas}/v1/chunks/{{prefix:hub_part}}/{{hash:hub_part}}",
-                             self.writing(up.chunk, needs_token=False), methods=GET)]
-        return [
-            Route("/healthz", self.healthz, methods=["GET", "HEAD"]),
-            Route("/readyz", self.readyz, methods=["GET", "HEAD"]),
-            Route("/api/agent-harnesses", housekeeping.agent_harnesses, methods=["GET"]),  # huggingface_hub's
-            Route("/v1/telemetry", housekeeping.telemetry, methods=["POST"]),  # hf_xet's, at its host's root
-            *([self.metrics.route()] if self.settings.metrics else []),
-            *writes,
-            HubRoute("/api/{repo_type:hub_api_type}", self.guarded(self.reads.list_models), methods=ANY),
-            *api,
-            HubRoute("/api/{repo_type:hub_api_type}/{rest:hub_rest}", self.guarded(self.no_route), methods=ANY),
-            *xet,  # its own grants: hf_xet sends no read token
-            HubRoute("/xet/{rest:hub_rest}", self.guarded(self.no_route, needs_token=False), methods=ANY),
-            *files,
-            *self.web.routes(),  # the web pages, at the Hub's web paths: no API route is shadowed
-            *self.history_pages.routes(),
-            # the rest: not found once the token is checked; other methods: 405
-            Route("/{rest:path}", self.not_found, methods=list(ANY)),
-        ]
-
+    # -- routes (the table: :mod:`.asgiapp`) ---------------------------------------------------
     async def healthz(self, request: Request) -> Response:
         return JSONResponse({"status": "ok"})
 
@@ -492,38 +354,3 @@ def moved_answer(request: Request, moved: RepoMoved) -> Response:
     query = request.url.query
     return Response(status_code=307, headers={"Location": target + (f"?{query}" if query else ""),
                                               "X-Error-Message": f"Repository moved to {moved.moved_to}"})
-
-
-def create_app(catalog: Catalog | CatalogFor, lists: FileLists, blobs: Blobs, settings: ServeSettings | None = None, *,
-               ranges: ChunkRanges | None = None, limits: Limits | None = None, publish: Publishing | None = None,
-               staging: Staging | None = None, diff: Diff | None = None) -> Starlette:
-    """The Starlette application over ``catalog``, behind :class:`.guard.Guard` (``limits``:
-    body size, send timeout); ``settings``: serve's flags, as every route reads them;
-    ``ranges``: ranges of blobs the model cache lacks from verified chunks (else the whole blob
-    is fetched first). ``app.state.serve`` is the :class:`ServeApp`; the app's lifespan closes it
-    at shutdown (a server that runs none, or an app it is mounted in, calls
-    ``app.state.serve.close()``). ``publish``: how the write API (:mod:`.writeroutes.commit`) writes
-    commits (:class:`ocibridge.hubserver.repo.publishing.Publishing`; None: writes refused); ``staging``: where
-    uploads wait for their commit (default: serve's cache); ``diff``: ``ocibridge.diff``, which
-    the compare pages show (:mod:`.web.compare`; None: they say there is none)."""
-    serve = ServeApp(catalog, lists, blobs, settings or ServeSettings(), ranges=ranges, publish=publish,
-                     staging=staging, diff=diff)
-
-    @contextlib.asynccontextmanager
-    async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        try:
-            with serve.staging.sweeping():  # abandoned uploads go on a timer
-                yield
-        finally:
-            serve.close()
-
-    app = Starlette(routes=serve.routes(), lifespan=lifespan,
-                    middleware=[Middleware(RequestId),
-                                *([Middleware(serve.metrics.middleware)] if serve.settings.metrics else []),
-                                Middleware(TrustedForwarded, trusted=serve.settings.trust_forwarded),
-                                Middleware(Guard, limits=limits or Limits()),
-                                *([Middleware(StaleWarning), Middleware(FetchClient)]
-                                  if isinstance(serve.catalog, ProxyCatalog) else [])])
-    app.router.redirect_slashes = False  # a trailing "/" is dropped by the routes themselves
-    app.state.serve = serve
-    return app

@@ -125,7 +125,7 @@ def read_tokens(path: str) -> list[str]:
 
 def build_app(catalog: Catalog | CatalogFor, options: ServerSettings) -> Starlette:
     from ocibridge.cache.modelcache import ModelCache
-    from ocibridge.hubserver.app import create_app
+    from ocibridge.hubserver.asgiapp import create_app
     from ocibridge.hubserver.guard import Limits
     from ocibridge.hubserver.reading.blobs import Blobs
     from ocibridge.hubserver.reading.ranges import ChunkRanges

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ocibridge.errors import OcibridgeError
+from ocibridge.lazyread.rangestream import RangeStream
 from ocibridge.lazyread.tensorfile import RangeReadable, TensorFile, TensorInfo, refuse_overlaps
 from ocibridge.model.ggml_types import NUMPY_TYPES, TENSOR_TYPES, TYPE_SIZES
 from ocibridge.model.gguf_header import GGUFHeader, read_gguf_header
@@ -40,27 +41,6 @@ class GGUFTensorInfo:
     end: int
 
 
-class _RangeStream(io.RawIOBase):
-    """The file as a stream, for the header parser (which reads forward only)."""
-
-    def __init__(self, reader: RangeReadable):
-        self._reader = reader
-        self._pos = 0
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: Any) -> int:
-        view = memoryview(buffer).cast("B")
-        end = min(self._pos + len(view), self._reader.size)
-        if end <= self._pos:
-            return 0
-        data = self._reader.read(self._pos, end)
-        view[: len(data)] = data
-        self._pos += len(data)
-        return len(data)
-
-
 class RemoteGGUF(TensorFile["GGUFTensorInfo"]):
     """``keys()``, ``info(name)``, ``get_bytes(name)`` and ``get_tensor(name)`` (numpy, for
     F32/F16/I8-I64/F64; quantized blocks have no numpy type) of a GGUF file read by ranges."""
@@ -69,7 +49,7 @@ class RemoteGGUF(TensorFile["GGUFTensorInfo"]):
 
     def __init__(self, blob: RangeReadable, name: str = "file"):
         super().__init__(blob, name)
-        stream = io.BufferedReader(_RangeStream(blob), buffer_size=_HEADER_PIECE)
+        stream = io.BufferedReader(RangeStream(blob), buffer_size=_HEADER_PIECE)
         self.header: GGUFHeader = read_gguf_header(stream, where=name)
         self.metadata = self.header.metadata
         base = self.header.data_start

@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable, Iterable
 
 from ocibridge.errors import OcibridgeError
-from ocibridge.mirror.job import TagFilter
+from ocibridge.mirror.jobsections import TagFilter
 from ocibridge.mirror.semver import parse_range, parse_version
 from ocibridge.oci.bookkeeping import REFERRER_TAG_PREFIX
 

@@ -29,7 +29,8 @@ from ocibridge.kinds.hf.commitdownload import CommitDownload, HubSource, hub, sa
 from ocibridge.kinds.hf.kind import REVISION_ANNOTATION, SOURCE_ANNOTATION
 from ocibridge.kinds.hf.locator import HubReference
 from ocibridge.mirror.filters import compile_pattern
-from ocibridge.mirror.job import MirrorJob, RevisionFilter, SyncEntry
+from ocibridge.mirror.job import MirrorJob, SyncEntry
+from ocibridge.mirror.jobsections import RevisionFilter
 from ocibridge.mirror.planned import ArtifactPlan, EntryPlan
 from ocibridge.mirror.shard import Shard, artifact_key
 from ocibridge.mirror.summary import ArtifactResult

@@ -13,12 +13,21 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
+from pydantic import BaseModel, Field, PrivateAttr, field_validator, model_validator
 from pydantic import ValidationError as PydanticValidationError
 
 from ocibridge.errors import OcibridgeError, UsageError
 from ocibridge.mirror.joberrors import one_line
 from ocibridge.mirror.jobfile import read_job_document
+from ocibridge.mirror.jobsections import (
+    Concurrency,
+    RateLimit,
+    RegistryAuth,
+    RevisionFilter,
+    Strict,
+    TagFilter,
+    VerifySettings,
+)
 
 if TYPE_CHECKING:
     from ocibridge.chunks.choice import ChunkChoice
@@ -39,102 +48,7 @@ def _chunks_of(no_chunks: bool | None, threshold: int | str | None, algorithm: s
     return choose(bool(no_chunks), threshold, algorithm, JOB_KEYS)
 
 
-class _Strict(BaseModel):
-    # strict: a string is never read as a number or a boolean ("4" as 4, "no" as false), so a
-    # job runs the way it reads; TOML, YAML and JSON have their own numbers and booleans
-    model_config = ConfigDict(extra="forbid", populate_by_name=True, strict=True)
-
-
-class RegistryAuth(_Strict):
-    """How to reach one registry host. No username: the Docker config's credentials."""
-
-    username: str | None = None
-    password: str | None = Field(default=None, description="Prefer password_env or password_file.")
-    password_env: str | None = Field(default=None, description="Environment variable holding the password.")
-    password_file: str | None = Field(default=None, description="File holding the password (relative to the job).")
-    plain_http: bool = False
-    insecure: bool = Field(default=False, description="Skip TLS certificate verification.")
-    ca_file: str | None = Field(default=None, description="PEM bundle of the CA (relative to the job).")
-
-    @model_validator(mode="after")
-    def _one_password(self) -> RegistryAuth:
-        given = [n for n in ("password", "password_env", "password_file") if getattr(self, n)]
-        if len(given) > 1:
-            raise ValueError(f"give only one of {', '.join(given)}")
-        if given and not self.username:
-            raise ValueError(f"{given[0]} needs a username")
-        return self
-
-
-class Concurrency(_Strict):
-    artifacts: int = Field(default=2, ge=1, le=64, description="Artifacts copied at once.")
-    blobs: int = Field(default=4, ge=1, le=64, description="Blobs of one artifact copied at once.")
-
-
-class RateLimit(_Strict):
-    """A token bucket in front of the source registry's HTTP requests."""
-
-    requests_per_second: float = Field(gt=0, description="Sustained requests per second to the source.")
-    burst: int = Field(default=10, ge=1, description="Requests allowed at once after a quiet spell.")
-
-
-class TagFilter(_Strict):
-    """Which tags of a repository to mirror; applied in this order: allow, deny, semver, latest."""
-
-    allow: list[str] = Field(
-        default_factory=list,
-        description="Globs (fnmatch) or, prefixed 're:', regular expressions; none = every tag.",
-    )
-    deny: list[str] = Field(default_factory=list, description="Same forms as allow; deny wins.")
-    semver: str | None = Field(
-        default=None, description="A range such as '>=1.2.0 <2', '^1.2', '~1.2.3', '1.x' ('||' for or)."
-    )
-    latest: int | None = Field(default=None, ge=1, description="Keep only the newest N tags.")
-    prereleases: bool = Field(
-        default=False,
-        description="Let 'latest' count pre-releases (1.0.0-rc.1); by default only releases are the newest.",
-    )
-    order: Literal["semver", "tag"] = Field(
-        default="semver",
-        description="How 'latest' ranks tags: by version (non-version tags drop out) or by tag name.",
-    )
-
-
-class VerifySettings(_Strict):
-    """Refuse artifacts unless a signature verifies (checked before anything is copied)."""
-
-    keys: list[str] = Field(
-        default_factory=list, description="PEM public keys (relative to the job); a signature by any one passes."
-    )
-    certificate_identity: str | None = Field(default=None, description="Keyless bundles: the signer's identity.")
-    certificate_oidc_issuer: str | None = Field(default=None, description="Keyless bundles: the OIDC issuer.")
-    trusted_root: str | None = Field(
-        default=None, description="Keyless bundles: sigstore trusted_root.json (relative to the job), offline."
-    )
-    annotations: dict[str, str] = Field(
-        default_factory=dict, description="Claims every accepted signature must carry."
-    )
-
-    @model_validator(mode="after")
-    def _something(self) -> VerifySettings:
-        if not self.keys and not self.certificate_identity:
-            raise ValueError("verify needs keys or a certificate_identity")
-        return self
-
-
-class RevisionFilter(_Strict):
-    """Which revisions of a Hub repository (``hf://`` sources) to mirror: branches, tags and
-    commit ids, by name."""
-
-    allow: list[str] = Field(
-        default_factory=lambda: ["main"],
-        description="Branch and tag names as globs (fnmatch) or, prefixed 're:', regular expressions; a "
-        "40-hex commit id names that commit. Default: main only; ['*'] for every branch and tag.",
-    )
-    deny: list[str] = Field(default_factory=list, description="Same forms as allow; deny wins.")
-
-
-class Settings(_Strict):
+class Settings(Strict):
     """Settings an entry may override; missing ones come from the job's defaults."""
 
     referrers: bool | None = Field(default=None, description="Copy referrers (signatures, SBOMs). Default true.")
@@ -258,7 +172,7 @@ class SyncEntry(Settings):
         return self
 
 
-class MirrorJob(_Strict):
+class MirrorJob(Strict):
     """A declarative mirror job (TOML, YAML or JSON)."""
 
     # (this docstring is the JSON Schema's description.) Read from a file with from_file, or built

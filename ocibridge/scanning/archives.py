@@ -99,13 +99,7 @@ def _member(archive: zipfile.ZipFile, member: zipfile.ZipInfo, content: RangeRea
     raw_stream = stream_of(raw, start)
     with tempfile.TemporaryFile(prefix="ocibridge-scan-") as out:
         reader = zstandard.ZstdDecompressor().stream_reader(raw_stream, read_across_frames=True)
-        written = 0
-        while written <= MAX_DECOMPRESSED:
-            piece = reader.read(_PIECE)
-            if not piece:
-                break
-            out.write(piece)
-            written += len(piece)
+        written = _copy_capped(reader, out)
         if written > MAX_DECOMPRESSED:
             raise zipfile.BadZipFile(f"decompresses past {MAX_DECOMPRESSED} bytes")
         out.flush()
@@ -158,12 +152,18 @@ def _decompress(stream: IO[bytes], kind: str, out: IO[bytes]) -> int:
         return written
     opened: dict[str, Any] = {"gzip": lambda: gzip.GzipFile(fileobj=stream), "bz2": lambda: bz2.BZ2File(stream),
                               "xz": lambda: lzma.LZMAFile(stream)}  # noqa: SIM115  # (opened in the with)
-    written = 0
     with opened[kind]() as reader:
-        while written <= MAX_DECOMPRESSED:
-            data = reader.read(_PIECE)
-            if not data:
-                break
-            out.write(data)
-            written += len(data)
+        return _copy_capped(reader, out)
+
+
+def _copy_capped(reader: Any, out: IO[bytes]) -> int:
+    """Copy ``reader`` into ``out`` until it ends or passes :data:`MAX_DECOMPRESSED`; the bytes
+    written (past the cap: the decompression is refused by the caller)."""
+    written = 0
+    while written <= MAX_DECOMPRESSED:
+        piece = reader.read(_PIECE)
+        if not piece:
+            break
+        out.write(piece)
+        written += len(piece)
     return written

@@ -8,6 +8,7 @@ import io
 import os
 from typing import IO, Any, Protocol, runtime_checkable
 
+from ocibridge.lazyread.rangestream import RangeStream
 from ocibridge.lazyread.tensorfile import RangeReadable
 
 #: the stream's buffer: a pickle is read forward in pieces of this size
@@ -77,38 +78,19 @@ class StreamContent:
         return self._stream.read(end - start)
 
 
-class _RangeRaw(io.RawIOBase):
-    def __init__(self, content: RangeReadable):
-        self._source = content
-        self._pos = 0
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def tell(self) -> int:
-        return self._pos
-
-    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
-        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self._source.size}[whence]
-        self._pos = max(0, base + offset)
-        return self._pos
+class _RangeRaw(RangeStream):
+    """:class:`.rangestream.RangeStream`, reading a local file straight into the buffer."""
 
     def readinto(self, buffer: Any) -> int:
+        if not isinstance(self._source, LocalFile):
+            return super().readinto(buffer)
         view = memoryview(buffer).cast("B")
         end = min(self._pos + len(view), self._source.size)
         if end <= self._pos:
             return 0
-        if isinstance(self._source, LocalFile):
-            n = self._source.read_into(self._pos, view[: end - self._pos])
-            self._pos += n
-            return n
-        data = self._source.read(self._pos, end)
-        view[: len(data)] = data
-        self._pos += len(data)
-        return len(data)
+        n = self._source.read_into(self._pos, view[: end - self._pos])
+        self._pos += n
+        return n
 
 
 def stream_of(content: RangeReadable, start: int = 0) -> IO[bytes]:

@@ -5,6 +5,7 @@ header is read: a 1 GiB safetensors costs its first bytes, never its tensors."""
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 
 from ocibridge.errors import OcibridgeError
 from ocibridge.lazyread.tensorfile import RangeReadable
@@ -24,20 +25,21 @@ def looks_like_safetensors(head: bytes, size: int) -> bool:
 def safetensors_findings(path: str, content: RangeReadable) -> list[Finding]:
     from ocibridge.lazyread.safetensors import read_header
 
-    try:
-        read_header(content, path)
-    except OcibridgeError as e:
-        return [Finding(path, "high", f"safetensors header does not hold: {_without(str(e), path)}")]
-    return []
+    return _header_holds(path, "safetensors", lambda: read_header(content, path))
 
 
 def gguf_findings(path: str, content: RangeReadable) -> list[Finding]:
     from ocibridge.lazyread.gguf import RemoteGGUF
 
+    return _header_holds(path, "GGUF", lambda: RemoteGGUF(content, path))
+
+
+def _header_holds(path: str, what: str, read: Callable[[], object]) -> list[Finding]:
+    """No finding when ``read`` parses the header; else one saying why it does not hold."""
     try:
-        RemoteGGUF(content, path)
+        read()
     except OcibridgeError as e:
-        return [Finding(path, "high", f"GGUF header does not hold: {_without(str(e), path)}")]
+        return [Finding(path, "high", f"{what} header does not hold: {_without(str(e), path)}")]
     return []
 
 

@@ -10,7 +10,7 @@ The files are checked against the statement before ``model.sig`` is written. Und
 SHA-256 (the ``files`` method, what push and ``model_signing`` use by default) a file the pull
 checked as it landed is not read again: a raw layer's file was checked against the layer's
 digest, which is its SHA-256 (by that digest, or by the chunk table a manifest binds where a
-verified signature of that manifest vouched for the table: ``api/model_ops._table_may_check``),
+verified signature of that manifest vouched for the table: ``api/pull_ops._table_may_check``),
 and a tar entry was hashed as it was unpacked (:func:`landed_digests_wanted`); that digest is
 compared with the statement's as a hash of the file would be. Every other file (kept as it was
 with ``-k``, laid over by a changeset, any other OMS hash or shards) is hashed as before.

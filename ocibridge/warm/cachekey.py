@@ -95,11 +95,13 @@ def _version(distribution: str) -> str:
         return NONE
 
 
-def _torch() -> Any:
+def torch_module(name: str, why: str) -> Any:
+    """``name`` (torch or one of its modules), imported when first needed; without torch, a usage
+    error saying ``why`` it is needed."""
     try:
-        return importlib.import_module("torch")
+        return importlib.import_module(name)
     except ImportError:
-        raise UsageError("a compile cache's key names torch's version: pip install torch") from None
+        raise UsageError(f"{why}: pip install torch") from None
 
 
 def device_arch(torch: Any, device: str) -> tuple[str, str]:
@@ -142,7 +144,7 @@ def current_key(*, model_config: str, form: str = "torch", engine: str = "torch"
         raise UsageError(f"unknown cache form {form!r} (choose from {', '.join(FORMS)})")
     if not engine or any(c.isspace() for c in engine):
         raise UsageError(f"engine {engine!r}: a name without spaces (torch, vllm, sglang, ...)")
-    torch = _torch()
+    torch = torch_module("torch", "a compile cache's key names torch's version")
     chosen = device or ("cuda" if torch.cuda.is_available() else "cpu")
     arch, driver = device_arch(torch, chosen)
     version = engine_version or (str(torch.__version__) if engine in TORCH_ENGINES else _version(engine))

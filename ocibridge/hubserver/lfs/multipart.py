@@ -41,10 +41,11 @@ from starlette.responses import JSONResponse, Response
 
 from ocibridge.core import boundedjson
 from ocibridge.errors import DigestMismatch
-from ocibridge.hubserver.access import Signer, require_upload_url
 from ocibridge.hubserver.answers import error, is_sha256, number
 from ocibridge.hubserver.guard import UPLOADS
 from ocibridge.hubserver.settings import ServeSettings
+from ocibridge.hubserver.signedchecks import require_upload_url
+from ocibridge.hubserver.signer import Signer
 from ocibridge.hubserver.uploads.staging import Staging, StagingFull
 
 log = logging.getLogger("ocibridge.hubserver")

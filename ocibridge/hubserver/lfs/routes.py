@@ -34,7 +34,7 @@ from starlette.responses import JSONResponse, Response
 from ocibridge.chunks.chunking import ChunkHasher
 from ocibridge.chunks.chunktable import DEFAULT_CHUNK_SIZE, PUSH_THRESHOLD
 from ocibridge.errors import DigestMismatch
-from ocibridge.hubserver.access import Grant, require_upload_url
+from ocibridge.hubserver.access import Grant
 from ocibridge.hubserver.answers import (
     branch_of,
     error,
@@ -53,8 +53,10 @@ from ocibridge.hubserver.quotas import UNLIMITED, QuotaCheck
 from ocibridge.hubserver.repo.commits import clean_path
 from ocibridge.hubserver.repo.reponames import api_path
 from ocibridge.hubserver.repo.repos import Repos
+from ocibridge.hubserver.signedchecks import require_upload_url
 from ocibridge.hubserver.uploads.relay import Handed, HandingFor, Relay
-from ocibridge.hubserver.uploads.staging import Staging, hash_pieces, write_pieces
+from ocibridge.hubserver.uploads.staging import Staging
+from ocibridge.hubserver.uploads.uploadhash import hash_pieces, write_pieces
 from ocibridge.hubserver.writeaccess import Writers
 
 log = logging.getLogger("ocibridge.hubserver")

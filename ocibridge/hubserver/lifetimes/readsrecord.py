@@ -18,12 +18,13 @@ from dataclasses import dataclass, field
 
 from ocibridge.core import boundedjson
 from ocibridge.errors import InvalidReference, NotFound, OcibridgeError
+from ocibridge.hubserver.repo.recordlayer import record_layer
 from ocibridge.hubserver.repo.sources import Repository
 from ocibridge.hubserver.repo.tombstone import is_tombstone
 from ocibridge.oci.bookkeeping import COMMIT_ID, READS_ARTIFACT_TYPE, READS_TAG
 from ocibridge.oci.empty import empty_descriptor
 from ocibridge.oci.mediatypes import OCI_MANIFEST
-from ocibridge.oci.models import Descriptor, Manifest, parse_manifest_bytes
+from ocibridge.oci.models import Descriptor, Manifest
 from ocibridge.stores.base import WritableStore
 
 log = logging.getLogger("ocibridge.hubserver")
@@ -75,19 +76,8 @@ def read_reads(repo: Repository) -> ReadsRecord:
     if is_tombstone(desc.digest):
         return ReadsRecord()
     try:  # the registry's failures raise; what it holds that is no record starts the record again
-        if desc.size > RECORD_MAX:
-            raise ValueError(f"{desc.size} bytes")
-        body = store.fetch_bytes(desc)
-        try:
-            manifest = parse_manifest_bytes(body, desc.mediaType)
-        except OcibridgeError as e:
-            raise ValueError(str(e)) from None
-        if not isinstance(manifest, Manifest) or manifest.artifactType != READS_ARTIFACT_TYPE:
-            raise ValueError("not a reads record")
-        layer = next((d for d in manifest.layers if d.mediaType == READS_ARTIFACT_TYPE), None)
-        if layer is None or layer.size > RECORD_MAX:
-            raise ValueError("no reads layer of a size read")
-        return parsed(store.fetch_bytes(layer))
+        return parsed(record_layer(store, desc, READS_ARTIFACT_TYPE, READS_ARTIFACT_TYPE, RECORD_MAX, "reads",
+                                   ValueError))
     except (NotFound, ValueError, RecursionError) as e:
         log.warning("%s: its reads record (%s) is not one serve reads, so it starts again: %s", repo.shown,
                     READS_TAG, e)

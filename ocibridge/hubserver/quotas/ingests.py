@@ -100,14 +100,18 @@ class IngestLimits:
                 del self._clients[name]
         return window
 
+    def _namespace_room(self, rules: IngestRules, size: int, what: str) -> None:
+        """Refused when the namespace's quota (serve --quotas) has no room for ``size`` bytes more."""
+        if rules.namespace is not None and self.quotas is not None:
+            try:
+                self.quotas.namespace_adding(rules.namespace, size)
+            except QuotaExceeded as e:
+                raise IngestRefused(f"{what}: {e}", "--quotas") from None
+
     def admit(self, client: str, key: str, what: str) -> Admitted:
         """One ingest more for ``client`` of the repository ``key`` (``what``: its commit)."""
         rules = self.rules()
-        if rules.namespace is not None and self.quotas is not None:
-            try:
-                self.quotas.namespace_adding(rules.namespace, 0)
-            except QuotaExceeded as e:
-                raise IngestRefused(f"{what}: not fetched from the upstream: {e}", "--quotas") from None
+        self._namespace_room(rules, 0, f"{what}: not fetched from the upstream")
         with self._lock:
             now = self.clock()
             window = self._window(client, now)
@@ -127,11 +131,7 @@ class IngestLimits:
         if rules.max_size is not None and size > rules.max_size:
             raise IngestRefused(f"{what}: its files take {human_size(size)}, more than one ingest may "
                                 f"({human_size(rules.max_size)}: --upstream-max-size)", "--upstream-max-size")
-        if rules.namespace is not None and self.quotas is not None:
-            try:
-                self.quotas.namespace_adding(rules.namespace, size)
-            except QuotaExceeded as e:
-                raise IngestRefused(f"{what}: {e}", "--quotas") from None
+        self._namespace_room(rules, size, what)
         with self._lock:
             now = self.clock()
             window = self._window(client, now)

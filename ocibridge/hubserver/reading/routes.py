@@ -25,20 +25,18 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
-from urllib.parse import parse_qs
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
-from ocibridge.core import boundedjson
 from ocibridge.errors import OcibridgeError
 from ocibridge.hubserver.access import grant_of, reads
 from ocibridge.hubserver.answers import ClosingStream, byte_range, error, in_thread, int_param, requested_repo
-from ocibridge.hubserver.guard import PATHS_MAX
 from ocibridge.hubserver.reading import storage
 from ocibridge.hubserver.reading.blobs import Blobs, TableOf
 from ocibridge.hubserver.reading.fileanswer import FileAnswer, Spans, file_spans
 from ocibridge.hubserver.reading.modelfacts import ModelFacts
+from ocibridge.hubserver.reading.pathsbody import expand_requested, requested_paths, truthy
 from ocibridge.hubserver.repo import hubjson
 from ocibridge.hubserver.repo.arriving import Arriving, ArrivingCatalog, ArrivingFile, SaidAbove
 from ocibridge.hubserver.repo.catalog import Catalog, Resolved
@@ -246,11 +244,9 @@ class ReadRoutes:
         return JSONResponse(entries, headers={"X-Repo-Commit": resolved.commit})
 
     async def resolve_file(self, request: Request) -> Response:
-        found = await self._file_of(request)
+        found = await self._landed(request, await self._file_of(request))
         if isinstance(found, Response):
             return found
-        if isinstance(found, Arrived):
-            return await self._arriving_answer(request, found)
         resolved, f = found
         name = await in_thread(self.xet.offer, resolved, f)
         xet = {} if name is None else {"X-Xet-Hash": name, "X-Xet-Refresh-Route": self.xet.token_route(
@@ -265,10 +261,9 @@ class ReadRoutes:
         if isinstance(found, Arrived) and found.file.git_blob is None:
             await in_thread(found.arriving.landed)  # a file in git-lfs: its pointer once landed
             found = await self._file_of(request)
+        found = await self._landed(request, found)
         if isinstance(found, Response):
             return found
-        if isinstance(found, Arrived):
-            return await self._arriving_answer(request, found)
         resolved, f = found
         if f.git_blob is not None:
             return await self._landed_answer(request, resolved, f, {})
@@ -286,6 +281,12 @@ class ReadRoutes:
             return None
         path = await self.blobs.fill(resolved.repo.store, resolved.model, f.layer)
         return await in_thread(path.read_bytes)
+
+    async def _landed(self, request: Request, found: tuple[Resolved, HubFile] | Arrived | Response
+                      ) -> tuple[Resolved, HubFile] | Response:
+        """The file :meth:`_file_of` found, landed; else the answer due now (its refusal, or the
+        answer of a file arriving)."""
+        return await self._arriving_answer(request, found) if isinstance(found, Arrived) else found
 
     async def _file_of(self, request: Request) -> tuple[Resolved, HubFile] | Arrived | Response:
         """The revision and the file a file route names (landed, or arriving), or its 404."""
@@ -401,25 +402,6 @@ def _no_file(request: Request, path: str, commit: str) -> Response:
     return error(404, "EntryNotFound", f"{repo}@{revision}: no file {path}", {"X-Repo-Commit": commit})
 
 
-def truthy(value: str | None) -> bool:
-    """A flag of a query or form as huggingface_hub sends one (``true``; ``1`` too)."""
-    return (value or "").lower() in ("1", "true")
-
-
-def expand_requested(content_type: str, body: bytes) -> bool:
-    """Whether a paths-info body asks ``expand`` (huggingface_hub sends a form: ``expand=true``)."""
-    if content_type.startswith("application/json"):
-        try:
-            given = boundedjson.loads(body, "the body")
-        except ValueError:
-            return False
-        return isinstance(given, dict) and given.get("expand") in (True, "true", "1", 1)
-    try:
-        return truthy(parse_qs(body.decode("utf-8", "replace"), max_num_fields=PATHS_MAX + 16).get("expand", [""])[0])
-    except ValueError:
-        return False
-
-
 def _named(size: int, git_blob: str | None, sha256: str | None) -> dict[str, str]:
     """What names ``f`` in a resolve answer, as the Hub names it (huggingface_hub's
     ``get_hf_file_metadata`` takes ``X-Linked-Etag``, else ``ETag``, as the Hub cache's blob name):
@@ -428,25 +410,3 @@ def _named(size: int, git_blob: str | None, sha256: str | None) -> dict[str, str
     if git_blob is not None:
         return {"ETag": f'"{git_blob}"'}
     return {"ETag": f'"{sha256}"', "X-Linked-Etag": f'"{sha256}"', "X-Linked-Size": str(size)}
-
-
-def requested_paths(content_type: str, body: bytes) -> list[str] | str:
-    """The paths a paths-info body lists (JSON ``{"paths": [...]}`` or a form's ``paths=``),
-    at most :data:`.guard.PATHS_MAX` of them; else why the body is refused."""
-    too_many = f"a paths-info request lists at most {PATHS_MAX} paths"
-    if content_type.startswith("application/json"):
-        try:
-            given = boundedjson.loads(body, "the body")
-        except boundedjson.JsonTooDeep as e:
-            return str(e)
-        except ValueError:
-            return "the body is not JSON"
-        listed = given.get("paths", []) if isinstance(given, dict) else None
-        if not isinstance(listed, list) or not all(isinstance(p, str) for p in listed):
-            return 'expected {"paths": ["PATH", ...]}'
-        return listed if len(listed) <= PATHS_MAX else too_many
-    try:  # a few fields besides the paths (expand=)
-        paths = parse_qs(body.decode("utf-8", "replace"), max_num_fields=PATHS_MAX + 16).get("paths", [])
-    except ValueError:
-        return too_many
-    return paths if len(paths) <= PATHS_MAX else too_many

@@ -6,7 +6,6 @@ source is :mod:`.sources`'."""
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import threading
 import time
 from collections import OrderedDict
@@ -14,15 +13,15 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ocibridge.core import boundedjson
-from ocibridge.errors import DigestMismatch, InvalidReference, NotFound, OcibridgeError, RegistryError
+from ocibridge.errors import DigestMismatch, InvalidReference, NotFound, RegistryError
+from ocibridge.hubserver.repo.hubrefs import Refs, named_upstream
+from ocibridge.hubserver.repo.modelconfig import config_of, created_of
 from ocibridge.hubserver.repo.recreated import own_commit
 from ocibridge.hubserver.repo.refnames import HEADS, TAGS, aside_tag, held_by, registry_tag, split_revision
 from ocibridge.hubserver.repo.refsrecord import read_record
 from ocibridge.hubserver.repo.repostates import RepoStates
 from ocibridge.hubserver.repo.sources import (
     COMMIT,
-    CREATED,
     DEFAULT_TAG,
     DIGEST,
     SHORT_COMMIT,
@@ -73,57 +72,6 @@ class Resolved:
     created: str | None = None  # when the model was made (:func:`created_of`), as the artifact says
     card: Mapping[str, Any] | None = None  # the model card's metadata the artifact carries (the Hub's cardData)
     tag: str | None = None  # the tag the revision named (None: a digest or commit id), as the policy's scopes see it
-
-
-@dataclass(frozen=True)
-class Refs:
-    """A repository's revisions as the Hub lists its refs: ``main`` (the default tag), the
-    branches and the Hub tags, each at the registry tag :mod:`.refnames` says (serve's
-    bookkeeping tags left out of ``tags``)."""
-
-    repo_id: str
-    main: str | None  # the commit of the default tag; None when the repository lacks it
-    tags: tuple[tuple[str, str], ...]  # (registry tag, commit) of every plain tag, sorted by tag
-    branches: tuple[tuple[str, str], ...] = ()  # (name, commit) of each branch besides main, sorted
-    labels: tuple[tuple[str, str], ...] = ()  # (name, commit) of each Hub tag, sorted
-    default_tag: str = DEFAULT_TAG  # main's tag
-
-    def hub_branches(self) -> list[tuple[str, str]]:
-        """(name, commit) of each branch: ``main`` first, then the others."""
-        return ([("main", self.main)] if self.main is not None else []) + list(self.branches)
-
-    def hub_tags(self) -> list[tuple[str, str]]:
-        """(name, commit) of each Hub tag."""
-        return list(self.labels)
-
-
-#: bytes of a config read for its date (a ModelPack config is a few KiB)
-CONFIG_MAX = 4 * 1024 * 1024
-
-
-def config_of(store: Store, manifest: Manifest) -> dict[str, Any]:
-    """The model's config document, ``{}`` when it is too large, unreadable or not JSON."""
-
-    if manifest.config.size > CONFIG_MAX:
-        return {}
-    try:
-        data = boundedjson.loads(store.fetch_bytes(manifest.config))
-    except (OcibridgeError, ValueError, RecursionError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
-def created_of(config: dict[str, Any], manifest: Manifest) -> str | None:
-    """When the model was made, as the artifact says it: the config's ``descriptor.createdAt``
-    (ModelPack's), else the manifest's ``org.opencontainers.image.created`` annotation; None
-    when neither says (never the time of the request: a date that moves tells a client the
-    model changed)."""
-    descriptor = config.get("descriptor")
-    created = descriptor.get("createdAt") if isinstance(descriptor, dict) else None
-    if isinstance(created, str) and created:
-        return created
-    annotated = (manifest.annotations or {}).get(CREATED)
-    return annotated if isinstance(annotated, str) and annotated else None
 
 
 class Catalog:
@@ -406,7 +354,7 @@ class Catalog:
                 if commit is not None:
                     tags.append((tag, commit))
             if tags:
-                return _named_upstream(self._refs(number, key, repo, repo_id, tags), upstream_ids(repo, every))
+                return named_upstream(self._refs(number, key, repo, repo_id, tags), upstream_ids(repo, every))
         raise self.missing(repo_id)
 
     def _refs(self, number: int, key: str, repo: Repository, repo_id: str, tags: list[tuple[str, str]]) -> Refs:
@@ -467,16 +415,3 @@ class Catalog:
                 if repo_id not in seen:
                     seen.add(repo_id)
                     yield repo_id, source
-
-
-def _named_upstream(refs: Refs, ids: dict[str, str]) -> Refs:
-    """``refs`` with each commit the upstream gave named by the upstream's id (``ids``)."""
-    if not ids:
-        return refs
-
-    def named(pairs: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
-        return tuple((name, ids.get(commit, commit)) for name, commit in pairs)
-
-    main = ids.get(refs.main, refs.main) if refs.main is not None else None
-    return dataclasses.replace(refs, main=main, tags=named(refs.tags), branches=named(refs.branches),
-                               labels=named(refs.labels))

@@ -15,8 +15,9 @@ from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
 from typing import Any
 
-from ocibridge.hubserver.repo.catalog import Refs, Resolved
+from ocibridge.hubserver.repo.catalog import Resolved
 from ocibridge.hubserver.repo.files import HubFile, ModelFiles
+from ocibridge.hubserver.repo.hubrefs import Refs
 from ocibridge.hubserver.repo.regularfiles import git_blob_id
 from ocibridge.hubserver.repo.reponames import hub_id, type_of
 from ocibridge.hubserver.repo.upstreamids import REPO_CREATED

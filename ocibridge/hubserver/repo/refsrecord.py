@@ -36,12 +36,13 @@ from dataclasses import dataclass
 from ocibridge.core import boundedjson
 from ocibridge.errors import InvalidReference, NotFound, OcibridgeError
 from ocibridge.hubserver.repo.commits import BadCommit
+from ocibridge.hubserver.repo.recordlayer import record_layer
 from ocibridge.hubserver.repo.refrules import hub_ref_name, is_tag
 from ocibridge.hubserver.repo.sources import Repository, repo_parts
 from ocibridge.oci.bookkeeping import REFS_ARTIFACT_TYPE, REFS_LAYER_TYPE, REFS_TAG, is_bookkeeping
 from ocibridge.oci.empty import empty_descriptor
 from ocibridge.oci.mediatypes import OCI_MANIFEST
-from ocibridge.oci.models import Descriptor, Manifest, parse_manifest_bytes
+from ocibridge.oci.models import Descriptor, Manifest
 from ocibridge.stores.base import WritableStore
 
 log = logging.getLogger("ocibridge.hubserver")
@@ -152,15 +153,8 @@ def read_record(repo: Repository) -> RefsRecord:
     except (OcibridgeError, OSError) as e:
         raise _unread(repo, e) from None
     try:
-        if desc.size > RECORD_MAX:
-            raise OcibridgeError(f"{desc.size} bytes")
-        manifest = parse_manifest_bytes(store.fetch_bytes(desc), desc.mediaType)
-        if not isinstance(manifest, Manifest) or manifest.artifactType != REFS_ARTIFACT_TYPE:
-            raise OcibridgeError("not a refs record")
-        layer = next((d for d in manifest.layers if d.mediaType == REFS_LAYER_TYPE), None)
-        if layer is None or layer.size > RECORD_MAX:
-            raise OcibridgeError("no refs layer of a size read")
-        return parsed(store.fetch_bytes(layer))
+        return parsed(record_layer(store, desc, REFS_ARTIFACT_TYPE, REFS_LAYER_TYPE, RECORD_MAX, "refs",
+                                   OcibridgeError))
     except (OcibridgeError, OSError, ValueError, RecursionError) as e:
         raise _unread(repo, e) from None
 

@@ -37,7 +37,6 @@ leave another writer without room.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import logging
 import os
@@ -49,19 +48,17 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, unquote
 
 from ocibridge.chunks import hashes
 from ocibridge.chunks.chunktable import DEFAULT_CHUNK_SIZE, PUSH_THRESHOLD, LayerChunks, chunk_count
 from ocibridge.core import boundedjson
 from ocibridge.core.environment import cache_root
-from ocibridge.core.fsutil import atomic_write_bytes, writev_all
+from ocibridge.core.fsutil import atomic_write_bytes
 from ocibridge.errors import ChunkTableError, DigestMismatch, OcibridgeError
+from ocibridge.hubserver.uploads import abandoned
 from ocibridge.hubserver.uploads.shares import holdings, no_room, pin_tail, writer_of_pin
-
-if TYPE_CHECKING:
-    from ocibridge.chunks.chunking import ChunkHasher
+from ocibridge.hubserver.uploads.uploadhash import hash_file
 
 log = logging.getLogger("ocibridge.hubserver")
 
@@ -335,7 +332,7 @@ class Staging:
             raise DigestMismatch(f"upload: {sha256!r} is not a SHA-256 (64 lowercase hex digits)")
         size = path.stat().st_size
         if hashed is None:
-            hashed, chunks = _hash_file(path, size if tabled else 0)
+            hashed, chunks = hash_file(path, size if tabled else 0)
         if hashed != sha256:
             path.unlink(missing_ok=True)
             raise DigestMismatch(f"upload: the bytes sent hash to sha256:{hashed}, not sha256:{sha256}")
@@ -393,34 +390,8 @@ class Staging:
     def clean(self, now: float | None = None) -> int:
         """Remove what no commit came for within :attr:`expiry` seconds: uploads in progress,
         staged files and multipart parts untouched that long (and their pins); how many went."""
-        now = time.time() if now is None else now
-        removed = 0
         with self._lock:
-            for held in self.pins.iterdir() if self.pins.is_dir() else ():
-                with contextlib.suppress(OSError):
-                    for pin in held.iterdir():
-                        uploading = unquote(pin.name.rpartition(".")[0]) in self._uploading
-                        if now - pin.lstat().st_mtime > self.expiry and not uploading:
-                            pin.unlink()
-                    if not any(held.iterdir()):
-                        held.rmdir()
-            for top in (self.tmp, self.files, self.held, self.parts, self.released):
-                if not top.is_dir():
-                    continue
-                for entry in top.iterdir():
-                    with contextlib.suppress(OSError):
-                        if now - _touched(entry) > self.expiry and not (self.pins / entry.name).is_dir():
-                            if entry.is_dir() and not entry.is_symlink():
-                                shutil.rmtree(entry)
-                            else:
-                                entry.unlink()
-                            removed += 1
-            for table in self.tables.iterdir() if self.tables.is_dir() else ():
-                with contextlib.suppress(OSError):  # its file went (expired, committed), or a write died
-                    if _HEX64.fullmatch(table.name) and not (self.files / table.name).exists() \
-                            and not (self.held / table.name).exists() \
-                            or not _HEX64.fullmatch(table.name) and now - table.lstat().st_mtime > self.expiry:
-                        table.unlink()
+            removed = abandoned.clean(self, self._uploading, time.time() if now is None else now)
         if removed:
             log.info("staging: %d abandoned uploads removed (untouched for %gs)", removed, self.expiry)
         return removed
@@ -447,47 +418,6 @@ class Staging:
             thread.join(timeout=5)
 
 
-def _hash_file(path: Path, size: int) -> tuple[str, tuple[str, ...] | None]:
-    """The SHA-256 of the file and, when ``size`` is large, its chunk table: one read for both."""
-    from ocibridge.chunks.chunking import ChunkHasher
-
-    digest = hashlib.sha256()
-    chunks = ChunkHasher(DEFAULT_CHUNK_SIZE, threaded=False) if size >= PUSH_THRESHOLD else None
-    with open(path, "rb") as f:
-        while block := f.read(1 << 20):
-            digest.update(block)
-            if chunks is not None:
-                chunks.update(block)
-    return digest.hexdigest(), chunks.finish() if chunks is not None else None
-
-
 def _owner(repo_id: str) -> str:
     """A repository id as one file name (lowercase, ``/`` and ``%`` quoted)."""
     return quote(repo_id.lower(), safe="")
-
-
-def _touched(entry: Path) -> float:
-    """When ``entry`` (a file, or a directory of parts: its newest) was last written or touched."""
-    st = entry.lstat()
-    newest = st.st_mtime
-    if entry.is_dir() and not entry.is_symlink():
-        for inner in entry.iterdir():
-            with contextlib.suppress(OSError):
-                newest = max(newest, inner.lstat().st_mtime)
-    return newest
-
-
-def write_pieces(fd: int, pieces: list[bytes], chunks: ChunkHasher | None = None, whole: Any = None) -> None:
-    """Write ``pieces`` to ``fd`` whole, in one call, not joined first (a joined MiB was a fresh
-    allocation and a copy each time); ``chunks`` and ``whole`` (a hashlib object) see each."""
-    hash_pieces(pieces, chunks, whole)
-    writev_all(fd, pieces)
-
-
-def hash_pieces(pieces: list[bytes], chunks: ChunkHasher | None = None, whole: Any = None) -> None:
-    """Let ``chunks`` (a chunk table) and ``whole`` (a hashlib object) see each of ``pieces``."""
-    for piece in pieces:
-        if chunks is not None:
-            chunks.update(piece)
-        if whole is not None:
-            whole.update(piece)

@@ -51,7 +51,8 @@ from typing import TYPE_CHECKING, Any
 
 from ocibridge.errors import NotFound, OcibridgeError
 from ocibridge.hubserver.lifetimes.notes import Noting, NotNoted
-from ocibridge.hubserver.repo.catalog import Catalog, Refs, Resolved
+from ocibridge.hubserver.repo.catalog import Catalog, Resolved
+from ocibridge.hubserver.repo.hubrefs import Refs
 from ocibridge.hubserver.repo.refnames import registry_tag, split_revision
 from ocibridge.hubserver.repo.refrules import is_tag
 from ocibridge.hubserver.repo.refsrecord import RefsRecord, read_record

@@ -13,7 +13,7 @@ from typing import Any
 
 from ocibridge.core import boundedjson
 from ocibridge.errors import OcibridgeError
-from ocibridge.hubserver.repo.catalog import config_of as config_of  # the one reader of a config for serve
+from ocibridge.hubserver.repo.modelconfig import config_of as config_of  # the one reader of a config for serve
 from ocibridge.oci.mediatypes import parse_layer_media_type
 from ocibridge.oci.models import Descriptor, Manifest, parse_manifest_bytes
 from ocibridge.stores.base import Store

@@ -19,8 +19,9 @@ from urllib.parse import quote
 
 from ocibridge.core.freshcache import FreshCache
 from ocibridge.errors import OcibridgeError, SignatureError
-from ocibridge.hubserver.repo.catalog import Catalog, Refs, Resolved
+from ocibridge.hubserver.repo.catalog import Catalog, Resolved
 from ocibridge.hubserver.repo.files import HubFile, ModelFiles, read_small
+from ocibridge.hubserver.repo.hubrefs import Refs
 from ocibridge.hubserver.repo.reponames import type_of
 from ocibridge.hubserver.web import facts
 from ocibridge.hubserver.web.card import Card, render_card

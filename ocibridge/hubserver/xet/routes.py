@@ -12,7 +12,6 @@ import anyio.to_thread
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from ocibridge.hubserver.access import Signer, require_signed, require_token
 from ocibridge.hubserver.answers import ClosingStream, bearer, byte_range, error, requested_repo
 from ocibridge.hubserver.guard import Shares, turn_of
 from ocibridge.hubserver.reading.blobs import Blobs, Checked, CheckedFile, TableOf
@@ -20,6 +19,8 @@ from ocibridge.hubserver.repo.catalog import Resolved
 from ocibridge.hubserver.repo.files import HubFile, ModelFiles, Resolver
 from ocibridge.hubserver.repo.reponames import api_path
 from ocibridge.hubserver.routing import route_path
+from ocibridge.hubserver.signedchecks import require_signed, require_token
+from ocibridge.hubserver.signer import Signer
 from ocibridge.hubserver.xet import layouts, xorbs
 from ocibridge.hubserver.xet.pinned import Pinned, PinnedCommits
 from ocibridge.oci.models import Descriptor

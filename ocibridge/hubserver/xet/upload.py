@@ -35,10 +35,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from ocibridge.errors import DigestMismatch
-from ocibridge.hubserver.access import Signer, require_token
 from ocibridge.hubserver.answers import error, requested_repo
 from ocibridge.hubserver.guard import BODY_LIMIT, BODY_READ, DIVERT, Divert, Shares
 from ocibridge.hubserver.quotas import UNLIMITED, QuotaCheck
+from ocibridge.hubserver.signedchecks import require_token
+from ocibridge.hubserver.signer import Signer
 from ocibridge.hubserver.uploads.mounts import Mounts
 from ocibridge.hubserver.uploads.staging import Staging, StagingFull
 from ocibridge.hubserver.xet import merkle, shards

@@ -14,9 +14,11 @@ import httpx
 
 from ocibridge.core import notices
 from ocibridge.errors import NotFound, OcibridgeError, RegistryError
+from ocibridge.oci.bookkeeping import referrer_tag
 from ocibridge.oci.digest import split_digest
 from ocibridge.oci.mediatypes import OCI_INDEX
 from ocibridge.oci.models import Descriptor, Index, Manifest, parse_manifest_bytes
+from ocibridge.stores.registry.manifestbody import ACCEPT_MANIFESTS, media_type_of
 
 
 def fallback_tag(digest: str) -> str:
@@ -33,11 +35,6 @@ def subject_of(data: bytes, media_type: str) -> Descriptor | None:
         return None
 
 
-def media_type_of(value: str | None) -> str:
-    """A Content-Type header's media type, without its parameters."""
-    return (value or "").split(";", 1)[0].strip()
-
-
 class RepositoryManifests(Protocol):
     """What the referrers need of the repository's store: its manifest requests."""
 
@@ -48,6 +45,7 @@ class RepositoryManifests(Protocol):
     def _fail(self, response: httpx.Response, push: bool = False) -> RegistryError: ...
     def _get_manifest(self, reference: str) -> tuple[bytes, httpx.Response]: ...
     def _put_manifest(self, desc: Descriptor, data: bytes, reference: str) -> httpx.Response: ...
+    def push_manifest(self, desc: Descriptor, data: bytes, tag: str | None = None) -> None: ...
 
 
 class RegistryReferrers:
@@ -130,6 +128,22 @@ class RegistryReferrers:
             return None
         parsed = parse_manifest_bytes(data, OCI_INDEX)
         return parsed if isinstance(parsed, Index) else None
+
+    def keep(self, desc: Descriptor, data: bytes) -> None:
+        """What :meth:`.store.RegistryStore.keep_referrer` does: one HEAD of the bookkeeping tag;
+        with it, listed as a referrer (:meth:`keep_listed`); without, the manifest pushed again."""
+        subject = subject_of(data, desc.mediaType)
+        if subject is None:
+            return
+        keep = referrer_tag(desc.digest)
+        response = self._store._send("HEAD", self._store._path("manifests", keep),
+                                     headers={"Accept": ACCEPT_MANIFESTS})
+        if response.status_code == 200 and response.headers.get("docker-content-digest") == desc.digest:
+            self.keep_listed(subject, desc, data)
+            return
+        if response.status_code not in (200, 404):
+            raise self._store._fail(response)
+        self._store.push_manifest(desc, data, keep)
 
     def keep_listed(self, subject: Descriptor, desc: Descriptor, data: bytes) -> None:
         """``desc``, a referrer of ``subject`` held here, listed as one: a registry with the

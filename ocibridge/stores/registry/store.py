@@ -27,27 +27,26 @@ from ocibridge.oci.digest import (
     sha256_bytes,
     verify_bytes,
 )
-from ocibridge.oci.mediatypes import ALL_MANIFEST_TYPES, OCI_MANIFEST
-from ocibridge.oci.models import Descriptor, Index, Manifest, parse_manifest_bytes
+from ocibridge.oci.mediatypes import ALL_MANIFEST_TYPES
+from ocibridge.oci.models import Descriptor, Index, Manifest
 from ocibridge.oci.reference import RegistryReference, check_tag
 from ocibridge.stores.base import MAX_MANIFEST_BYTES, Reopen, blob_origin, is_manifest
 from ocibridge.stores.ranged import RangedPlan
 from ocibridge.stores.registry import errcodes
 from ocibridge.stores.registry.artifacthint import artifact_hint
-from ocibridge.stores.registry.blobhomes import BLOB_HOMES, remember_blobs_of, remember_manifest_blobs
+from ocibridge.stores.registry.blobhomes import BLOB_HOMES, remember_manifest_blobs
 from ocibridge.stores.registry.blobstream import BytesHook, pull_scope
-from ocibridge.stores.registry.bodies import decoded_chunks, read_prefix
+from ocibridge.stores.registry.bodies import read_prefix
 from ocibridge.stores.registry.client import RegistryClient, TransferStats
 from ocibridge.stores.registry.commitscan import check_commit_tag, commit_behind
 from ocibridge.stores.registry.credentials import credential_function
 from ocibridge.stores.registry.download import RANGE_PIECE, BlobDownload
+from ocibridge.stores.registry.manifestbody import ACCEPT_MANIFESTS, capped_body, described, media_type_of
 from ocibridge.stores.registry.mountrequest import MountRequests
 from ocibridge.stores.registry.options import RegistryOptions
-from ocibridge.stores.registry.referrers import RegistryReferrers, fallback_tag, media_type_of, subject_of
+from ocibridge.stores.registry.referrers import RegistryReferrers, fallback_tag, subject_of
 
 __all__ = ["ContentRejected", "RegistryStore", "fallback_tag", "open_repository"]
-
-ACCEPT_MANIFESTS = ", ".join(ALL_MANIFEST_TYPES)
 
 #: seconds before a manifest PUT answered DIGEST_INVALID is sent again (see _put_manifest)
 MANIFEST_RETRY_PAUSE = 0.05
@@ -184,17 +183,11 @@ class RegistryStore(ClosesOnExit):
             if response.status_code != 200:
                 read_prefix(response)
                 raise self._fail(response)
-            parts, total = [], 0
-            for chunk in decoded_chunks(response):  # bounded decoding, even gzip in gzip
-                total += len(chunk)
-                if total > MAX_MANIFEST_BYTES:
-                    raise TooLarge(f"{self.describe()}: manifest {reference} is too large")
-                parts.append(chunk)
+            data = capped_body(response, f"{self.describe()}: manifest {reference} is too large")
         except httpx.TransportError as e:
             raise RegistryError(f"registry {self.host}: reading manifest {reference}: {e}") from e
         finally:
             response.close()
-        data = b"".join(parts)
         if is_digest(reference):
             verify_bytes(data, reference, what="manifest")
         return data, response
@@ -260,18 +253,7 @@ class RegistryStore(ClosesOnExit):
         and where its blobs live, learnt from one parse (None when the bytes are no manifest: the
         caller's own parse says so): what ``resolve`` and ``read_manifest`` both do after a GET."""
         check_commit_tag(reference, digest, self.describe())
-        media_type = media_type_of(content_type)
-        named = media_type if media_type in ALL_MANIFEST_TYPES else None
-        try:
-            node: Manifest | Index | None = parse_manifest_bytes(data, named)
-        except OcibridgeError:
-            if named is None:
-                raise  # no type named and none readable from the bytes
-            node = None
-        media_type = named or (node.mediaType if node is not None else None) or OCI_MANIFEST
-        if node is not None:
-            remember_blobs_of(self.client.base, self.repository, node)
-        return Descriptor(mediaType=media_type, digest=digest, size=len(data)), node
+        return described(self.client.base, self.repository, digest, data, content_type)
 
     def tags(self) -> list[str]:
         """Every tag, following ``Link: <…>; rel="next"`` pages (taglist.py)."""
@@ -401,17 +383,7 @@ class RegistryStore(ClosesOnExit):
         :meth:`push_manifest` makes (the tag, and the fallback index where it is missing). With
         its tag but without the referrers API, the fallback index is read (one GET) and the
         referrer added where a write stopped between the two left it out."""
-        subject = subject_of(data, desc.mediaType)
-        if subject is None:
-            return
-        keep = referrer_tag(desc.digest)
-        response = self._send("HEAD", self._path("manifests", keep), headers={"Accept": ACCEPT_MANIFESTS})
-        if response.status_code == 200 and response.headers.get("docker-content-digest") == desc.digest:
-            self._referrers.keep_listed(subject, desc, data)
-            return
-        if response.status_code not in (200, 404):
-            raise self._fail(response)
-        self.push_manifest(desc, data, keep)
+        self._referrers.keep(desc, data)
 
     def _put_manifest(self, desc: Descriptor, data: bytes, reference: str) -> httpx.Response:
         """PUT ``data`` (checked against ``desc`` by the caller). A ``DIGEST_INVALID`` answer
