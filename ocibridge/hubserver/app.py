@@ -170,6 +170,8 @@ class ServeApp:
         """A write that may free bytes (a delete, a squash, a move): once answered, every
         namespace's usage is read again when next asked (serve --quotas)."""
         written = self.writing(answer, audit=audit)
+        if self.forwarder is not None and written == self.forwarder.forward:
+            return written  # a reader's: the writer frees the bytes and recounts them
 
         async def recounted(request: Request) -> Response:
             try:
