@@ -341,29 +341,6 @@ def push_rows(work: Path, dataset: Path, rows: int, rounds: int) -> list[Row]:
     return [floor, hub, encode]
 
 
-def upload_rows(work: Path, dataset: Path, rounds: int) -> list[Row]:
-    """``upload_folder`` of the files through serve (over Xet where hf_xet is installed), a fresh
-    registry and serve each round: what the registry took in says whether a file went twice."""
-    row = Row("`upload_folder` of the files through serve", judged=False)
-    for r in range(rounds):
-        with fresh_registry(work) as registry, serve(registry, work, "serve-upload") as sv:
-            def upload_once() -> float:
-                t = time.perf_counter()
-                upload(sv.url, work, dataset)
-                shutil.rmtree(work / "client", ignore_errors=True)
-                return time.perf_counter() - t
-
-            registry.mark()
-            measured(row, upload_once, sv.proc.pid, registry)
-            took_in = registry.uploads_since_mark()
-            rebuilt = (work / "serve-upload" / "serve.log").read_text().count("is not taken")
-            took = (f"{took_in.blob_bytes / MiB:.0f} MiB in {took_in.blobs} blobs, {took_in.patches} PATCHes; "
-                    f"serve built ahead for nothing {rebuilt} times")
-            row.note.append(took)
-            print(f"round {r + 1}: {row.label}: {row.seconds[-1]:.2f} s, registry took in {took}", flush=True)
-    return [row]
-
-
 def machine() -> str:
     up = float(Path("/proc/uptime").read_text().split()[0])
     return f"{os.cpu_count()} cores, load {load()}, up {up / 3600:.1f} h"
@@ -400,8 +377,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--size-mib", type=int, default=1024)
     parser.add_argument("--shards", type=int, default=8)
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--only", choices=["load", "push", "upload"],
-                        help="one half of the benchmark (upload: upload_folder alone, not in the default run)")
+    parser.add_argument("--only", choices=["load", "push"], help="one half of the benchmark")
     parser.add_argument("--no-xet", action="store_true", help="the clients with HF_HUB_DISABLE_XET=1 (LFS, resolve)")
     parser.add_argument("--work", type=Path, help="a directory for the data (default: a temporary one)")
     args = parser.parse_args(argv)
@@ -415,14 +391,11 @@ def main(argv: list[str] | None = None) -> None:
         print(f"dataset: {args.shards} parquet shards, {size / MiB:.0f} MiB, {rows} rows; {versions()}", flush=True)
         out = [f"{args.size_mib} MiB of parquet ({args.shards} shards, {size / MiB:.0f} MiB on disk, {rows} rows), "
                f"{args.rounds} alternating rounds; {versions()}; start: {machine()}", ""]
-        if args.only == "upload":
-            ups = upload_rows(work, dataset, args.rounds)
-            out += [table("upload_folder", ups, 1.0, ups[0]), ""]
-        if args.only not in ("push", "upload"):
+        if args.only != "push":
             with fresh_registry(work) as registry:
                 loads = load_rows(work, dataset, rows, args.rounds, registry)
             out += [table("load_dataset", loads, 1.1, loads[0]), ""]
-        if args.only not in ("load", "upload"):
+        if args.only != "load":
             pushes = push_rows(work, dataset, rows, args.rounds)
             out += [table("push", pushes, 1.3, pushes[0]), ""]
         out.append(f"end: {machine()}")
