@@ -87,6 +87,7 @@ from ocibridge.hubserver.writeroutes.lfsfiles import LfsFiles
 from ocibridge.hubserver.writeroutes.moving import Moving
 from ocibridge.hubserver.writeroutes.refs import RefRoutes
 from ocibridge.hubserver.writeroutes.squashing import Squashing
+from ocibridge.hubserver.xet.announced import Announced
 from ocibridge.hubserver.xet.routes import XetRoutes
 from ocibridge.hubserver.xet.upload import XetUpload
 from ocibridge.hubserver.xet.writegrant import write_grant
@@ -135,8 +136,10 @@ class ServeApp:
         relay = partial(relay_for, first)  # to the first source
         quotas = quotas_for(settings, first)  # serve --quotas: asked by every route before it takes bytes
         self.quotas = quotas or UNLIMITED
+        announced = Announced()  # the files each preupload sends over Xet: several are not built ahead
         self.lfs = LfsRoutes(self.writers, self.repos, self.staging, partial(handing_for, first),
-                             partial(relays, first), partial(write_grant, self.gate.xet, self.xet.base), self.quotas)
+                             partial(relays, first), partial(write_grant, self.gate.xet, self.xet.base), self.quotas,
+                             announced.files)
         self.committer = Committer(self.repos, publish, self.quotas)  # the one commit path (repo/committing.py)
         self.commits = CommitRoutes(self.writers, self.committer)
         self.refs = RefRoutes(self.writers, self.committer)
@@ -149,7 +152,8 @@ class ServeApp:
         self.lfs_duplicate = LfsDuplicate(self.writers, catalog)
         self.reads = ReadRoutes(catalog, self.model, blobs, ranges, self.xet, settings, self.repos.created_empty, lists)
         self.xet_upload = XetUpload(self.staging, self.gate.xet, self.xet.base,  # uploads over Xet
-                                    blobs=mounts, relay=relay, ingest=partial(ingest_for, first), quotas=self.quotas)
+                                    blobs=mounts, relay=relay, ingest=partial(ingest_for, first), quotas=self.quotas,
+                                    announced=announced)
         self.metrics.xorbs_reading = lambda: self.xet_upload.reading
         if quotas is not None and settings.metrics:
             self.metrics.registry.register(QuotaMetrics(quotas))

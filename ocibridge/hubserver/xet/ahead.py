@@ -13,6 +13,8 @@ whose Xet hash (of the chunk hashes each xorb was verified with) and SHA-256 (of
 sent, or written) are the ones the shard names, is taken as built. Anything else (other xorbs, another
 order, a part of a xorb, a hash that differs, a xorb refused) discards what was built, cuts the
 registry upload before its end, and the shard's files are rebuilt from the kept xorbs as before.
+An upload its preupload announced as several files is not built ahead at all (:mod:`.announced`):
+hf_xet packs their chunks into shared xorbs, so its stream is never one file.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from ocibridge.hubserver.guard import LFS_UPLOAD_MAX
 from ocibridge.hubserver.uploads.relay import RELAY_MIN, STALL, take_parts
 from ocibridge.hubserver.uploads.xetassembly import IngestFor
 from ocibridge.hubserver.xet import merkle, shards
+from ocibridge.hubserver.xet.announced import Announced
 from ocibridge.hubserver.xet.chunklist import ChunkList
 from ocibridge.hubserver.xet.shards import BadUpload, FileEntry
 
@@ -97,8 +100,10 @@ class _Stream:
 class Ahead:
     """The streams being built, one per repository (the module's docstring)."""
 
-    def __init__(self, xorbs: Path, tmp: Path, ingest: IngestFor | None, limit: int) -> None:
+    def __init__(self, xorbs: Path, tmp: Path, ingest: IngestFor | None, limit: int,
+                 announced: Announced | None = None) -> None:
         self.xorbs, self.tmp, self.ingest, self.limit = xorbs, tmp, ingest, limit
+        self.announced = announced or Announced()  # uploads of several files: none built ahead
         self._cond = threading.Condition()
         self._streams: dict[str, _Stream] = {}
 
@@ -107,7 +112,10 @@ class Ahead:
         """An upload of ``xorb`` for ``repo_id`` began (the file's next xorb, as guessed). The
         build is woken: a xorb verified before it is whole now (:meth:`_ready`), and is built
         while this one arrives, not once it is verified (hf_xet sends its first xorbs one at a
-        time: the registry's upload began a xorb's arrival later, ~0.3 s a publish)."""
+        time: the registry's upload began a xorb's arrival later, ~0.3 s a publish). None is
+        begun for an upload announced as several files."""
+        if self.announced.several(repo_id):
+            return
         with self._cond:
             stream = self._streams.get(repo_id)
             if stream is None or stream.closed or stream.dead is not None:
@@ -145,6 +153,7 @@ class Ahead:
     def take(self, repo_id: str, files: list[FileEntry]) -> tuple[FileEntry, Built] | None:
         """The file of ``files`` built ahead for ``repo_id``, checked as the module says, or None
         (what was built is then dropped and its registry upload cut)."""
+        self.announced.shard_came(repo_id)
         with self._cond:
             stream = self._streams.pop(repo_id, None)
             if stream is None:

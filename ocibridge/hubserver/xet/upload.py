@@ -44,6 +44,7 @@ from ocibridge.hubserver.uploads.mounts import Mounts
 from ocibridge.hubserver.uploads.staging import Staging, StagingFull
 from ocibridge.hubserver.xet import merkle, shards
 from ocibridge.hubserver.xet.ahead import Ahead
+from ocibridge.hubserver.xet.announced import Announced
 from ocibridge.hubserver.xet.chunklist import ChunkList
 from ocibridge.hubserver.xet.dedupe import Dedupe
 from ocibridge.hubserver.xet.diverted import DivertedBody, TooLarge
@@ -90,12 +91,14 @@ class XetUpload:
 
     def __init__(self, staging: Staging, grants: Signer, base: Callable[[Request], str], *,
                  budget: int = XORB_BUDGET, dedupe: Dedupe | None = None, blobs: Mounts | None = None,
-                 relay: RelayFor | None = None, ingest: IngestFor | None = None, quotas: QuotaCheck = UNLIMITED):
+                 relay: RelayFor | None = None, ingest: IngestFor | None = None, quotas: QuotaCheck = UNLIMITED,
+                 announced: Announced | None = None):
         self.staging = staging
         self.relay = relay
         self.xorbs = staging.root / "xorbs"
         self.owners = XorbOwners(staging.root / "xorb-owners")  # whose each kept xorb is
-        self.ahead = Ahead(self.xorbs, staging.tmp, ingest, staging.budget)  # files built before their shard
+        # files built before their shard, but for an upload its preupload announced as several
+        self.ahead = Ahead(self.xorbs, staging.tmp, ingest, staging.budget, announced)
         self.dedupe = dedupe or Dedupe(self.xorbs)
         self.blobs = blobs  # a repository's files, for chunks of xorbs no longer kept
         self.rebuilder = Rebuilder(staging, self.xorbs, self.owners, self.dedupe, blobs, relay)  # a shard's files

@@ -1,0 +1,47 @@
+"""How many files a repository's coming Xet upload holds, as its preupload announced them.
+
+huggingface_hub asks preupload for the mode of every file before hf_xet sends a byte, and hf_xet
+then uploads all the LFS ones in one session: their chunks packed together into shared xorbs,
+several files' uploads under way at once, in no order a xorb tells. The build ahead of the shard
+(:mod:`.ahead`) takes a repository's stream of xorbs for one file; for an upload of several it
+would build (and send to the registry) bytes the shard then names as other files, and all of it
+is done again. So it stands down for a repository whose last preupload named more than one LFS
+file, until that upload's shard comes (or :data:`STANDS_FOR` passes, for an upload given up).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+#: seconds an announcement of several files holds when no shard comes to end it
+STANDS_FOR = 3600.0
+
+
+class Announced:
+    """The repositories whose coming Xet upload holds several files (the module's docstring)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._several: dict[str, float] = {}  # repository: when its preupload named several files
+
+    def files(self, repo_id: str, count: int) -> None:
+        """A preupload for ``repo_id`` named ``count`` files that go to LFS (so over Xet). One
+        file does not end an announcement of several: another preupload's may still come."""
+        if count > 1:
+            with self._lock:
+                self._several[repo_id] = time.monotonic()
+
+    def several(self, repo_id: str) -> bool:
+        """Whether ``repo_id``'s upload under way was announced as several files."""
+        with self._lock:
+            since = self._several.get(repo_id)
+            if since is not None and time.monotonic() - since > STANDS_FOR:
+                del self._several[repo_id]
+                since = None
+            return since is not None
+
+    def shard_came(self, repo_id: str) -> None:
+        """The upload's shard came: its files are named, the announcement is spent."""
+        with self._lock:
+            self._several.pop(repo_id, None)
