@@ -20,7 +20,7 @@ from ocibridge.cli import main
 from ocibridge.hubserver.xet import xorbs as xet
 from tests.modelgen import make_bert_model
 
-SIZE = xet.XORB_CHUNKS * xet.CHUNK + 3 * xet.CHUNK + 100  # over --xet-min-size 1M: goes over Xet
+SIZE = xet.XORB_CHUNKS * xet.XET_CHUNK + 3 * xet.XET_CHUNK + 100  # over --xet-min-size 1M: goes over Xet
 
 
 def test_push_copy_and_mirror_read_the_shared_store_of_huggingface_hub_2(tmp_path, capsys, registry, unique_repo,

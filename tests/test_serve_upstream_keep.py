@@ -17,10 +17,11 @@ import httpx
 import huggingface_hub
 import pytest
 from huggingface_hub import HfApi
-from serving import ROOT, make_model, own_registry_and_serve, serve_over
+from serving import ROOT, own_registry_and_serve, serve_over
 from support.registry import RegistryProcess, garbage_collect
 
 from ocibridge.stores.tombstones import TOMBSTONE_DIGEST
+from tests.modelgen import make_bert_model
 
 UP_TOKEN = "up-token"
 CLIENT_TOKEN = "client-token"
@@ -73,7 +74,7 @@ def test_an_unread_revision_goes_and_comes_back_a_pinned_or_promoted_one_stays(t
         for name in ("gone", "again", "pinned", "promoted"):
             upstream.create_repo(f"acme/{name}")
             commits[name] = upstream.upload_folder(repo_id=f"acme/{name}",
-                                                   folder_path=make_model(tmp_path / "models" / name)).oid
+                                                   folder_path=make_bert_model(tmp_path / "models" / name)).oid
         registry = RegistryProcess(tmp_path / "proxy-registry")
         (tmp_path / "proxy").mkdir()
         audit = tmp_path / "audit.jsonl"
@@ -188,7 +189,7 @@ def test_a_branch_read_keeps_its_head_the_commit_it_moved_from_goes(tmp_path, mo
                                 lambda host: [f"{host}/up", "--plain-http"]) as (up, _):
         upstream = HfApi(endpoint=up, token=UP_TOKEN)
         upstream.create_repo("acme/moving")
-        first = upstream.upload_folder(repo_id="acme/moving", folder_path=make_model(tmp_path / "moving")).oid
+        first = upstream.upload_folder(repo_id="acme/moving", folder_path=make_bert_model(tmp_path / "moving")).oid
         registry = RegistryProcess(tmp_path / "proxy-registry")
         (tmp_path / "proxy").mkdir()
         flags = ["--upstream", up, "--upstream-token-file", str(tmp_path / "up-token.txt"), "--upstream-fresh", "0.5",

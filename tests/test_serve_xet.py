@@ -21,7 +21,7 @@ from ocibridge.hubserver.access import TOKEN_LIFE, Signer
 from ocibridge.hubserver.xet import xorbs as xet
 from tests.modelgen import make_bert_model
 
-SIZE = 2 * xet.XORB_CHUNKS * xet.CHUNK + 5 * xet.CHUNK + 1000  # 2 xorbs and a short third
+SIZE = 2 * xet.XORB_CHUNKS * xet.XET_CHUNK + 5 * xet.XET_CHUNK + 1000  # 2 xorbs and a short third
 
 
 @pytest.fixture
@@ -136,8 +136,8 @@ def test_reconstruction_ranges_and_xorb_bytes_decode_to_the_file(model, hub, mon
         cas, token = grant.headers["x-xet-cas-url"], grant.headers["x-xet-access-token"]
         assert grant.json()["casUrl"] == cas
         rng = random.Random(7)
-        cases = [(0, SIZE), (SIZE - 1, SIZE), (xet.CHUNK - 1, xet.CHUNK + 1),
-                 (xet.XORB_CHUNKS * xet.CHUNK - 5, xet.XORB_CHUNKS * xet.CHUNK + 5)]
+        cases = [(0, SIZE), (SIZE - 1, SIZE), (xet.XET_CHUNK - 1, xet.XET_CHUNK + 1),
+                 (xet.XORB_CHUNKS * xet.XET_CHUNK - 5, xet.XORB_CHUNKS * xet.XET_CHUNK + 5)]
         cases += [tuple(sorted(rng.sample(range(SIZE + 1), 2))) for _ in range(4)]
         for version in (1, 2):
             for start, end in cases:
@@ -375,7 +375,8 @@ def test_a_xorb_that_waits_too_long_for_the_registry_is_a_503_to_ask_again(tmp_p
             assert time.monotonic() < deadline
             time.sleep(0.2)
         assert again.status_code == 200
-        assert decode_xorb(again.content) == (src / "model.safetensors").read_bytes()[2 * xet.XORB_CHUNKS * xet.CHUNK:]
+        third = 2 * xet.XORB_CHUNKS * xet.XET_CHUNK
+        assert decode_xorb(again.content) == (src / "model.safetensors").read_bytes()[third:]
 
 
 def test_xet_over_https_with_a_private_ca(model, tmp_path):
