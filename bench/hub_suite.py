@@ -141,8 +141,6 @@ EXCLUDE = [
               source=r"""(?<![`\w])repo_type\s*=\s*["']space["']|repo_factory\(\s*["']space|REPO_TYPE_SPACE"""),
     Exclusion("webhooks", "webhooks", pattern=r"webhook"),
     Exclusion("collections", "collections", pattern=r"collection"),
-    Exclusion("access requests", "access requests to gated repos (serve keeps gates, its authorized list is "
-              "the token file)", pattern=r"access_request"),
     Exclusion("likes/users/orgs", "likes, user and organization pages, Enterprise orgs (private by default)",
               pattern=r"TestActivityApi|TestUserApi|\blike|unlike|organization|enterprise", source=r"ENTERPRISE_"),
     Exclusion("inference/endpoints", "inference, Inference Endpoints and the catalog",

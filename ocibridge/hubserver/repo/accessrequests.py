@@ -58,7 +58,7 @@ def ask(repos: Repos, repo_id: str, user: str) -> str:
 
 def decide(repos: Repos, repo_id: str, user: str, status: str, *, grant: bool = False) -> None:
     """An owner sets ``user``'s request to ``status``; ``grant``: one who never asked is accepted
-    (else a user with no request is refused, as on the Hub)."""
+    (else a user with no request is refused, as on the Hub, as is a decision that changes nothing)."""
     if status not in ASK_STATES:
         raise BadCommit(f"Invalid status {status!r}: expected one of {', '.join(ASK_STATES)}")
 
@@ -66,8 +66,8 @@ def decide(repos: Repos, repo_id: str, user: str, status: str, *, grant: bool = 
         mine = next((a for a in record.asks if a.user == user), None)
         if mine is None and not grant:
             raise BadCommit(f"{user} has no access request to {hub_id(repo_id)}")
-        if mine is not None and mine.status == status:
-            return None
+        if mine is not None and mine.status == status:  # the Hub's 400: a decision that changes nothing
+            raise BadCommit(f"{user}'s access request to {hub_id(repo_id)} is {status} already")
         return _with(record, AccessAsk(user, status, _now()))
 
     _changed(repos, repo_id, change)
