@@ -18,6 +18,7 @@ NO_REFERENCE = {("login",), ("logout",), ("mirror",), ("list",), ("ls",), ("prun
                 ("load",),  # load: a bundle file and a registry prefix or oci:DIR
                 ("verify-dir",), ("check-registry",), ("cache",),  # a directory, a host, the cache
                 ("serve",), ("k8s", "serve"),  # sources: registry prefixes, oci:DIR, the local store as a whole
+                ("serve-usage",),  # serve's first source, a registry prefix
                 ("k8s", "policy"),  # scopes as policy.json writes them (host, host/repo), keys
                 ("keygen",), ("completion",),  # a file prefix; a shell's name
                 ("repo",),  # repo ls REGISTRY[/PREFIX]: a registry's catalog

@@ -93,7 +93,7 @@ def test_a_fetch_that_meets_a_429_waits_it_out_and_lands(proxied: Proxied, limit
                                                         tmp_path: Path):
     """The commit list the fetch asks (its facts) answered 429 once: the fetch waits the second the
     upstream asked for and asks again, and lands (the client's first download got the file)."""
-    repo_id = "acme/paused"
+    repo_id = "acme/paused-by-429"
     commit = published(proxied, repo_id, b'{"paused": 1}')
     limiting, proxy = limited
     limiting.add("GET", rf"/api/models/{repo_id}/commits/", too_many_requests(1), times=1)

@@ -174,6 +174,9 @@ EXAMPLES: dict[str, str] = {
   ocibridge serve registry.example/models local --listen :8080 --token-file tokens.txt
   ocibridge serve oci:/srv/models --default-tag v1             # then HF_ENDPOINT=http://127.0.0.1:8080
   ocibridge serve registry.example/models --policy /etc/containers/policy.json   # refused: 403 GatedRepo""",
+    "serve-usage": """\
+  ocibridge serve-usage registry.example/models --quotas quotas.toml   # each namespace: used, limit, repos
+  ocibridge serve-usage registry.example/models --json""",
     "k8s check": """\
   ocibridge k8s check registry.example/team/tiny:v1 --runtime cri-o
   ocibridge k8s check registry.example/team/tiny:v1 --runtime cri-o@1.33    # names by org.cnai.model.filepath

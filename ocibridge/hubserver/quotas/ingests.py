@@ -108,6 +108,12 @@ class IngestLimits:
             except QuotaExceeded as e:
                 raise IngestRefused(f"{what}: {e}", "--quotas") from None
 
+    def landed(self, key: str) -> None:
+        """The ingest of ``key`` landed: its repository and bytes counted from now (a usage read
+        while it was under way saw neither)."""
+        if self.quotas is not None:
+            self.quotas.usage.forget(key)
+
     def admit(self, client: str, key: str, what: str) -> Admitted:
         """One ingest more for ``client`` of the repository ``key`` (``what``: its commit)."""
         rules = self.rules()

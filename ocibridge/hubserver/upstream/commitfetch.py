@@ -249,6 +249,7 @@ class Ingest:
             self._record(line, "failed", 503, reason=str(e))
             raise UpstreamDown(f"{repo_id}@{commit}: fetching it from the upstream failed: {e}") from None
         self.fetches += 1
+        self.limits.landed(repo_id)
         self._record(line, "landed", 200, digest=root.digest, bytes_received=flight.fetch.bytes_received,
                      seconds=round(time.monotonic() - started, 3))
         log.info("upstream: %s@%s fetched from %s as %s", repo_id, commit, settings.url, root.digest)
