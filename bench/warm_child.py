@@ -1,5 +1,5 @@
 """One process of the warm-start measurement (bench/warm_start.py) and of its test
-(tests/test_warm_compile.py): a small transformer compiled with ``torch.compile`` (Inductor's
+(tests/warm/test_warm_compile.py): a small transformer compiled with ``torch.compile`` (Inductor's
 C++ backend on the CPU), its first compiled call timed.
 
     python -m bench.warm_child save REF --out FILE --sign-key KEY   # compile, then warm save --torch

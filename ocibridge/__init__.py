@@ -49,7 +49,7 @@ import ocibridge.kinds  # noqa: F401  (the kinds tell places their schemes and o
 from ocibridge.version import __version__ as __version__
 
 #: (module under ocibridge, the public names it defines): each public name stands here once
-#: (tests/test_facade.py holds this table to ``__all__``)
+#: (tests/code/test_facade.py holds this table to ``__all__``)
 _TABLE: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("api.model_ops", ("copy_reference", "load_source", "push")),
     ("api.pull_ops", ("pull", "pull_destination", "PullDestination")),

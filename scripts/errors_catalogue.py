@@ -2,7 +2,7 @@
 """Write docs/errors.md: every exception class of the package, what it means, the CLI's exit code
 for it and what serve answers (status, the Hub's ``X-Error-Code``, the huggingface_hub exception a
 client raises). Read from the source (no optional package imported) and from serve's one table
-(``hubserver/failures.py``); tests/test_errors_catalogue.py checks the page equals this output.
+(``hubserver/failures.py``); tests/docs/test_errors_catalogue.py checks the page equals this output.
 
     python scripts/errors_catalogue.py > docs/errors.md
 """
@@ -41,7 +41,7 @@ without a token the token file knows, 403 with one that may not, 503 while the t
 read. An exception with no serve column is not met on serve's routes (or is answered where it is
 raised). Serve's table is `hubserver/failures.py`; the CLI's exits are `cli/entry.py`'s.
 
-Written by `python scripts/errors_catalogue.py > docs/errors.md`; `tests/test_errors_catalogue.py`
+Written by `python scripts/errors_catalogue.py > docs/errors.md`; `tests/docs/test_errors_catalogue.py`
 fails when a class is added, renamed or answered otherwise and this page was not written again.
 
 | exception | module | means | CLI exit | serve answers |

@@ -18,7 +18,7 @@ import pytest
 if TYPE_CHECKING:
     from selenium.webdriver.remote.webdriver import WebDriver
 
-#: the window the pages (and their screenshots: tests/test_serve_browser.py's IMAGES) are rendered in
+#: the window the pages (and their screenshots: tests/serve/test_serve_browser.py's IMAGES) are rendered in
 WINDOW = (1200, 800)
 INSTALL = "apt-get install chromium chromium-driver (./scripts/test does)"
 

@@ -1,6 +1,6 @@
 """A model pushed with its chunk table bound, and a look-alike of its manifest binding a forged
 table under which one flipped byte verifies: what the tests of an attack on a table are made of
-(tests/test_signing_coverage.py, tests/test_signed_table_pull.py)."""
+(tests/signing/test_signing_coverage.py, tests/signing/test_signed_table_pull.py)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The OpenSSF model signing cases of tests/test_oms_conformance.py and what ocibridge does with
+"""The OpenSSF model signing cases of tests/signing/test_oms_conformance.py and what ocibridge does with
 each (the table of docs/signing.md, "Conformance", is checked against :data:`VERIFY_CASES` and
 :data:`ROUNDTRIP_CASES`): the specification's vectors and model-transparency's historical
 signatures, copied into tests/data/oms (PROVENANCE.md there, both Apache-2.0), and the cases the

@@ -29,7 +29,7 @@ def free_port() -> int:
 @dataclass
 class ServeProcess:
     """One serve: ``args`` (its sources and flags), its own cache (``home/cache``), its port;
-    ``env``: more of its environment (the writer lease's times: tests/test_serve_writer_lease.py)."""
+    ``env``: more of its environment (the writer lease's times: tests/serve/test_serve_writer_lease.py)."""
 
     home: Path
     args: tuple[str, ...]

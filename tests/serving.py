@@ -111,7 +111,7 @@ def point_hub_at(monkeypatch: pytest.MonkeyPatch, url: str, hub: Path, *, xet: b
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_DISABLE_XET", not xet, raising=False)
     # transformers keeps one HfApi, its endpoint read when made: one made by an earlier test
-    # (tests/test_hf_cache.py) asks huggingface.co for a repository's chat templates, and this
+    # (tests/hub/test_hf_cache.py) asks huggingface.co for a repository's chat templates, and this
     # machine's retries of the unreachable host cost a test ~45 s (it asks serve when made anew)
     hub_module = sys.modules.get("transformers.utils.hub")
     if hub_module is not None and hasattr(hub_module, "_hf_api"):

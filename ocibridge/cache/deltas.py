@@ -30,7 +30,7 @@ if TYPE_CHECKING:  # the chunk modules load when a delta may be built: something
     from ocibridge.chunks.tabledfetch import TableCheckedLayer
 
 
-#: ``chunks.table.ANNOTATION_DIGEST`` (tests/test_delta_pulls.py holds them equal), here so that a
+#: ``chunks.table.ANNOTATION_DIGEST`` (tests/transfer/test_delta_pulls.py holds them equal), here so that a
 #: pull of a manifest that names no table loads no chunk module to learn it
 _TABLE_ANNOTATION = "io.ocibridge.chunks.digest"
 

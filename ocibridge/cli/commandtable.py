@@ -4,7 +4,7 @@ runs it, its one-line summary, in the order ``--help`` lists them.
 The table is what lets a command start quickly: ``--help`` lists every command from it and a
 command line imports only the module of the command it names (:mod:`.parser`). A group
 module's ``register`` gives a command's name, never its summary or aliases: the adder takes them
-from here (tests/test_cli_texts.py checks the table against the modules)."""
+from here (tests/cli/test_cli_texts.py checks the table against the modules)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Examples shown at the end of every command's ``--help``, as oras, skopeo and docker show them.
 
 Keyed by the command as typed after ``ocibridge`` (``"k8s check"``); aliases share their
-command's examples. A command without an entry fails ``tests/test_cli_conventions.py``.
+command's examples. A command without an entry fails ``tests/cli/test_cli_conventions.py``.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Every ``OCIBRIDGE_*`` environment variable, with its default, and the one cache root.
 
-Named here only (``tests/test_environment.py`` holds that), so a reader finds what can be set in
+Named here only (``tests/code/test_environment.py`` holds that), so a reader finds what can be set in
 one place and two modules cannot read one setting two ways. Standard library only: the warm
 ``path`` start-up reads the cache root before anything heavier is imported.
 """

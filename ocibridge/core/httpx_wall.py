@@ -1,7 +1,7 @@
 """Every use of httpx's and httpcore's private parts, behind one wall.
 
 ocibridge relies on four things neither library documents; each is used only through a
-function here, and ``tests/test_httpx_wall.py`` pins them, so an httpx or httpcore release that
+function here, and ``tests/registry/test_httpx_wall.py`` pins them, so an httpx or httpcore release that
 changes one fails that test instead of a transfer:
 
 - ``HTTPTransport._pool``, the httpcore pool a transport sends through;

@@ -23,7 +23,7 @@ from typing import Any
 #: the ``--load-format`` this plugin registers
 LOAD_FORMAT = "ocibridge"
 #: the vLLM releases the plugin was run against (bench/vllm_check.py), as pip writes them: the
-#: ``vllm`` extra of pyproject.toml is this range (tests/test_vllm_plugin.py holds both)
+#: ``vllm`` extra of pyproject.toml is this range (tests/lazy/test_vllm_plugin.py holds both)
 TESTED_VLLM = ">=0.33,<0.34"
 #: the same range as (major, minor) bounds: from the first, up to and without the second
 _TESTED_FROM, _TESTED_BELOW = (0, 33), (0, 34)

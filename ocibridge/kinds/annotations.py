@@ -3,7 +3,7 @@
 
 The key order stays each kind's own: carton has always sorted the keys and mlsteam has always
 kept them as read. The annotations are in the manifest, so making them agree would change every
-existing artifact's digest of one of the two (tests/test_carton.py and tests/test_mlsteam.py pin
+existing artifact's digest of one of the two (tests/kinds/test_carton.py and tests/kinds/test_mlsteam.py pin
 them); ``sort_keys`` says which, at each call."""
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ is needed.
 
 Kept free of imports so that the command line lists its ``--format`` and ``--to`` choices
 without loading a kind (``--help`` loads neither pydantic nor httpx). The capabilities a line
-declares are checked against its classes by tests/test_kinds_table.py, so the table cannot
+declares are checked against its classes by tests/kinds/test_kinds_table.py, so the table cannot
 say what a class does not do. Adding a kind: its package, and one line here (or
 :func:`register` at run time).
 """

@@ -7,7 +7,7 @@ ModelCar images (onto its /models sink) used to decide this each on their own; n
 :class:`LayerSink`. What differs between the callers is the sink's, not a second walk: how a name
 is cleaned (:meth:`LayerSink.place`: clamped into the image as a runtime's secure join does, or
 refused), whether special files are recorded or refused, whether a whiteout may pass a link.
-tests/test_layer_applier.py checks that no other module reads whiteout names.
+tests/transfer/test_layer_applier.py checks that no other module reads whiteout names.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ mirrored on disk under a staging root). Every layer is read to its end, so the s
 verifying reader checks its digest, and the uncompressed bytes are hashed to give its diff_id.
 
 The rules are the ones containerd's and containers/storage's unpackers follow on overlayfs, the
-snapshotter/driver of a node, as tests/test_k8s_runtimes.py checks on the real runtimes: modes
+snapshotter/driver of a node, as tests/k8s/test_k8s_runtimes.py checks on the real runtimes: modes
 keep setuid/setgid/sticky, owners are kept, a symlink may point anywhere (it is only resolved
 inside the pod), an entry below a symlink of an earlier layer turns that link into a directory,
 one below a symlink of the same layer lands where the link leads (resolved here, scoped to the
@@ -321,7 +321,7 @@ class Tree:
             raise OcibridgeError(
                 f"{path}: hard link to {target} of an earlier layer: on overlayfs every layer is "
                 "unpacked on its own, the link finds no file and the runtime fails to unpack")
-        if target.startswith(path + "/"):  # found by tests/test_fuzz.py
+        if target.startswith(path + "/"):  # found by tests/hostile/test_fuzz.py
             raise UnsafePath(f"{path}: hard link to {target}, inside the directory it would replace")
         path = self._parents(path)
         if target.startswith(path + "/") or target == path:

@@ -2,7 +2,7 @@
 
 Strict types, ``extra="forbid"``, no ``null`` and real dates everywhere, so the model accepts
 and rejects exactly what the model-spec JSON Schema does (checked against the spec's 27 test
-vectors, and against the schema itself with a JSON Schema validator: tests/test_config_schema.py).
+vectors, and against the schema itself with a JSON Schema validator: tests/code/test_config_schema.py).
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ registry command ~0.08 s of start-up (the copy within a registry is mostly start
 also the one description of the wire documents: ``schemas/oci-*.schema.json`` are generated from
 them (pydantic's ``TypeAdapter`` reads a dataclass: ``ocibridge.api.schemas``, which alone
 imports pydantic), so each field says here what its schema says (an alias, a bound), and
-tests/test_oci_models.py holds the reading to those schemas: what these accept, the schema does.
+tests/kinds/test_oci_models.py holds the reading to those schemas: what these accept, the schema does.
 
 Unknown fields are kept (``model_extra``) so that a manifest read and written again loses
 nothing; serialisation is canonical (no whitespace, keys in field order then the unknown ones,

@@ -3,7 +3,7 @@ one, without importing the locator itself.
 
 A kind's own place (``ollama:NAME``, ``hf:ORG/NAME``) is a :class:`KindPlace`: code outside the
 kind asks it the questions below and never tests its type, so a new kind's place needs no
-``isinstance`` added anywhere (tests/test_kind_places.py holds this)."""
+``isinstance`` added anywhere (tests/kinds/test_kind_places.py holds this)."""
 
 from __future__ import annotations
 

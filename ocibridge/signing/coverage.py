@@ -7,7 +7,7 @@ manifest and so everything the manifest's bytes bind: its annotations, the chunk
 name, its layers by digest and the files those layers hold. An OMS signature lists file names
 and their SHA-256, nothing of the manifest: it covers the files only, so a copy of the manifest
 that differs in an annotation (a forged ``io.ocibridge.chunks.digest``) carries it as well.
-The table is docs/security.md's "What a signature covers"; ``tests/test_signing_coverage.py``
+The table is docs/security.md's "What a signature covers"; ``tests/signing/test_signing_coverage.py``
 checks every cell.
 """
 

@@ -1,5 +1,5 @@
 """What the command line prints without running a command: ``--help`` of the program and of
-every command (aliases too), and the one-line usage errors. tests/test_cli_texts.py compares
+every command (aliases too), and the one-line usage errors. tests/cli/test_cli_texts.py compares
 the parser ``main`` uses (commands listed from the table, built when parsed) with the one that
 imports and builds every command; run as a script, it prints them all as JSON, to compare two
 trees byte for byte (``PYTHONPATH=TREE python tests/support/cli_texts.py > texts.json``)."""

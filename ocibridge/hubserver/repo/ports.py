@@ -2,7 +2,7 @@
 commits (a write grant of ``access.py``, handed over by the write routes), where uploads are
 staged (``uploads/staging.py``), which other repository holds a blob (``uploads/mounts.py``) and
 the writer lease (``replicas/lease.py``). ``repo/`` imports none of them: a commit is the same
-whichever protocol, token file or lease backs it (tests/test_hubserver_rooms.py).
+whichever protocol, token file or lease backs it (tests/serve/test_hubserver_rooms.py).
 """
 
 from __future__ import annotations

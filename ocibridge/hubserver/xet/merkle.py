@@ -72,7 +72,7 @@ class Tree:
     node at index 2 to 8 of it that closes it, else 9 nodes), except for the last group of a
     level, which takes what is left (at most 8 nodes): so each level holds only its open group,
     and a node is handed up as soon as its group closes. The groups, and so the hash, are the
-    ones the level-by-level build makes (tests/test_serve_xet_memory.py holds one to compare).
+    ones the level-by-level build makes (tests/serve/test_serve_xet_memory.py holds one to compare).
     """
 
     def __init__(self) -> None:

@@ -2,7 +2,7 @@
 error body (``{"errors": [{"code", "message", "detail"}]}``) that yields them.
 
 Every module that tells one registry refusal from another compares against these names; no
-code is spelled as a string elsewhere (tests/test_registry_errcodes.py holds it so).
+code is spelled as a string elsewhere (tests/registry/test_registry_errcodes.py holds it so).
 """
 
 from __future__ import annotations
