@@ -49,10 +49,12 @@ def attach_report(store: WritableStore, subject: Descriptor, report: ScanReport,
     return attach_document(store, subject, REPORT_MEDIA_TYPE, data)
 
 
-def stored_reports(store: Store, subject: Descriptor, keys: Keys | None = None) -> list[StoredReport]:
+def stored_reports(store: Store, subject: Descriptor, keys: Keys | None = None, *,
+                   largest: int | None = None) -> list[StoredReport]:
     """Every scan report of ``subject``, oldest first. With ``keys``, only signed reports whose
     signature verifies with one of them and whose statement names ``subject`` (the others are
-    anyone's word); without, every report, read unverified (what ``inspect`` lists)."""
+    anyone's word); without, every report, read unverified (what ``inspect`` lists). ``largest``:
+    a report whose document is larger is skipped unread (a page's bound on anyone's referrer)."""
     from ocibridge.signing.sigstorebundle import PREDICATE_ANNOTATION, is_bundle_type
 
     found = []
@@ -67,6 +69,8 @@ def stored_reports(store: Store, subject: Descriptor, keys: Keys | None = None) 
         if not isinstance(node, Manifest) or len(node.layers) != 1:
             continue
         if signed and (node.annotations or {}).get(PREDICATE_ANNOTATION) != PREDICATE_TYPE:
+            continue
+        if largest is not None and node.layers[0].size > largest:
             continue
         data = store.fetch_bytes(node.layers[0])
         try:

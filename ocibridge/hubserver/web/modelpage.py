@@ -28,6 +28,7 @@ from ocibridge.hubserver.web.card import Card, render_card
 from ocibridge.hubserver.web.glance import Glance, glance
 from ocibridge.hubserver.web.history import EVIDENCE_TAG
 from ocibridge.hubserver.web.render import human_size
+from ocibridge.hubserver.web.scanpanel import ScanPanel, scan_panel
 from ocibridge.hubserver.web.warmcaches import WarmRow, warm_rows
 
 #: seconds what was gathered for a manifest is shown before it is gathered again (referrers come
@@ -92,6 +93,7 @@ class Gathered:
     sbom: tuple[tuple[str, str], ...]
     provenance: tuple[tuple[str, str], ...]
     warm: tuple[WarmRow, ...] = ()  # the compile caches attached to the model manifest
+    scan: ScanPanel | None = None  # the newest scan report of the model manifest, None: not scanned
 
     @property
     def checked(self) -> bool:
@@ -197,8 +199,12 @@ class ModelPages:
                 sbom = sbom_summary(facts.statement_of(store, e))
             elif e.kind == "provenance" and not provenance:
                 provenance = provenance_summary(facts.statement_of(store, e))
+        from ocibridge.signing.use import as_use_policy
+
+        verify = as_use_policy(self.catalog.verify).keys
         return Gathered(descriptor, config, card, evidence, keys, problem, self._policy(resolved), sbom, provenance,
-                        warm_rows(store, resolved.model))
+                        warm_rows(store, resolved.model),
+                        scan_panel(store, resolved.model, verify.keys if verify is not None else None))
 
     def _card(self, resolved: Resolved, files: ModelFiles) -> Card | None:
         found = next((f for p, f in files.files.items() if p.lower() in CARD_NAMES), None)

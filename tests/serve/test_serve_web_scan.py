@@ -1,0 +1,87 @@
+"""The model page's Scan panel, against a real registry and serve: a model scanned clean by
+``ocibridge scan REF --key`` shows its clean verdict and scanner, signed (verified once serve has
+the scanner's key); one pushed with ``push --scan quarantine`` shows flagged and each finding's
+file; one never scanned says so."""
+
+from __future__ import annotations
+
+import html as html_lib
+import re
+import uuid
+
+import pytest
+from serving import serving
+
+from ocibridge.cli import main
+from ocibridge.signing.verify import VerifyPolicy
+from tests.modelgen import make_bert_model
+from tests.serve.test_serve_web import get, page_checks
+from tests.signing_keys import key_pair
+from tests.support.attacks import torch_zip, write_tree
+
+pytest.importorskip("picklescan")
+
+
+@pytest.fixture(scope="module")
+def scanned(tmp_path_factory, registry):
+    """acme/clean (scanned clean, report and model signed by scanner.key), acme/bad (a torch
+    pickle calling os.system as sub/dir/weights.dat, quarantined with its signed flagged report),
+    acme/plain (never scanned), acme/unsigned (its report attached without a key), acme/foreign
+    (signed by scanner.key, its report by another key)."""
+    root = tmp_path_factory.mktemp("scanpage")
+    prefix = f"{registry.host}/scanpage-{uuid.uuid4().hex[:10]}"
+    key, pub = key_pair(root / "keys", "scanner")
+    clean = f"{prefix}/acme/clean:latest"
+    assert main(["push", str(make_bert_model(root / "clean")), clean, "-q"]) == 0
+    assert main(["scan", clean, "--key", str(key)]) == 0
+    assert main(["sign", clean, "--key", str(key)]) == 0
+    bad = make_bert_model(root / "bad")
+    write_tree(bad, {"sub/dir/weights.dat": torch_zip()})
+    assert main(["push", str(bad), f"{prefix}/acme/bad:latest", "--scan", "quarantine", "--scan-key", str(key),
+                 "-q"]) == 0
+    assert main(["push", str(make_bert_model(root / "plain")), f"{prefix}/acme/plain:latest", "-q"]) == 0
+    unsigned = f"{prefix}/acme/unsigned:latest"
+    assert main(["push", str(make_bert_model(root / "unsigned")), unsigned, "-q"]) == 0
+    assert main(["scan", unsigned]) == 0
+    other, _ = key_pair(root / "keys", "other")
+    foreign = f"{prefix}/acme/foreign:latest"
+    assert main(["push", str(make_bert_model(root / "foreign")), foreign, "-q"]) == 0
+    assert main(["scan", foreign, "--key", str(other)]) == 0
+    assert main(["sign", foreign, "--key", str(key)]) == 0
+    return prefix, pub
+
+
+def _panel(html: str) -> str:
+    found = re.search(r'<section id="scan" aria-labelledby="scan-h">(.*?)</section>', html, re.S)
+    assert found is not None, "no Scan panel"
+    return html_lib.unescape(found[1])
+
+
+def test_the_model_page_shows_the_newest_scan_report_its_verdict_and_findings(scanned):
+    prefix, _ = scanned
+    with serving([prefix]) as served:
+        clean = _panel(page_checks(get(served.url + "/acme/clean")))
+        bad = _panel(page_checks(get(served.url + "/acme/bad")))
+        plain = _panel(page_checks(get(served.url + "/acme/plain")))
+        unsigned = _panel(page_checks(get(served.url + "/acme/unsigned")))
+    assert '<span class="badge ok">clean</span>' in clean and "flagged" not in clean
+    assert re.search(r'by <span class="scan-scanner">ocibridge-scan \d+\.\d+\.\d+ \(picklescan [^)]+\)</span>', clean)
+    assert "signed (serve was given no --verify-key: not verified here)" in clean
+    assert '<tr class="scan-finding">' not in clean  # a clean tiny BERT: nothing found
+    assert '<span class="badge bad">flagged</span>' in bad and "ocibridge-scan" in bad
+    rows = re.findall(r'<tr class="scan-finding">(.*?)</tr>', bad)
+    assert any(r.startswith("<td>sub/dir/weights.dat (archive/data.pkl)</td><td>critical</td><td>pickle calls "
+                            "os.system") for r in rows), rows
+    assert "Not scanned" in plain and "badge" not in plain
+    assert '<span class="badge ok">clean</span>' in unsigned
+    assert '<span class="scan-signed">unsigned</span>' in unsigned
+
+
+def test_the_scan_panel_says_which_verify_key_verified_the_report(scanned):
+    prefix, pub = scanned
+    with serving([prefix], verify=VerifyPolicy.from_files([str(pub)])) as served:
+        clean = _panel(page_checks(get(served.url + "/acme/clean")))
+        foreign = _panel(page_checks(get(served.url + "/acme/foreign")))
+    assert "signed, verified with serve’s --verify-key" in clean and str(pub.name) in clean, clean
+    assert '<span class="badge ok">clean</span>' in clean
+    assert "signed, but by none of serve’s --verify-key keys" in foreign and "verified with" not in foreign
