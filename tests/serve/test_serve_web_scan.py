@@ -19,8 +19,6 @@ from tests.serve.test_serve_web import get, page_checks
 from tests.signing_keys import key_pair
 from tests.support.attacks import torch_zip, write_tree
 
-pytest.importorskip("picklescan")
-
 
 @pytest.fixture(scope="module")
 def scanned(tmp_path_factory, registry):
