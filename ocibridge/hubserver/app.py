@@ -266,8 +266,8 @@ class ServeApp:
                     self.gate.require(request, repo_id, Access.READ)
                     if files and repo_id is not None:
                         await self._run(self.gate.may_fetch, request, repo_id)
-                    if self.quarantine is not None and repo_id is not None:
-                        await self._run(self._held_back, request, repo_id)
+                    if self.quarantine is not None and repo_id is not None:  # --scan quarantine
+                        await self._run(self.held_back, request, repo_id)
                 return await answer(request)
             except FetchedElsewhere as e:  # serve --upstream, not the writer: the writer fetches it, once
                 busy = error(503, None, f"{e}; try again shortly", {"Retry-After": str(e.retry_after)})
@@ -308,10 +308,11 @@ class ServeApp:
         files = await self._run(self.lists.of, resolved)
         return resolved, files
 
-    def _held_back(self, request: Request, repo_id: str) -> None:
+    def held_back(self, request: Request, repo_id: str) -> None:
         """The revision a read names refused to all but the repository's owners while it is
         quarantined (:mod:`.repo.quarantined`); one that does not resolve is the route's to answer."""
-        assert self.quarantine is not None
+        if self.quarantine is None:
+            return
         try:
             resolved = self.catalog.resolve(repo_id, request.path_params.get("revision"))
         except OcibridgeError:

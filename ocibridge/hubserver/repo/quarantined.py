@@ -1,7 +1,8 @@
 """Which commits ``serve --scan quarantine`` holds back: a model manifest whose newest scan report
-is flagged is stored and served to its owners only, until a newer clean report releases it (a
-rescan that no longer flags it). The newest report is read once per manifest and kept a few
-seconds, so that reads do not ask the registry for referrers on every request."""
+is flagged is stored and served to its owners only, until a newer report releases it (a clean
+rescan, or ``ocibridge scan REF --release``, whose verdict is ``released``). The newest report is
+read once per manifest and kept a few seconds, so that reads do not ask the registry for
+referrers on every request."""
 
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ class QuarantineBook:
 
     def held(self, resolved: Resolved) -> str | None:
         """Why the revision's model is quarantined (its newest report's finding), None when it is not."""
+        from ocibridge.scanning.report import FLAGGED
         from ocibridge.scanning.stored import newest, stored_reports
 
         digest, now = resolved.model.digest, time.monotonic()
@@ -34,7 +36,7 @@ class QuarantineBook:
         if known is not None and now - known[0] < self.kept_for:
             return known[1]
         found = newest(stored_reports(resolved.repo.store, resolved.model))
-        why = found.report.refusal() if found is not None and found.report.flagged else None
+        why = found.report.refusal() if found is not None and found.report.verdict == FLAGGED else None
         with self._lock:
             self._known[digest] = (now, why)
         return why
