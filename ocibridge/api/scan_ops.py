@@ -116,6 +116,30 @@ def rescan(prefix: str, *, key: str | os.PathLike[str] | None = None, identity: 
 
 
 @closes_its_stores
+@closes_its_stores
+def release(reference: str | Locator, *, key: str | os.PathLike[str], identity: str | None = None,
+            transfer: TransferOptions | None = None, password: str | bytes | None = None) -> ScanResult:
+    """Release the model ``reference`` names from ``serve --scan quarantine``: its newest report,
+    flagged, attached again with the verdict ``released`` (findings kept), signed with ``key``.
+    :class:`UsageError` when its newest report is not flagged: nothing to release."""
+    from dataclasses import replace
+
+    from ocibridge.scanning.files import now
+    from ocibridge.scanning.report import FLAGGED
+    from ocibridge.scanning.stored import attach_report, newest, stored_reports
+
+    private = _private(key, password)
+    located, target = open_located(reference, transfer, for_write=True).parts
+    subject = target.store.resolve(target.reference)
+    found = newest(stored_reports(target.store, subject))
+    if found is None or found.report.verdict != FLAGGED:
+        verdict = "no scan report" if found is None else f"its newest scan report is {found.report.verdict}"
+        raise UsageError(f"{text_of(located)}: nothing to release: {verdict}")
+    released = replace(found.report, scanned_at=now(), released=True)
+    desc, _ = attach_report(target.store, subject, released, private, identity or _identity(located, target.store))
+    return ScanResult(text_of(located), subject.digest, released, desc.digest, True)
+
+
 def scan_reports(reference: str | Locator, *, transfer: TransferOptions | None = None) -> list[StoredReport]:
     """The scan reports attached to the manifest ``reference`` names, oldest first (unverified:
     the use policy verifies the ones it counts)."""

@@ -50,7 +50,7 @@ class ServeOptions(UpstreamPolicyOptions):
     tokens: tuple[str, ...] = ()  # --token-file lines, "TOKEN [read|write] [REPO-PREFIX] [NAME]"; none: open, no writes
     token_file: str | None = None  # the file of those lines (read when tokens is empty), read again when it changes
     audit_log: str | None = None  # each write asked, landed or refused, as a JSON line here ("-": stdout; --audit-log)
-    scan: str = "off"  # "refuse": each commit's files scanned before its branch moves, a flagged one refused (--scan)
+    scan: str = "off"  # commits scanned before their branch moves, a flagged one refused or quarantined (--scan)
     metrics: bool = True  # GET /metrics in Prometheus' text format (--no-metrics: False)
     xet_min_size: int | None = XET_MIN_SIZE  # files from this size are offered over Xet; None: plain only
     public_url: str | None = None  # the URL clients reach serve at, for the URLs it hands out (--public-url)
@@ -151,9 +151,9 @@ def _evidence(sign: SignOptions | None, attest: AttestOptions | None, scan: str 
     """``sign`` and ``attest`` checked and their keys loaded (``$COSIGN_PASSWORD`` for an
     encrypted one, as push reads it), and ``scan``'s library looked for, before serve starts;
     None: commits carry no evidence and are not scanned."""
-    if scan not in ("refuse", "off"):
-        raise UsageError(f"--scan {scan}: one of refuse, off")
-    if scan == "refuse":
+    if scan not in ("refuse", "quarantine", "off"):
+        raise UsageError(f"--scan {scan}: one of refuse, quarantine, off")
+    if scan != "off":
         from ocibridge.scanning.library import scanner
 
         scanner()  # ScannerMissing: one line naming the extra
@@ -232,7 +232,8 @@ def _app(sources: str | Sequence[str | RegistryReference | LayoutReference], opt
         writer=parse_public_url(options.writer, "--writer"), trust_forwarded=options.trust_forwarded,
         peers=tuple(url for url in (parse_public_url(p, "--peer") for p in options.peers) if url),
         compare_budget=options.compare_budget, lease=LeaseTimes.from_env(), quotas=options.quotas,
-        upstream_max_size=options.upstream_max_size, upstream_quota_namespace=options.upstream_quota_namespace)
+        upstream_max_size=options.upstream_max_size, upstream_quota_namespace=options.upstream_quota_namespace,
+        quarantine=options.scan == "quarantine")
     _check_quotas(options)
     parse_networks(options.trust_forwarded)
     if options.writer and options.peers:

@@ -28,6 +28,12 @@ def cmd_scan(args: argparse.Namespace) -> int:
         lines = [_rescan_line(r) for r in rescanned.results] or [f"{args.rescan}: no tagged model"]
         emit(args, rescanned.as_dict(), "\n".join(lines))
         return EXIT_FAILURE if rescanned.flagged else 0
+    if args.release:
+        if args.key is None or args.no_attach or args.path:
+            raise UsageError("--release attaches a signed report: it takes REF and --key, not --path or --no-attach")
+        released = api.release(args.ref, key=args.key, identity=args.identity, transfer=transfer_options(args))
+        emit(args, released.as_dict(), f"{released.reference} ({released.digest}): released: {released.attached}")
+        return 0
     if args.path:
         report = api.scan_path(args.ref)
         emit(args, report.as_dict(), "\n".join(report_lines(args.ref, report)))
@@ -72,4 +78,7 @@ def register(command: CommandAdder) -> None:
     p.add_argument("--identity", metavar="REPOSITORY",
                    help="repository name the signed report's subject names (default: where REF is)")
     p.add_argument("--no-attach", action="store_true", help="print the findings, attach no report")
+    p.add_argument("--release", action="store_true",
+                   help="release REF from serve --scan quarantine: its newest flagged report attached again, "
+                        "verdict released, signed with --key")
     add_transfer_flags(p, uploads=False)

@@ -178,10 +178,11 @@ def register(command: CommandAdder) -> None:
     g.add_argument("--upstream-quota-namespace", metavar="NAME",
                    help="count what the proxy fetches against the --quotas of namespace NAME")
     g = p.add_argument_group("evidence on publish (docs/serve.md, Publishing)")
-    g.add_argument("--scan", choices=("refuse", "off"), default="off",
+    g.add_argument("--scan", choices=("refuse", "quarantine", "off"), default="off",
                    help="scan every commit's files by content before its branch's tag moves (docs/scanning.md) and "
-                        "refuse one with a flagged file, the Hub's 400 naming file, finding and scanner (refuse "
-                        "needs pip install 'ocibridge[scan]'; default off)")
+                        "refuse one with a flagged file, the Hub's 400 naming file, finding and scanner, or "
+                        "quarantine it: stored, read by its owners only until a clean scan releases it (needs "
+                        "pip install 'ocibridge[scan]'; default off)")
     g.add_argument("--sign-key", metavar="KEY",
                    help="sign every commit published, before its branch's tag moves (ECDSA P-256 PEM or a "
                         "cosign key file; its password in $COSIGN_PASSWORD): a commit that cannot be signed is refused")

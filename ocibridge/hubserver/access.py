@@ -277,6 +277,14 @@ class Gate:
         if refused is not None:
             raise refused
 
+    def may_fetch_held(self, request: Request, repo_id: str, why: str | None) -> None:
+        """Raise :class:`Denied` (``GatedRepo``) unless the request may write ``repo_id`` (its
+        owners) when the revision asked is quarantined (``why``: its finding; None: it is not)."""
+        grant = grant_of(request)
+        if why is not None and (grant is None or not grant.may_write(repo_id)):
+            raise Denied(403, f"{repo_id} is quarantined: {why}; only its owners may read it until a clean "
+                         "scan releases it", code="GatedRepo")
+
     def _gate_refuses(self, grant: Grant | None, repo_id: str) -> Denied | None:
         """Why ``grant`` (None: an anonymous reader) may not fetch the files of ``repo_id``'s gate
         (:meth:`may_fetch`), None when it may or there is no gate."""

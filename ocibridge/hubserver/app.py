@@ -41,6 +41,7 @@ import anyio.to_thread
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from ocibridge.errors import OcibridgeError
 from ocibridge.hubserver.access import Access, Gate
 from ocibridge.hubserver.answers import bearer, error, requested_repo
 from ocibridge.hubserver.audit import AuditLog, note
@@ -62,6 +63,7 @@ from ocibridge.hubserver.repo.committing import Committer
 from ocibridge.hubserver.repo.deletes import home
 from ocibridge.hubserver.repo.files import FileLists, ModelFiles
 from ocibridge.hubserver.repo.lfsobjects import LfsObjects
+from ocibridge.hubserver.repo.quarantined import QuarantineBook
 from ocibridge.hubserver.repo.repos import Repos
 from ocibridge.hubserver.repo.sources import RegistrySource, RepoMoved, RepoNotFound
 from ocibridge.hubserver.routing import route_path
@@ -122,6 +124,7 @@ class ServeApp:
         self.gate = Gate(settings.tokens, source=watched, missing=catalog.missing,  # TOKEN ... (access.py)
                          private=catalog.states.private, gated=catalog.states.gated, deleted=catalog.states.deleted,
                          accepted=catalog.states.accepted)
+        self.quarantine = QuarantineBook() if settings.quarantine else None  # --scan quarantine
         self.audit = AuditLog(settings.audit_log)  # a JSON line per write (audit.py)
         self.xet = XetRoutes(self.model, blobs, ranges, signer=self.gate.xet, xet_min=settings.xet_min,
                              public_url=settings.public_url, still_reads=self.gate.still_reads)
@@ -263,6 +266,8 @@ class ServeApp:
                     self.gate.require(request, repo_id, Access.READ)
                     if files and repo_id is not None:
                         await self._run(self.gate.may_fetch, request, repo_id)
+                    if self.quarantine is not None and repo_id is not None:  # --scan quarantine
+                        await self._run(self.held_back, request, repo_id)
                 return await answer(request)
             except FetchedElsewhere as e:  # serve --upstream, not the writer: the writer fetches it, once
                 busy = error(503, None, f"{e}; try again shortly", {"Retry-After": str(e.retry_after)})
@@ -302,6 +307,17 @@ class ServeApp:
         resolved = await self._run(lambda: self.catalog.resolve(repo_id, revision, reuse_for=reuse_for))
         files = await self._run(self.lists.of, resolved)
         return resolved, files
+
+    def held_back(self, request: Request, repo_id: str) -> None:
+        """The revision a read names refused to all but the repository's owners while it is
+        quarantined (:mod:`.repo.quarantined`); one that does not resolve is the route's to answer."""
+        if self.quarantine is None:
+            return
+        try:
+            resolved = self.catalog.resolve(repo_id, request.path_params.get("revision"))
+        except OcibridgeError:
+            return
+        self.gate.may_fetch_held(request, repo_id, self.quarantine.held(resolved))
 
     # -- routes (the table: :mod:`.asgiapp`) ---------------------------------------------------
     async def healthz(self, request: Request) -> Response:

@@ -68,6 +68,7 @@ class ServerSettings:
     quotas: str | None = None  # --quotas FILE (quotas/quotafile.py)
     upstream_max_size: int | None = None  # --upstream-max-size (quotas/ingests.py)
     upstream_quota_namespace: str | None = None  # --upstream-quota-namespace
+    quarantine: bool = False  # --scan quarantine
 
     def for_routes(self) -> ServeSettings:
         """What the routes read, frozen: made once, handed to every route set as it is."""
@@ -77,7 +78,8 @@ class ServerSettings:
                              writer=self.writer, trust_forwarded=self.trust_forwarded, peers=self.peers,
                              compare_budget=self.compare_budget, lease=self.lease, quotas=self.quotas,
                              upstream_max_size=self.upstream_max_size,
-                             upstream_quota_namespace=self.upstream_quota_namespace)
+                             upstream_quota_namespace=self.upstream_quota_namespace,
+                             quarantine=self.quarantine)
 
 
 def parse_listen(text: str) -> tuple[str, int]:

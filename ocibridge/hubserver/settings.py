@@ -45,6 +45,7 @@ class ServeSettings:
     quotas: str | None = None  # --quotas: bytes and repositories per namespace, watched (quotas/quotafile.py)
     upstream_max_size: int | None = None  # --upstream-max-size: one ingest never larger (quotas/ingests.py)
     upstream_quota_namespace: str | None = None  # --upstream-quota-namespace: whose quota ingests count against
+    quarantine: bool = False  # --scan quarantine: a flagged commit lands, read by its owners only (quarantined.py)
 
     def part_size_for(self, size: int) -> int | None:
         """The part size to offer an LFS upload of ``size`` bytes, or None: one PUT."""

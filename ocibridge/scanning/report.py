@@ -16,6 +16,8 @@ SEVERITIES = ("info", "low", "medium", "high", "critical")
 #: findings from this severity up make the verdict ``flagged``
 FLAGGING = "high"
 CLEAN, FLAGGED = "clean", "flagged"
+#: a flagged report its owners released from serve's quarantine (the findings kept, signed by the scan key)
+RELEASED = "released"
 
 
 @dataclass(frozen=True)
@@ -83,6 +85,7 @@ class ScanReport:
     files: tuple[FileScan, ...]
     scanned_at: str = ""
     subject: str = ""  # the manifest digest scanned, when it was a stored artifact
+    released: bool = False  # its owners let this flagged model out of quarantine (``scan --release``)
 
     @property
     def findings(self) -> list[Finding]:
@@ -94,7 +97,7 @@ class ScanReport:
 
     @property
     def verdict(self) -> str:
-        return FLAGGED if self.flagged else CLEAN
+        return RELEASED if self.released else FLAGGED if self.flagged else CLEAN
 
     def refusal(self) -> str:
         """The first flagged finding as a refusal names it: file, finding, scanner."""
@@ -126,7 +129,8 @@ def report_from_dict(doc: Any) -> ScanReport:
             found = tuple(Finding(path, _severity(f["severity"]), str(f["finding"]), str(f.get("where", "")))
                           for f in item["findings"])
             files.append(FileScan(path, int(item["size"]), str(item["format"]), found))
-        report = ScanReport(scanner, tuple(files), str(doc.get("scannedAt", "")), str(doc.get("subject", "")))
+        report = ScanReport(scanner, tuple(files), str(doc.get("scannedAt", "")), str(doc.get("subject", "")),
+                            doc.get("verdict") == RELEASED)
     except (KeyError, TypeError, AttributeError) as e:
         raise ValueError(f"not a scan report: {e}") from None
     if doc.get("verdict") != report.verdict:

@@ -62,7 +62,7 @@ class Evidence:
     sbom_time: str | None = None
     provenance_time: str | None = None
     parameters: Mapping[str, Any] = field(default_factory=dict)
-    scan: str = "off"  # "refuse": each commit scanned before its tags, a flagged one refused (landing.py)
+    scan: str = "off"  # "refuse"/"quarantine": each commit scanned before its tags, a flagged one refused or held
 
     @property
     def wanted(self) -> bool:

@@ -2,7 +2,8 @@
 
 1. the commit's manifest, pushed by digest only (no tag);
 2. its content scan's report, when serve scans (``--scan refuse``: a flagged commit refused here,
-   nothing tagged), then its signature and attestations, when serve signs (:mod:`.evidence`);
+   nothing tagged; ``quarantine``: it lands, read by its owners alone, repo/quarantined.py), then
+   its signature and attestations, when serve signs (:mod:`.evidence`);
 3. its bookkeeping tag ``ocibridge-commit-<id>`` (oci/bookkeeping.py): from here on the commit id
    resolves on any process, and the registry's garbage collection keeps the manifest (only a
    tag protects one from distribution's ``garbage-collect --delete-untagged``);
@@ -51,7 +52,7 @@ def land(store: WritableStore, digest: str, tag: str, annotations: Mapping[str, 
     from ocibridge.transfer.writer import write_artifact
 
     subject = store.resolve(digest)
-    if evidence is not None and evidence.scan == "refuse":
+    if evidence is not None and evidence.scan in ("refuse", "quarantine"):
         _scanned(store, subject, tag, evidence)
     if evidence is not None and evidence.wanted:
         try:
@@ -98,7 +99,7 @@ def _scanned(store: WritableStore, subject: Descriptor, tag: str, evidence: Evid
     """The commit's files scanned and the report attached (signed where serve signs); a flagged one refused."""
     from ocibridge.scanning.screening import judge_stored
 
-    verdict = judge_stored(store, subject, mode="refuse", key=evidence.attest_key or evidence.sign_key,
+    verdict = judge_stored(store, subject, mode=evidence.scan, key=evidence.attest_key or evidence.sign_key,
                            identity=evidence.identity or "")
     if verdict.refused:
         raise ScanFlagged(f"{store.describe()}: commit {commit_of(subject.digest)} was refused: {verdict.line()}; "

@@ -72,6 +72,8 @@ class Serving(Protocol):
 
     async def not_found(self, request: Request) -> Response: ...
 
+    def held_back(self, request: Request, repo_id: str) -> None: ...
+
 
 class WebPages:
     """The pages, over what the API routes share (app.py's ``ServeApp``)."""
@@ -106,6 +108,7 @@ class WebPages:
                         if refused.status == 401:
                             return auth.to_login(request)
                         raise
+                    await in_thread(self.serve.held_back, request, repo_id)  # serve --scan quarantine
                 return await answer(request)
             except CAUGHT as e:  # the API's table (failures.py), answered as a page
                 if isinstance(e, RepoNotFound) and self.gate.pages_need_login and grant_of(request) is None:
