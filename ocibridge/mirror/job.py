@@ -39,6 +39,8 @@ ConvertTo = Literal["cnai", "cncf", "modelpack", "modelkit", "docker-model", "mo
 
 #: a Hub entry's chunk table keys, push's --no-chunks, --chunk-threshold and --chunk-hash
 CHUNK_KEYS = ("no_chunks", "chunk_threshold", "chunk_hash")
+#: keys added after the first jobs were written: unset, they leave a job's digest as it was
+LATER_KEYS = (*CHUNK_KEYS, "scan", "scan_key")
 
 
 def _chunks_of(no_chunks: bool | None, threshold: int | str | None, algorithm: str | None) -> ChunkChoice:
@@ -72,6 +74,16 @@ class Settings(Strict):
     attest_key: str | None = Field(
         default=None, description="Sign the provenance as an in-toto attestation with this private key (relative "
         "to the job); else it is attached unsigned."
+    )
+    scan: Literal["off", "refuse", "quarantine"] | None = Field(
+        default=None, description="Scan each artifact copied (push --scan) before its tag is written: 'refuse' "
+        "leaves a flagged one untagged (the run fails naming the file, the finding and the scanner); 'quarantine' "
+        "tags it with its flagged report. Every report is attached as a referrer. 'off' (an entry's): none. Needs "
+        "ocibridge[scan]."
+    )
+    scan_key: str | None = Field(
+        default=None, description="Sign the scan reports with this private key (relative to the job), as push "
+        "--scan-key; else they are attached unsigned."
     )
     endpoint: str | None = Field(
         default=None, description="hf:// sources: the Hub endpoint (default $HF_ENDPOINT, else https://huggingface.co)."
@@ -212,6 +224,10 @@ class MirrorJob(Strict):
             wanted = entry.provenance if entry.provenance is not None else self.defaults.provenance
             if key and not wanted:
                 raise ValueError(f"{entry.source}: attest_key signs the provenance: it goes with provenance = true")
+            scan = entry.scan if entry.scan is not None else self.defaults.scan
+            if (entry.scan_key or self.defaults.scan_key) and scan in (None, "off"):
+                raise ValueError(f"{entry.source}: scan_key signs the scan reports: it goes with scan = \"refuse\" "
+                                 "or \"quarantine\"")
         return self
     _policy_file: str | None = PrivateAttr(default=None)
     #: What one call of a run gives every client it opens (its own byte budget, its
@@ -256,7 +272,7 @@ class MirrorJob(Strict):
         left out: a report must not let anyone test guesses of them."""
         data = self.model_dump(mode="json")
         for table in (data["defaults"], *data["sync"]):  # keys added later: a job without them keeps its digest
-            for key in CHUNK_KEYS:
+            for key in LATER_KEYS:
                 if table.get(key) is None:
                     table.pop(key, None)
         for auth in data["registries"].values():
@@ -287,6 +303,8 @@ class MirrorJob(Strict):
             verify=pick("verify", None),
             provenance=pick("provenance", False),
             attest_key=str(self._path(key)) if (key := pick("attest_key", None)) else None,
+            scan=None if (mode := pick("scan", None)) == "off" else mode,
+            scan_key=str(self._path(skey)) if (skey := pick("scan_key", None)) else None,
         )
 
     def chunks(self, entry: SyncEntry) -> ChunkChoice:
@@ -380,6 +398,8 @@ class ResolvedSettings(BaseModel):
     verify: VerifySettings | None = None
     provenance: bool = False
     attest_key: str | None = None  # a path, relative to the job's folder resolved
+    scan: str | None = None  # refuse or quarantine: each copy scanned before its tag
+    scan_key: str | None = None  # a path, as attest_key
 
 
 def parse_job(data: object, base_dir: Path | None = None, where: str = "mirror job") -> MirrorJob:

@@ -50,6 +50,10 @@ def plan_entry(job: MirrorJob, index: int, entry: SyncEntry, *, dry_run: bool = 
             from ocibridge.signing import keys
 
             plan.attest_key = keys.load_private_key(settings.attest_key)
+        if settings.scan is not None and settings.scan_key:  # a key that cannot sign fails the entry, as attest_key
+            from ocibridge.signing import keys
+
+            plan.scan_key = keys.load_private_key(settings.scan_key)
         plan.source = open_endpoint(entry.source, job, gate=plan.bucket)
         plan.target = open_endpoint(entry.target, job, for_write=True, dry_run=dry_run)
         located = job_reference(entry.source)

@@ -63,6 +63,7 @@ class EntryPlan:
     policy: Any = None  # VerifyPolicy of the entry's ``verify`` block
     policy_file: str | None = None  # the containers policy file (--policy); None: the one found
     attest_key: PrivateKey | None = None  # the entry's attest_key, loaded before a target is opened
+    scan_key: PrivateKey | None = None  # the entry's scan_key, loaded (and the scanner found) as attest_key
     #: the source repository's tags, where the entry listed them (no reference named): cosign's
     #: companion tags are looked for among them, not asked about one by one (mirror/graphwalk.py)
     source_tags: frozenset[str] | None = None

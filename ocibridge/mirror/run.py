@@ -40,6 +40,10 @@ def run_job(job: MirrorJob, *, dry_run: bool = False, progress: ProgressCallback
     """Run (or, with ``dry_run``, only plan) every sync entry, or only the artifacts ``shard``
     owns (see :mod:`.shard`); never raises for one artifact. ``blob_progress`` hears every
     copy's blob events, as a push's bar does."""
+    if any(job.effective(entry).scan is not None for entry in job.sync):
+        from ocibridge.scanning import scanner
+
+        scanner()  # without ocibridge[scan]: one line, before anything is opened
     started = time.monotonic()
     summary = MirrorSummary(dry_run=dry_run, shard=shard, job_digest=job.digest() if shard else None)
     for index, entry in enumerate(job.sync):
@@ -117,6 +121,10 @@ def _copy_one(target: WritableStore, item: ArtifactPlan, blobs: int, locks: Blob
 
     def before_tag(root: Descriptor) -> None:
         """What the run attaches to the copy, written before its tag (the copy's last write)."""
+        if plan.settings.scan is not None:  # first: a refused copy gets nothing more, and no tag
+            from ocibridge.mirror.scandoor import scan_copy
+
+            result.scan = scan_copy(plan, target, root)
         attached.append(_attach_built_table(store, target))
         if plan.settings.provenance:  # the copy is there: then what made it
             from ocibridge.mirror.provenance import attach_provenance
@@ -151,17 +159,17 @@ def _copy_one(target: WritableStore, item: ArtifactPlan, blobs: int, locks: Blob
     result.blobs_skipped = stats.blobs_skipped
     result.bytes_copied = stats.bytes_copied
     result.manifests_copied = stats.manifests_copied
-    result.referrers = len(stats.referrers) + sum(attached)
+    result.referrers = len(stats.referrers) + sum(attached) + (result.scan is not None)
     result.signatures = len(stats.signatures)
     return result
 
 
 def _attaches(plan: EntryPlan, store: object) -> bool:
     """Whether the run may attach something to the copy (its tag then waits for it: one more
-    PUT): provenance, or a built artifact's chunk table (known once the copy has hashed its files)."""
+    PUT): provenance, a scan report, or a built artifact's chunk table (known once the copy has hashed its files)."""
     from ocibridge.model.builder import PlannedArtifact
 
-    return plan.settings.provenance or isinstance(store, PlannedArtifact)
+    return plan.settings.provenance or plan.settings.scan is not None or isinstance(store, PlannedArtifact)
 
 
 def _attach_built_table(store: object, target: WritableStore) -> int:

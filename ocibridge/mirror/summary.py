@@ -44,6 +44,7 @@ class ArtifactResult:
     signatures: int = 0  # signature manifests carried: cosign .sig/.att/.sbom tags and bundle referrers
     blobs_sent: list[str] = field(default_factory=list)  # digests this run uploaded (not mounted, not skipped)
     provenance: str | None = None  # the provenance referrer attached (provenance = true)
+    scan: dict[str, Any] | None = None  # the scan's verdict and report referrer (scan = refuse|quarantine)
     # re-labelled artifacts: referrers of the original, not copied (they name the old digest)
     referrers_left_behind: int = 0
     note: str = ""  # said about a copied or planned artifact, e.g. what was left behind
@@ -136,6 +137,9 @@ class MirrorSummary:
                 lines.append(f"skipped {a.source}: {a.reason}")
             if a.note and a.status != "failed":
                 lines.append(f"        note: {a.note}")
+            if a.scan is not None and a.status == "copied":
+                said = "quarantined: " + a.scan["finding"] if a.scan["quarantined"] else a.scan["verdict"]
+                lines.append(f"        scan: {said} (report {a.scan['report']})")
             if a.status in ("copied", "planned"):  # a skip wrote nothing: its losses were said when it was
                 lines.extend(f"        lost: {one_line(x)}" for x in a.lost)
         used = {a.entry for a in self.artifacts}

@@ -1,9 +1,9 @@
 """docs/mirroring.md's examples run as written: the nightly Hub sync (``ocibridge serve`` as the
-Hub), a dataset published through serve and mirrored by a YAML job, and the at-scale
-walk-through: shards of one job at once against a real registry, the merged report (and the one
-that names a missing shard), and the emitted Kubernetes Job, read back with the Kubernetes
-client's models. Its `text` blocks need a cluster or a base image from a public registry,
-neither of which the tests have."""
+Hub), a dataset published through serve and mirrored by a YAML job, the at-scale walk-through:
+shards of one job at once against a real registry, the merged report (and the one that names a
+missing shard), a job that scans what it copies and refuses a flagged model, and the emitted
+Kubernetes Job, read back with the Kubernetes client's models. Its `text` blocks need a cluster
+or a base image from a public registry, neither of which the tests have."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from tests.mirror.test_mirror_shards import k8s_model
 def test_mirroring_walk_through_runs(doc_env) -> None:  # noqa: F811
     work, env = doc_env("mirroring.md")
     blocks = runnable_blocks("mirroring.md")
-    assert len(blocks) == 5
+    assert len(blocks) == 6
     for lang, code, line in blocks:
         proc = run_block(lang, code, work, env)
         assert proc.returncode == 0, (
@@ -36,6 +36,11 @@ def test_mirroring_walk_through_runs(doc_env) -> None:  # noqa: F811
             holds, layer = proc.stdout.splitlines()[-2:]
             assert holds.startswith("Holds:         a dataset"), proc.stdout
             assert layer.split()[-2:] == ["data/train.csv", "application/vnd.cnai.model.dataset.v1.raw"], layer
+        if "scan.toml" in code:  # the flagged model refused, the clean one tagged with its report
+            assert "refused by the scan: pytorch_model.bin (archive/data.pkl): critical: pickle calls os.system" in (
+                proc.stdout), proc.stdout
+            assert "        scan: clean (report sha256:" in proc.stdout
+            assert proc.stdout.splitlines()[-1] == "good", proc.stdout
         if "mirror report shard-0.json shard-1.json shard-2.json" in code:
             out = proc.stdout.splitlines()
             assert "all 3 shard(s) reported" in out and out[-3:] == ["1.0.0", "1.1.0", "2.0.0"]
