@@ -84,7 +84,9 @@ def _classes() -> dict[str, tuple[list[str], str]]:
                     bases.append(names.get(text.split(".")[0], text) + text[len(text.split(".")[0]):]
                                  if "." in text else names.get(text, text))
                 doc = (ast.get_docstring(node) or "").strip().split("\n\n")[0].replace("\n", " ")
-                doc = re.split(r"(?<=[a-z)`])\. ", doc, maxsplit=1)[0].rstrip(".") + "."  # its first sentence
+                doc = re.split(r"(?<=[a-z)`])\. ", doc, maxsplit=1)[0].rstrip(".")  # its first sentence
+                clause = re.split(r"; | \(|: ", doc, maxsplit=1)[0]
+                doc = (clause if len(clause.split()) >= 5 else doc) + "."  # its first clause, when it says enough
                 found[f"{module}.{node.name}"] = (bases, doc)
 
     def defined(name: str) -> str:
