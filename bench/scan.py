@@ -28,7 +28,7 @@ from .registries import fresh_registry
 MiB = 1024 * 1024
 
 
-class _Counting:
+class CountingFile:
     """A file read by ranges, counting the bytes asked for."""
 
     def __init__(self, path: Path):
@@ -106,7 +106,7 @@ def local_rows(work: Path, size: int, repeat: int) -> list[str]:
         make(path, size)
         times, read, found = [], 0, []
         for _ in range(repeat):
-            content = _Counting(path)
+            content = CountingFile(path)
             start = time.perf_counter()
             kind, found = scan_content(name, content)
             times.append(time.perf_counter() - start)

@@ -26,25 +26,12 @@ import time
 from pathlib import Path
 
 from bench.registries import fresh_registry
-from bench.scan import MiB, gguf, npy, raw_pickle, safetensors, torch_zip
+from bench.scan import CountingFile, MiB, gguf, npy, raw_pickle, safetensors, torch_zip
 from bench.serve import REPO, base_env
 from bench.timedclient import load
 from bench.upstream import TOKEN, cpu_seconds, landed, start, stop, upload
-
-
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte, n = n & 0x7F, n >> 7
-        out.append(byte | (0x80 if n else 0))
-        if not n:
-            return bytes(out)
-
-
-def _field(number: int, value: bytes | int) -> bytes:
-    if isinstance(value, int):
-        return _varint(number << 3) + _varint(value)
-    return _varint(number << 3 | 2) + _varint(len(value)) + value
+from tests.support.attacks import protobuf_field as _field
+from tests.support.attacks import protobuf_varint as _varint
 
 
 def onnx(path: Path, size: int) -> None:
@@ -73,25 +60,6 @@ FORMATS = {"model.safetensors": safetensors, "model.gguf": gguf, "array.npy": np
            "pytorch_model.bin": torch_zip, "model.onnx": onnx, "model.pkl": raw_pickle}
 
 
-class _Counting:
-    """A local file read by ranges, counting the bytes asked for (what the scanner read)."""
-
-    def __init__(self, path: Path):
-        from ocibridge.scanning.content import LocalFile
-
-        self.inner = LocalFile(path)
-        self.size = self.inner.size
-        self.read_bytes = 0
-
-    def read(self, start: int = 0, end: int | None = None) -> bytes:
-        data = self.inner.read(start, end)
-        self.read_bytes += len(data)
-        return data
-
-    def close(self) -> None:
-        self.inner.close()
-
-
 def format_rows(work: Path, size: int, repeat: int) -> list[str]:
     from ocibridge.scanning.formats import scan_content
 
@@ -103,7 +71,7 @@ def format_rows(work: Path, size: int, repeat: int) -> list[str]:
         real = path.stat().st_size
         times, read, kind, flagged = [], 0, "", 0
         for _ in range(repeat):
-            content = _Counting(path)
+            content = CountingFile(path)
             t = time.perf_counter()
             kind, found = scan_content(name, content)
             times.append(time.perf_counter() - t)

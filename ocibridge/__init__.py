@@ -18,7 +18,7 @@ Fetch
 Sign
     ``sign``, ``verify``, ``verify_dir``, ``keygen``, ``attest``, ``provenance``, ``sbom``,
     ``check_policy``, ``verification`` (``SignOptions``, ``AttestOptions``, ``VerifyOptions``);
-    ``scan``, ``scan_path``, ``scan_reports``, ``rescan`` (a model's files judged by content, the
+    ``scan``, ``scan_path``, ``scan_reports``, ``rescan``, ``release_scan`` (a model's files judged by content, the
     report attached signed).
 Serve
     ``serve`` and ``create_app`` (the Hugging Face Hub API over registries; ``ServeOptions``,
@@ -77,7 +77,7 @@ _TABLE: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("api.signing", ("KeygenResult", "SignResult", "VerifiedSignature", "VerifyDirResult", "VerifyOptions",
                      "VerifyResult", "keygen", "sign", "verify", "verify_dir")),
     ("api.policy", ("PolicyVerdict", "RequirementCheck", "Verification", "check_policy", "verification")),
-    ("api.scan_ops", ("RescanResult", "ScanResult", "rescan", "scan", "scan_path", "scan_reports")),
+    ("api.scan_ops", ("RescanResult", "ScanResult", "release_scan", "rescan", "scan", "scan_path", "scan_reports")),
     ("api.k8s", ("k8s_check", "k8s_modelcar", "k8s_mount", "k8s_policy", "k8s_prewarm", "k8s_serve",
                  "k8s_validate", "k8s_volume")),
     ("api.k8s_mount", ("MountDaemonOptions", "k8s_mount_daemon")),
@@ -254,6 +254,7 @@ __all__ = [
     "pull",
     "pull_destination",
     "push",
+    "release_scan",
     "remove",
     "rescan",
     "resolve",

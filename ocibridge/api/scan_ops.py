@@ -117,8 +117,8 @@ def rescan(prefix: str, *, key: str | os.PathLike[str] | None = None, identity: 
 
 @closes_its_stores
 @closes_its_stores
-def release(reference: str | Locator, *, key: str | os.PathLike[str], identity: str | None = None,
-            transfer: TransferOptions | None = None, password: str | bytes | None = None) -> ScanResult:
+def release_scan(reference: str | Locator, *, key: str | os.PathLike[str], identity: str | None = None,
+                 transfer: TransferOptions | None = None, password: str | bytes | None = None) -> ScanResult:
     """Release the model ``reference`` names from ``serve --scan quarantine``: its newest report,
     flagged, attached again with the verdict ``released`` (findings kept), signed with ``key``.
     :class:`UsageError` when its newest report is not flagged: nothing to release."""

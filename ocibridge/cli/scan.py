@@ -31,7 +31,7 @@ def cmd_scan(args: argparse.Namespace) -> int:
     if args.release:
         if args.key is None or args.no_attach or args.path:
             raise UsageError("--release attaches a signed report: it takes REF and --key, not --path or --no-attach")
-        released = api.release(args.ref, key=args.key, identity=args.identity, transfer=transfer_options(args))
+        released = api.release_scan(args.ref, key=args.key, identity=args.identity, transfer=transfer_options(args))
         emit(args, released.as_dict(), f"{released.reference} ({released.digest}): released: {released.attached}")
         return 0
     if args.path:

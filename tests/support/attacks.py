@@ -74,7 +74,7 @@ def keras_lambda() -> bytes:
     return out.getvalue()
 
 
-def _varint(n: int) -> bytes:
+def protobuf_varint(n: int) -> bytes:
     out = bytearray()
     while True:
         byte, n = n & 0x7F, n >> 7
@@ -83,20 +83,22 @@ def _varint(n: int) -> bytes:
             return bytes(out)
 
 
-def _field(number: int, value: bytes | int) -> bytes:
+def protobuf_field(number: int, value: bytes | int) -> bytes:
     if isinstance(value, int):
-        return _varint(number << 3) + _varint(value)
-    return _varint(number << 3 | 2) + _varint(len(value)) + value
+        return protobuf_varint(number << 3) + protobuf_varint(value)
+    return protobuf_varint(number << 3 | 2) + protobuf_varint(len(value)) + value
 
 
 def onnx_external(location: str = "../../etc/passwd") -> bytes:
     """An ONNX ModelProto, protobuf by hand: ir_version 8, opset 17, a graph with one
     initializer whose data is external, at ``location``."""
-    entry = _field(1, b"location") + _field(2, location.encode())
-    tensor = _field(1, 4) + _field(2, 1) + _field(8, b"w") + _field(13, entry) + _field(14, 1)
-    node = _field(1, b"w") + _field(2, b"y") + _field(4, b"Identity")
-    graph = _field(1, node) + _field(2, b"g") + _field(5, tensor)
-    return _field(1, 8) + _field(8, _field(2, 17)) + _field(2, b"attacker") + _field(7, graph)
+    entry = protobuf_field(1, b"location") + protobuf_field(2, location.encode())
+    tensor = (protobuf_field(1, 4) + protobuf_field(2, 1) + protobuf_field(8, b"w") + protobuf_field(13, entry)
+              + protobuf_field(14, 1))
+    node = protobuf_field(1, b"w") + protobuf_field(2, b"y") + protobuf_field(4, b"Identity")
+    graph = protobuf_field(1, node) + protobuf_field(2, b"g") + protobuf_field(5, tensor)
+    return (protobuf_field(1, 8) + protobuf_field(8, protobuf_field(2, 17)) + protobuf_field(2, b"attacker")
+            + protobuf_field(7, graph))
 
 
 def lying_safetensors() -> bytes:
