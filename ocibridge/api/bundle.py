@@ -350,6 +350,7 @@ def load(bundle: str | os.PathLike[str], prefix: str | None = None, *, transfer:
     signatures = 0
     with opened(bundle) as (layout, entries):
         named = destinations_of(entries, prefix)
+        from ocibridge.scanning.policy import require_clean_scan
         from ocibridge.signing.use import check_before_use
 
         checked: list[Descriptor] = []
@@ -358,7 +359,8 @@ def load(bundle: str | os.PathLike[str], prefix: str | None = None, *, transfer:
             if desc.digest != entry.digest:
                 raise OcibridgeError(f"{bundle}: {entry.reference} is listed as {entry.digest}, "
                                      f"but its tag names {desc.digest}")
-            check_before_use(layout, desc, locate(entry.reference, Role.JOB), verify, entry.reference)
+            check_before_use(layout, desc, locate(entry.reference, Role.JOB), verify, entry.reference,
+                             clean_scan=require_clean_scan)
             checked.append(desc)
         located = [locate_destination(dest) for dest in named]  # before anything is written
         for desc, dest, place in zip(checked, named, located, strict=True):

@@ -189,6 +189,7 @@ def k8s_modelcar(
     from ocibridge.k8s.volume import pinned_reference
     from ocibridge.kinds.modelcar.from_any import build_from_any
     from ocibridge.places.locate import text_of
+    from ocibridge.scanning.policy import require_clean_scan
     from ocibridge.signing.coverage import Trusted
     from ocibridge.signing.use import check_before_use, refuse_before_opening
     from ocibridge.stores.registry.pull_secret import loopback_warnings, pull_secret
@@ -206,7 +207,7 @@ def k8s_modelcar(
     # the reference is resolved once: the image is built from the digest that was verified,
     # not from whatever the tag names by then (docs/security.md, "what is verified is used")
     source = t.store.resolve(t.reference)
-    check_before_use(t.store, source, located, verify, shown, trusts=Trusted.MANIFEST)
+    check_before_use(t.store, source, located, verify, shown, clean_scan=require_clean_scan, trusts=Trusted.MANIFEST)
     platforms = tuple(options.platforms) or None
     base = None
     if options.base:

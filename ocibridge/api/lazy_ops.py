@@ -166,10 +166,11 @@ def opened_model(ref: str | Locator, *, transfer: TransferOptions | None = None,
 
             model.trust_bound = covered
         if use is not None:
+            from ocibridge.scanning.policy import require_clean_scan
             from ocibridge.signing.use import check_before_use
 
             try:  # the digest read is the one checked, and the one every range is read from
-                check_before_use(store, model.descriptor, parsed, use, text_of(parsed))
+                check_before_use(store, model.descriptor, parsed, use, text_of(parsed), clean_scan=require_clean_scan)
             except BaseException:
                 model.close()
                 raise

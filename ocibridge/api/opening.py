@@ -129,8 +129,9 @@ def verified_digest(source: SourceTarget, policy: VerifyPolicy | UsePolicy | Non
 
 def _check(source: SourceTarget, policy: VerifyPolicy | UsePolicy | None, name: str, located: Locator | None,
            *, files_only: bool) -> CheckedUse:
+    from ocibridge.scanning.policy import require_clean_scan
     from ocibridge.signing.coverage import Trusted
     from ocibridge.signing.use import check_for_use
 
-    return check_for_use(source.store, source.reference, located, policy, name,
+    return check_for_use(source.store, source.reference, located, policy, name, clean_scan=require_clean_scan,
                          trusts=Trusted.FILES if files_only else Trusted.MANIFEST)

@@ -156,11 +156,13 @@ def _signed(decision: Decision, requirement: Requirement, subject: tuple[Any, De
             name: str) -> RequirementCheck:
     """A ``sigstoreSigned`` requirement checked as pull checks it (its refusal line, word for word)."""
     from ocibridge.errors import SignatureError
+    from ocibridge.scanning.policy import require_clean_scan
     from ocibridge.signing.policy_eval import evaluate
 
     store, desc = subject
     try:
-        (accepted,) = evaluate(dataclasses.replace(decision, requirements=(requirement,)), store, desc, name)
+        (accepted,) = evaluate(dataclasses.replace(decision, requirements=(requirement,)), store, desc, name,
+                               clean_scan=require_clean_scan)
     except SignatureError as e:
         return RequirementCheck(requirement.describe(), requirement.type, False, str(e))
     return RequirementCheck(requirement.describe(), requirement.type, True,

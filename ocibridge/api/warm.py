@@ -263,9 +263,11 @@ def _checked(store: Store, chosen: CacheArtifact, located: Locator, verify: Veri
              allow_unsigned: bool, name: str) -> bool:
     """The cache's signature verified under the policy and ``verify``'s keys (raises otherwise);
     whether anything was checked. Nothing asked a check: refused unless ``allow_unsigned``."""
+    from ocibridge.scanning.policy import require_clean_scan
     from ocibridge.signing.use import check_for_use
 
-    checked = check_for_use(store, chosen.desc, _cache_scope(located, chosen.desc.digest), verify, name)
+    checked = check_for_use(store, chosen.desc, _cache_scope(located, chosen.desc.digest), verify, name,
+                            clean_scan=require_clean_scan)
     if not checked.checked and not allow_unsigned:
         raise SignatureError(f"{name}: refused: a compile cache is code that runs, and nothing here asks its "
                              "signature (give --verify-key PUB or a policy that asks one; --allow-unsigned "

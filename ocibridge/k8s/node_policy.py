@@ -53,6 +53,7 @@ def node_policy(store: Store, reference: str, located: Locator, policy: Containe
         return NodePolicy("node policy: not evaluated: a node pulls from a registry, not from a layout")
     if policy is None:
         return NodePolicy(f"node policy: not evaluated (give the node's {SYSTEM_POLICY} with --node-policy FILE)")
+    from ocibridge.scanning.policy import require_clean_scan
     from ocibridge.signing.policy_eval import evaluate
     from ocibridge.signing.use import scope_of
 
@@ -61,7 +62,7 @@ def node_policy(store: Store, reference: str, located: Locator, policy: Containe
     if refused is not None:
         return refused
     try:
-        accepted = evaluate(decision, store, store.resolve(reference), shown)
+        accepted = evaluate(decision, store, store.resolve(reference), shown, clean_scan=require_clean_scan)
     except SignatureError as e:
         return NodePolicy(f"node policy {decision.where()}: CRI-O refuses the pull: {e}", refused=True)
     how = "; ".join(f"{v.form} signature by {v.signer}" for v in accepted) or "it accepts anything"

@@ -29,6 +29,7 @@ from ocibridge.oci.digest import is_digest
 from ocibridge.oci.mediatypes import Family, family_of_artifact
 from ocibridge.oci.models import Descriptor, Manifest, parse_manifest_bytes
 from ocibridge.oci.reference import check_tag
+from ocibridge.scanning.policy import require_clean_scan
 from ocibridge.signing.attach import companion_tags
 from ocibridge.signing.containers_policy import DockerName, Scope, docker_scope, oci_scope
 from ocibridge.signing.policy import Trusted, verify_before_use
@@ -173,7 +174,8 @@ class _Planner:
                 raise SignatureError("verify: Ollama sources carry no signatures")
             store, desc, src_ref = self._from_ollama(ref)
             read = desc
-            check_before_use(store, desc, None, UsePolicy(file=self.plan.policy_file), result.source)
+            check_before_use(store, desc, None, UsePolicy(file=self.plan.policy_file), result.source,
+                             clean_scan=require_clean_scan)
         else:
             store, original, reason = self._from_oci(ref)
             read = original
@@ -183,7 +185,7 @@ class _Planner:
             verify_before_use(self.src.store, original, self.plan.policy, name=result.source,
                               trusts=Trusted.MANIFEST)
             check_before_use(self.src.store, original, self._located(ref), UsePolicy(file=self.plan.policy_file),
-                             result.source, trusts=Trusted.MANIFEST)
+                             result.source, clean_scan=require_clean_scan, trusts=Trusted.MANIFEST)
             desc = self.view.convert(original) if store is self.view else original
             if self.to_family is not None:
                 store, desc = self._converted(original, result)

@@ -24,11 +24,15 @@ import posixpath
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ocibridge.core.hosts import canonical_host
 from ocibridge.errors import InvalidReference, SignatureError, UsageError
 from ocibridge.oci.reference import parse_registry_reference
+
+if TYPE_CHECKING:
+    from ocibridge.oci.models import Descriptor
+    from ocibridge.stores.base import Store
 
 ACCEPT = "insecureAcceptAnything"
 REJECT = "reject"
@@ -49,6 +53,14 @@ MAX_POLICY_BYTES = 4 << 20
 
 class PolicyFileError(UsageError):
     """The policy file cannot be read or is not a containers policy: one line naming it."""
+
+
+class CleanScanCheck(Protocol):
+    """How an ``ocibridgeCleanScan`` requirement is judged: by the scan reports of the files, which
+    the scanning layer reads (above this one), so whoever evaluates a policy is handed it."""
+
+    def __call__(self, store: Store, subject: Descriptor, requirement: Requirement, /) -> None:
+        """Return when the requirement holds; raise :class:`SignatureError` (one line: why) otherwise."""
 
 
 @dataclass(frozen=True)

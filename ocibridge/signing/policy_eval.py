@@ -25,7 +25,7 @@ from ocibridge.oci.models import Descriptor
 from ocibridge.signing import keys
 from ocibridge.signing.attach import find_signatures
 from ocibridge.signing.classic import SignatureLayer, signature_tag
-from ocibridge.signing.containers_policy import ACCEPT, CLEAN_SCAN, Decision, Requirement, Scope
+from ocibridge.signing.containers_policy import ACCEPT, CLEAN_SCAN, CleanScanCheck, Decision, Requirement, Scope
 from ocibridge.signing.payload import parse_simple_signing
 from ocibridge.signing.sigstorebundle import parse_bundle, statement_claims, verify_envelope
 from ocibridge.signing.verify import Verified, is_oms
@@ -35,10 +35,11 @@ SET_ANNOTATION = "dev.sigstore.cosign/bundle"
 Keys = list[tuple[str, keys.PublicKey]]
 
 
-def evaluate(decision: Decision, store: Store, subject: Descriptor, name: str) -> list[Verified]:
+def evaluate(decision: Decision, store: Store, subject: Descriptor, name: str, *,
+             clean_scan: CleanScanCheck) -> list[Verified]:
     """Every requirement of ``decision`` holds for ``subject`` (what was accepted, one per
-    ``sigstoreSigned``; ``ocibridgeCleanScan`` accepts no signature), or :class:`SignatureError`:
-    ``NAME: refused by the policy FILE (scope): why``."""
+    ``sigstoreSigned``; ``ocibridgeCleanScan``, judged by ``clean_scan``, accepts no signature),
+    or :class:`SignatureError`: ``NAME: refused by the policy FILE (scope): why``."""
     decision.refuse_early(name)
     accepted: list[Verified] = []
     for requirement in decision.requirements:
@@ -46,9 +47,7 @@ def evaluate(decision: Decision, store: Store, subject: Descriptor, name: str) -
             continue
         try:
             if requirement.type == CLEAN_SCAN:  # a judgement of the files, no signature of the artifact
-                from ocibridge.scanning.policy import require_clean_scan
-
-                require_clean_scan(store, subject, requirement)
+                clean_scan(store, subject, requirement)
                 continue
             accepted.append(sigstore_signed(store, subject, requirement, decision.scope))
         except SignatureError as e:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from ocibridge.signing.containers_policy import (
     ACCEPT,
     CLEAN_SCAN,
+    CleanScanCheck,
     Decision,
     DockerName,
     Scope,
@@ -108,19 +109,21 @@ def needs_checking(located: Locator | Scope | None, verify: VerifyPolicy | UsePo
 
 
 def check_before_use(store: Store, reference: str | Descriptor, located: Locator | Scope | None,
-                     verify: VerifyPolicy | UsePolicy | None, name: str, *, trusts: Trusted = Trusted.MANIFEST) -> str:
+                     verify: VerifyPolicy | UsePolicy | None, name: str, *, clean_scan: CleanScanCheck,
+                     trusts: Trusted = Trusted.MANIFEST) -> str:
     """Check then use: the policy file's requirements for ``located`` and the keys of
     ``verify`` (``--verify-key``) both hold for what ``reference`` names in ``store``. Returns
     what to use: the digest that was checked, or ``reference`` as given when nothing had to be
     (no keys, no policy file or one accepting anything: no request is made). ``trusts``: what
-    the caller relies on once the keys' signature verifies (signing/coverage.py).
+    the caller relies on once the keys' signature verifies (signing/coverage.py); ``clean_scan``:
+    the scanning layer's judge of an ``ocibridgeCleanScan`` requirement.
     Raises :class:`SignatureError` (one line, ``NAME: refused...``) before anything is written."""
-    return check_for_use(store, reference, located, verify, name, trusts=trusts).digest
+    return check_for_use(store, reference, located, verify, name, clean_scan=clean_scan, trusts=trusts).digest
 
 
 def check_for_use(store: Store, reference: str | Descriptor, located: Locator | Scope | None,
-                  verify: VerifyPolicy | UsePolicy | None, name: str, *, trusts: Trusted = Trusted.MANIFEST
-                  ) -> CheckedUse:
+                  verify: VerifyPolicy | UsePolicy | None, name: str, *, clean_scan: CleanScanCheck,
+                  trusts: Trusted = Trusted.MANIFEST) -> CheckedUse:
     """:func:`check_before_use`, saying also what the check vouches for beyond ``trusts``
     (a pull into a directory checks a layer by the manifest's chunk table only where a
     signature of the manifest vouched for it)."""
@@ -139,7 +142,7 @@ def check_for_use(store: Store, reference: str | Descriptor, located: Locator | 
     if decision is not None and not decision.accepts_anything:
         from ocibridge.signing.policy_eval import evaluate
 
-        vouched &= _policy_vouches(decision, evaluate(decision, store, desc, name))
+        vouched &= _policy_vouches(decision, evaluate(decision, store, desc, name, clean_scan=clean_scan))
     return CheckedUse(desc.digest, vouched)
 
 

@@ -15,6 +15,7 @@ import pytest
 
 from ocibridge.errors import SignatureError
 from ocibridge.oci.models import Descriptor
+from ocibridge.scanning.policy import require_clean_scan
 from ocibridge.signing.classic import signature_manifest, signature_tag
 from ocibridge.signing.containers_policy import DockerName, IdentityRule, PolicyFileError, docker_scope, oci_scope
 from ocibridge.signing.policy_eval import evaluate
@@ -224,7 +225,7 @@ def _judge(tmp_path, fixture: str, image: str, requirement: dict) -> None:
     store, subject = _layout_of(fixture, tmp_path)
     doc = {"default": [{"type": "reject"}], "transports": {"docker": {"": [requirement]}}}
     decision = parse_policy(json.dumps(doc).encode(), tmp_path / "p.json").decide(docker_scope(DockerName.parse(image)))
-    evaluate(decision, store, subject, image)
+    evaluate(decision, store, subject, image, clean_scan=require_clean_scan)
 
 
 def _key(path=COSIGN_PUB, identity="matchRepository", **more) -> dict:
@@ -305,7 +306,7 @@ def test_a_tampered_rekor_set_is_refused(tmp_path):
     decision = parse_policy(json.dumps(doc).encode(), tmp_path / "p.json").decide(
         docker_scope(DockerName.parse("192.168.64.2:5000/cosign-signed/key-1")))
     with pytest.raises(SignatureError, match="no Rekor SET"):
-        evaluate(decision, store, subject, "x")
+        evaluate(decision, store, subject, "x", clean_scan=require_clean_scan)
 
 
 def test_fulcio_requirements_are_refused_with_one_line(tmp_path):
@@ -315,4 +316,4 @@ def test_fulcio_requirements_are_refused_with_one_line(tmp_path):
     policy = parse_policy(json.dumps(doc).encode(), tmp_path / "p.json")
     decision = policy.decide(docker_scope(DockerName.parse(SINGLE)))
     with pytest.raises(SignatureError, match="fulcio and pki .* are not verified by ocibridge"):
-        evaluate(decision, store, subject, SINGLE)
+        evaluate(decision, store, subject, SINGLE, clean_scan=require_clean_scan)

@@ -394,12 +394,14 @@ class Catalog:
         if key in self._verified:
             return
         from ocibridge.errors import SignatureError
+        from ocibridge.scanning.policy import require_clean_scan
         from ocibridge.signing.coverage import Trusted  # not .policy: it loads cryptography (verify, keys)
         from ocibridge.signing.use import check_before_use
 
         located = repo.located(tag, top.digest)
         try:
-            check_before_use(repo.store, top, located, self.verify, repo.shown, trusts=Trusted.FILES)
+            check_before_use(repo.store, top, located, self.verify, repo.shown, clean_scan=require_clean_scan,
+                             trusts=Trusted.FILES)
         except SignatureError as e:
             from ocibridge.hubserver.repo.rules import refusing_rule
 
