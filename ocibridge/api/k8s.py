@@ -26,7 +26,6 @@ from ocibridge.api.k8s_types import (
     KubernetesDocuments,
     ModelCarImage,
     ModelCarOptions,
-    NodeFileText,
     PodOptions,
     PodRegistryAccess,
     PrewarmOptions,
@@ -143,7 +142,7 @@ def k8s_check(
         reference=shown, runtime=result.runtime.value, runtime_label=result.version.label,
         platform=result.platform, manifest=result.manifest.digest, kind=result.kind,
         will_mount=result.will_mount and not node.refused, node_policy=node.line, node_policy_refused=node.refused,
-        node_files=tuple(NodeFileText(f.path, f.content) for f in node.files),
+        node_files=node.files,
         reasons=tuple(reasons),
         warnings=tuple(result.warnings), layers=tuple(result.layers), layers_hidden=result.layers_hidden,
         sub_path=result.sub_path, diff_ids_verified=result.diff_ids_verified, tree=tuple(result.tree))

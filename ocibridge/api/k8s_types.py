@@ -13,6 +13,7 @@ from ocibridge.api.upstream_policy import UpstreamPolicyOptions
 from ocibridge.core.textlists import one_or_many as _as_texts
 
 if TYPE_CHECKING:
+    from ocibridge.k8s.registries_d import NodeFile
     from ocibridge.layers.apply import TreeEntry
 
 #: The runtime and node platform every call assumes unless told (the current CRI-O release).
@@ -208,14 +209,6 @@ class ModelCarImage:
 
 
 @dataclass(frozen=True)
-class NodeFileText:
-    """A file to write on every node: its path there and its whole content."""
-
-    path: str
-    content: str
-
-
-@dataclass(frozen=True)
 class VolumeCheck:
     """Whether ``runtime`` mounts the reference as an image volume, why not (``reasons``), what
     may surprise (``warnings``), what it does with each layer, the node policy's verdict, and
@@ -238,7 +231,7 @@ class VolumeCheck:
     diff_ids_verified: bool | None = None
     tree: tuple[TreeEntry, ...] = field(default=())
     #: files every node needs for its pull to pass (a registries.d file turning sigstore attachments on)
-    node_files: tuple[NodeFileText, ...] = field(default=())
+    node_files: tuple[NodeFile, ...] = field(default=())
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -257,7 +250,7 @@ class VolumeCheck:
             "layers": list(self.layers),
             "tree": [e.to_json() for e in self.tree],
             "nodePolicy": self.node_policy,
-            "nodeFiles": [{"path": f.path, "content": f.content} for f in self.node_files],
+            "nodeFiles": [f.as_dict() for f in self.node_files],
         }
 
 
