@@ -1,7 +1,7 @@
 """The package's import structure: layers that only look down, peers that never meet, no cycle.
 
     core <- oci <- stores <- transfer <- layers, chunks <- lazyread, model, cache <- places <- kinds <- signing
-        <- k8s | mirror | serve <- api <- cli
+        <- scanning, k8s | mirror | serve <- api <- cli
 
 Every package has one layer, and no module of it another (no exception: the test below says so).
 
@@ -49,9 +49,10 @@ LAYERS: dict[str, int] = {
     "ocibridge.kinds": 7,
     # 8: signatures: made, verified before use, carried by copies (a hook the copy is given)
     "ocibridge.signing": 8,
-    # 8: scanning a model's files by content, its reports as signed evidence, the clean-scan policy
-    # requirement the signing layer's policy evaluation asks it about (docs/scanning.md)
-    "ocibridge.scanning": 8,
+    # 9: scanning a model's files by content, its reports as signed evidence, and the judge of the
+    # clean-scan policy requirement, which the callers of the signing layer's policy evaluation hand it
+    # (docs/scanning.md): above signing, beside the peers that hand it on
+    "ocibridge.scanning": 9,
     # 9: peers on top of the kinds and signatures, which never import each other
     "ocibridge.k8s": 9, "ocibridge.mirror": 9, "ocibridge.hubserver": 9, "ocibridge.lazymount": 9,
     # 9: warm starts' compile caches: keyed, packed, kept beside the model, unpacked as untrusted input
