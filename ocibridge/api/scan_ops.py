@@ -131,6 +131,7 @@ def release_scan(reference: str | Locator, *, key: str | os.PathLike[str], ident
     from ocibridge.scanning.stored import attach_report, newest, stored_reports
 
     private = _private(key, password)
+    assert private is not None  # key is required
     located, target = open_located(reference, transfer, for_write=True).parts
     subject = target.store.resolve(target.reference)
     every = stored_reports(target.store, subject)
