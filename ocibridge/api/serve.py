@@ -311,10 +311,15 @@ def _upstream(options: ServeOptions, concurrency: int) -> UpstreamSettings | Non
 
     url = parse_public_url(options.upstream, "--upstream")
     assert url is not None
+    policy = options.upstream_policy()
+    if options.scan != "off" and not policy["scan"]:
+        # what serve lets in by a commit it lets in by the proxy as well: scanned before it is served
+        # (a flagged one refused: its first reader is being sent its bytes, none can be held back)
+        policy["scan"] = f"--scan {options.scan}"
     return UpstreamSettings(url, upstream_token(options.upstream_token_file), check_fresh(options.upstream_fresh),
                             concurrency=concurrency,
                             hub_cache=ModelCache().root.parent / "upstream-hub",  # beside serve's model cache
-                            **options.upstream_policy())
+                            **policy)
 
 
 def sweep_upstream(source: str, keep: float, *, dry_run: bool = True,
