@@ -356,6 +356,7 @@ def k8s_serve(
     writes the docker config Secret the pods read the registries with, from the stored login."""
     from pathlib import Path
 
+    from ocibridge.hubserver.quotas.quotafile import quotas_text
     from ocibridge.hubserver.repo.sources import RegistrySource, parse_sources
     from ocibridge.hubserver.server import GRACE, parse_public_url
     from ocibridge.k8s.node_mirrors import mirrors_of, settings_toml
@@ -385,7 +386,8 @@ def k8s_serve(
         ca_pem=read_ca_pem(Path(access.ca_file), "--ca-file") if access.ca_file else None,
         docker_config_secret=docker, image_pull_secrets=pull_secrets.names, cpu=options.cpu,
         memory=options.memory, grace=GRACE, service_type=options.service_type,
-        settings=settings_toml(found) if (found := mirrors_of(hosts)) else None, upstream=_serve_upstream(options))
+        settings=settings_toml(found) if (found := mirrors_of(hosts)) else None, upstream=_serve_upstream(options),
+        quotas=quotas_text(options.quotas) if options.quotas is not None else None)
     docs = objects(d)
     secret = None
     if pull_secrets.create:

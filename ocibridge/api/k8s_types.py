@@ -119,6 +119,7 @@ class K8sServeOptions(UpstreamPolicyOptions):
     upstream: str | None = None  # serve --upstream: a proxy of this Hub API (docs/serve.md)
     upstream_token_secret: str | None = None  # a Secret whose key 'token' is the token sent to it
     upstream_fresh: float | None = None  # --upstream-fresh (None: serve's default)
+    quotas: str | None = None  # serve --quotas: a TOML file here, read now and carried to the pods in a ConfigMap
 
 
 @dataclass(frozen=True)

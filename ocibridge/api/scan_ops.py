@@ -119,9 +119,11 @@ def rescan(prefix: str, *, key: str | os.PathLike[str] | None = None, identity: 
 @closes_its_stores
 def release_scan(reference: str | Locator, *, key: str | os.PathLike[str], identity: str | None = None,
                  transfer: TransferOptions | None = None, password: str | bytes | None = None) -> ScanResult:
-    """Release the model ``reference`` names from ``serve --scan quarantine``: its newest report,
-    flagged, attached again with the verdict ``released`` (findings kept), signed with ``key``.
-    :class:`UsageError` when its newest report is not flagged: nothing to release."""
+    """Release the model ``reference`` names from ``serve --scan quarantine``: its newest flagged
+    report attached again with the verdict ``released`` (findings kept), signed with ``key``. A
+    newer report not signed by ``key`` hides nothing (serve counts only the keys it trusts).
+    :class:`UsageError` when no report is flagged, or ``key`` released or cleared it since:
+    nothing to release."""
     from dataclasses import replace
 
     from ocibridge.scanning.files import now
@@ -129,11 +131,16 @@ def release_scan(reference: str | Locator, *, key: str | os.PathLike[str], ident
     from ocibridge.scanning.stored import attach_report, newest, stored_reports
 
     private = _private(key, password)
+    assert private is not None  # key is required
     located, target = open_located(reference, transfer, for_write=True).parts
     subject = target.store.resolve(target.reference)
-    found = newest(stored_reports(target.store, subject))
-    if found is None or found.report.verdict != FLAGGED:
-        verdict = "no scan report" if found is None else f"its newest scan report is {found.report.verdict}"
+    every = stored_reports(target.store, subject)
+    found = newest([r for r in every if r.report.verdict == FLAGGED])
+    mine = newest(stored_reports(target.store, subject, [("key", private.public_key())]))
+    if found is None or mine is not None and mine.report.verdict != FLAGGED \
+            and mine.report.scanned_at > found.report.scanned_at:
+        last = mine if found is not None else newest(every)
+        verdict = "no scan report" if last is None else f"its newest scan report is {last.report.verdict}"
         raise UsageError(f"{text_of(located)}: nothing to release: {verdict}")
     released = replace(found.report, scanned_at=now(), released=True)
     desc, _ = attach_report(target.store, subject, released, private, identity or _identity(located, target.store))

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from ocibridge.api.policy import Verification
     from ocibridge.hubserver.lifetimes.sweep import SweepReport
     from ocibridge.hubserver.repo.evidence import Evidence
+    from ocibridge.hubserver.repo.quarantined import TrustedKeys
     from ocibridge.hubserver.server import ServerSettings
     from ocibridge.hubserver.upstream.settings import UpstreamSettings
     from ocibridge.hubserver.web.compare import Diff
@@ -51,6 +52,7 @@ class ServeOptions(UpstreamPolicyOptions):
     token_file: str | None = None  # the file of those lines (read when tokens is empty), read again when it changes
     audit_log: str | None = None  # each write asked, landed or refused, as a JSON line here ("-": stdout; --audit-log)
     scan: str = "off"  # commits scanned before their branch moves, a flagged one refused or quarantined (--scan)
+    scan_verify_keys: tuple[str, ...] = ()  # public keys whose scan reports release a quarantined model
     metrics: bool = True  # GET /metrics in Prometheus' text format (--no-metrics: False)
     xet_min_size: int | None = XET_MIN_SIZE  # files from this size are offered over Xet; None: plain only
     public_url: str | None = None  # the URL clients reach serve at, for the URLs it hands out (--public-url)
@@ -177,6 +179,19 @@ def _evidence(sign: SignOptions | None, attest: AttestOptions | None, scan: str 
     return Evidence(**found)
 
 
+def _quarantine(options: ServeOptions, evidence: Evidence | None) -> TrustedKeys | None:
+    """``--scan quarantine``'s trusted keys (``--scan-verify-key``, and serve's own signing key);
+    None when serve does not quarantine."""
+    from ocibridge.hubserver.repo.quarantined import trusted_keys
+
+    if options.scan != "quarantine":
+        if options.scan_verify_keys:
+            raise UsageError("--scan-verify-key goes with --scan quarantine: the keys whose reports release a model")
+        return None
+    own = evidence.attest_key or evidence.sign_key if evidence is not None else None
+    return trusted_keys(options.scan_verify_keys, own)
+
+
 def _differ(transfer: TransferOptions) -> Diff:
     """What serve's compare pages show: ``ocibridge diff`` itself (:func:`ocibridge.api.browse.diff`),
     with serve's registry options, under the page's read budget, made in a child process
@@ -233,7 +248,7 @@ def _app(sources: str | Sequence[str | RegistryReference | LayoutReference], opt
         peers=tuple(url for url in (parse_public_url(p, "--peer") for p in options.peers) if url),
         compare_budget=options.compare_budget, lease=LeaseTimes.from_env(), quotas=options.quotas,
         upstream_max_size=options.upstream_max_size, upstream_quota_namespace=options.upstream_quota_namespace,
-        quarantine=options.scan == "quarantine")
+        quarantine=_quarantine(options, evidence))
     _check_quotas(options)
     parse_networks(options.trust_forwarded)
     if options.writer and options.peers:
@@ -296,10 +311,15 @@ def _upstream(options: ServeOptions, concurrency: int) -> UpstreamSettings | Non
 
     url = parse_public_url(options.upstream, "--upstream")
     assert url is not None
+    policy = options.upstream_policy()
+    if options.scan != "off" and not policy["scan"]:
+        # what serve lets in by a commit it lets in by the proxy as well: scanned before it is served
+        # (a flagged one refused: its first reader is being sent its bytes, none can be held back)
+        policy["scan"] = f"--scan {options.scan}"
     return UpstreamSettings(url, upstream_token(options.upstream_token_file), check_fresh(options.upstream_fresh),
                             concurrency=concurrency,
                             hub_cache=ModelCache().root.parent / "upstream-hub",  # beside serve's model cache
-                            **options.upstream_policy())
+                            **policy)
 
 
 def sweep_upstream(source: str, keep: float, *, dry_run: bool = True,

@@ -83,7 +83,8 @@ class UpstreamPolicyOptions:
     def upstream_policy(self) -> dict[str, Any]:
         """The policy as serve's ``UpstreamSettings`` takes it (its fields, without ``upstream_``)."""
         return {"allow": tuple(self.upstream_allow), "deny": tuple(self.upstream_deny),
-                "allow_pickle": self.upstream_allow_pickle, "scan": self.upstream_scan == "refuse",
+                "allow_pickle": self.upstream_allow_pickle,
+                "scan": "--upstream-scan" if self.upstream_scan == "refuse" else "",  # the flag that asked it
                 "licenses": tuple(self.upstream_licenses),
                 "refuse_files": tuple(self.upstream_refuse_files),
                 "allow_gated": tuple(self.upstream_allow_gated),

@@ -182,7 +182,7 @@ def cmd_k8s_serve(args: argparse.Namespace) -> int:
         service_type=args.service_type, cache_size=args.cache_size, cache_access_mode=args.cache_access_mode,
         storage_class=args.storage_class, token_secret=args.token_secret, default_tag=args.default_tag,
         public_url=args.public_url, cpu=args.cpu, memory=args.memory, upstream=args.upstream,
-        upstream_token_secret=args.upstream_token_secret, upstream_fresh=args.upstream_fresh,
+        upstream_token_secret=args.upstream_token_secret, upstream_fresh=args.upstream_fresh, quotas=args.quotas,
         **upstream_policy(args))
     access = api_k8s.PodRegistryAccess(plain_http=args.plain_http, insecure=args.insecure, ca_file=args.ca_file,
                                        docker_config_secret=args.docker_config_secret,
@@ -378,6 +378,9 @@ def _register_serve(ksub: Any) -> None:
     p.add_argument("--storage-class", metavar="CLASS", help="storage class of the cache's claim")
     p.add_argument("--token-secret", metavar="SECRET",
                    help="a Secret whose key 'tokens' holds the read tokens, one a line (serve --token-file)")
+    p.add_argument("--quotas", metavar="FILE",
+                   help="serve --quotas: each namespace's bytes and repositories (docs/quotas.md), a TOML file "
+                        "read here and carried to the pods in a ConfigMap NAME-quotas")
     add_default_tag_flag(p, default=None)
     p.add_argument("--public-url", metavar="URL",
                    help="the URL clients reach the Service at, when an Ingress ends TLS (serve --public-url)")

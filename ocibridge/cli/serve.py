@@ -30,7 +30,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     tokens = tuple(api_serve.read_tokens(args.token_file)) if args.token_file else ()
     budget = _size(args, "staging_budget", api_serve.ServeOptions.staging_budget)
     options = api_serve.ServeOptions(default_tag=args.default_tag, tokens=tokens, token_file=args.token_file,
-                                     audit_log=args.audit_log, scan=args.scan, metrics=not args.no_metrics,
+                                     audit_log=args.audit_log, scan=args.scan,
+                                     scan_verify_keys=tuple(args.scan_verify_key or ()), metrics=not args.no_metrics,
                                      xet_min_size=_xet_min(args),
                                      public_url=args.public_url, send_timeout=args.send_timeout,
                                      staging_budget=budget, staging_expiry=args.staging_expiry,
@@ -183,6 +184,10 @@ def register(command: CommandAdder) -> None:
                         "refuse one with a flagged file, the Hub's 400 naming file, finding and scanner, or "
                         "quarantine it: stored, read by its owners only until a clean scan releases it (needs "
                         "pip install 'ocibridge[scan]'; default off)")
+    g.add_argument("--scan-verify-key", action="append", metavar="PUB",
+                   help="with --scan quarantine: a scan report signed by this public key may release a model "
+                        "(repeatable; --sign-key's own reports count too); unsigned or other keys' reports decide "
+                        "nothing")
     g.add_argument("--sign-key", metavar="KEY",
                    help="sign every commit published, before its branch's tag moves (ECDSA P-256 PEM or a "
                         "cosign key file; its password in $COSIGN_PASSWORD): a commit that cannot be signed is refused")

@@ -124,7 +124,8 @@ class ServeApp:
         self.gate = Gate(settings.tokens, source=watched, missing=catalog.missing,  # TOKEN ... (access.py)
                          private=catalog.states.private, gated=catalog.states.gated, deleted=catalog.states.deleted,
                          accepted=catalog.states.accepted)
-        self.quarantine = QuarantineBook() if settings.quarantine else None  # --scan quarantine
+        # --scan quarantine: released by the reports its keys signed
+        self.quarantine = QuarantineBook(settings.quarantine) if settings.quarantine is not None else None
         self.audit = AuditLog(settings.audit_log)  # a JSON line per write (audit.py)
         self.xet = XetRoutes(self.model, blobs, ranges, signer=self.gate.xet, xet_min=settings.xet_min,
                              public_url=settings.public_url, still_reads=self.gate.still_reads)

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from ocibridge.hubserver.repo.arriving import CatalogFor
     from ocibridge.hubserver.repo.catalog import Catalog
     from ocibridge.hubserver.repo.publishing import Publishing
+    from ocibridge.hubserver.repo.quarantined import TrustedKeys
     from ocibridge.hubserver.web.compare import Diff
 
 #: seconds requests in flight get to finish after SIGTERM
@@ -68,7 +69,7 @@ class ServerSettings:
     quotas: str | None = None  # --quotas FILE (quotas/quotafile.py)
     upstream_max_size: int | None = None  # --upstream-max-size (quotas/ingests.py)
     upstream_quota_namespace: str | None = None  # --upstream-quota-namespace
-    quarantine: bool = False  # --scan quarantine
+    quarantine: TrustedKeys | None = None  # --scan quarantine: the keys whose scan reports release
 
     def for_routes(self) -> ServeSettings:
         """What the routes read, frozen: made once, handed to every route set as it is."""

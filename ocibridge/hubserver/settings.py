@@ -6,10 +6,14 @@ routes, so that the settings load no web framework."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ocibridge.hubserver import XET_MIN_SIZE
 from ocibridge.hubserver.replicas.leasetimes import LeaseTimes
 from ocibridge.hubserver.replicas.trusted import LOOPBACK
+
+if TYPE_CHECKING:
+    from ocibridge.hubserver.repo.quarantined import TrustedKeys
 
 #: files from this size are offered in parts: S3's largest single PUT (5 GiB), past which the
 #: Hub's own storage takes parts, so every client already sends them so (serve's --lfs-multipart-min)
@@ -45,7 +49,9 @@ class ServeSettings:
     quotas: str | None = None  # --quotas: bytes and repositories per namespace, watched (quotas/quotafile.py)
     upstream_max_size: int | None = None  # --upstream-max-size: one ingest never larger (quotas/ingests.py)
     upstream_quota_namespace: str | None = None  # --upstream-quota-namespace: whose quota ingests count against
-    quarantine: bool = False  # --scan quarantine: a flagged commit lands, read by its owners only (quarantined.py)
+    # --scan quarantine: a flagged commit lands, read by its owners only until a report these keys
+    # signed releases it (quarantined.py); None: off
+    quarantine: TrustedKeys | None = None
 
     def part_size_for(self, size: int) -> int | None:
         """The part size to offer an LFS upload of ``size`` bytes, or None: one PUT."""

@@ -44,6 +44,10 @@ TOKENS_KEY = "tokens"
 #: where the ``--upstream-token-secret`` Secret is mounted, and its key holding the upstream's token
 UPSTREAM_DIR = "/etc/ocibridge/upstream"
 UPSTREAM_KEY = "token"
+#: where the ``--quotas`` ConfigMap is mounted (a directory of its own, not a subPath: the kubelet
+#: swaps the file when the ConfigMap changes, and serve reads it again), and its key
+QUOTAS_DIR = "/etc/ocibridge-quotas"
+QUOTAS_KEY = "quotas.toml"
 #: The uid and gid of the Containerfile's image; fsGroup makes the cache volume writable to it.
 IMAGE_USER = 10001
 #: Seconds a pod keeps serving after it is told to stop, while the endpoints controller takes it
@@ -108,6 +112,7 @@ class ServeDeployment:
     writer: str | None = None  # a reader's --writer URL
     trust_forwarded: tuple[str, ...] = ()  # the writer's --trust-forwarded peers
     upstream: ServeUpstream | None = None  # a proxy of an upstream Hub (every replica asks it on a miss)
+    quotas: str | None = None  # the text of serve's --quotas file, in a ConfigMap NAME-quotas
 
     def cache_volume(self) -> str:
         """``ReadWriteOnce``, ``ReadWriteMany`` (a claim) or ``emptyDir`` (one per replica)."""
@@ -192,7 +197,7 @@ def _meta(d: ServeDeployment) -> dict[str, Any]:
 
 
 def _one_deployment(d: ServeDeployment, ca_map: str | None) -> list[dict[str, Any]]:
-    """[its PersistentVolumeClaim,] the Deployment of ``d`` and its Service."""
+    """[its PersistentVolumeClaim,] [its registries and quotas ConfigMaps,] the Deployment of ``d`` and its Service."""
     labels, meta = _labels(d), _meta(d)
     docs: list[dict[str, Any]] = []
     claim = None
@@ -206,6 +211,9 @@ def _one_deployment(d: ServeDeployment, ca_map: str | None) -> list[dict[str, An
     if d.settings is not None:
         docs.append({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {**meta, "name": f"{d.name}-registries"},
                      "data": {"registries.toml": d.settings}})
+    if d.quotas is not None:
+        docs.append({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {**meta, "name": f"{d.name}-quotas"},
+                     "data": {QUOTAS_KEY: d.quotas}})
     docs.append(_deployment(d, meta, labels, claim, ca_map))
     docs.append({"apiVersion": "v1", "kind": "Service", "metadata": meta, "spec": {
         "type": d.service_type, "selector": labels,
@@ -232,6 +240,8 @@ def serve_args(d: ServeDeployment) -> list[str]:
         args += ["--trust-forwarded", peers]
     if d.upstream is not None:
         args += d.upstream.args()
+    if d.quotas is not None:
+        args += ["--quotas", f"{QUOTAS_DIR}/{QUOTAS_KEY}"]
     return args
 
 
@@ -264,6 +274,9 @@ def _deployment(d: ServeDeployment, meta: dict[str, Any], labels: dict[str, str]
         volumes.append({"name": "upstream-token", "secret": {
             "secretName": d.upstream.token_secret, "items": [{"key": UPSTREAM_KEY, "path": UPSTREAM_KEY}]}})
         mounts.append({"name": "upstream-token", "mountPath": UPSTREAM_DIR, "readOnly": True})
+    if d.quotas is not None:
+        volumes.append({"name": "quotas", "configMap": {"name": f"{d.name}-quotas"}})
+        mounts.append({"name": "quotas", "mountPath": QUOTAS_DIR, "readOnly": True})
     requests = {"cpu": d.cpu, "memory": d.memory}
     if not claim:  # the scheduler places each replica on a node with room for its cache
         requests["ephemeral-storage"] = d.cache_size

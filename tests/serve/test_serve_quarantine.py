@@ -41,7 +41,8 @@ def xet_read(url: str, repo: str, token: str) -> httpx.Response:
 def test_a_flagged_commit_lands_quarantined_and_only_its_owners_read_it_until_released(
         tmp_path: Path, registry, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]):
     repo, payload = f"qa/quar-{uuid.uuid4().hex[:8]}", torch_zip()
-    sources = lambda host: [host, "--plain-http", "--scan", "quarantine"]  # noqa: E731
+    private, public = key_pair(tmp_path / "k")  # the owner's: serve trusts the reports it signs
+    sources = lambda host: [host, "--plain-http", "--scan", "quarantine", "--scan-verify-key", str(public)]  # noqa: E731
     with serve_over(registry, tmp_path, TOKENS, sources) as url:
         point_hub_at(monkeypatch, url, tmp_path / "hub")
         monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_DISABLE_XET", True)
@@ -74,7 +75,6 @@ def test_a_flagged_commit_lands_quarantined_and_only_its_owners_read_it_until_re
         assert blob_page(url, repo, "owner-token").status_code == 200
 
         # released by its owner: the flagged report again, verdict "released", signed with the scan key
-        private, _ = key_pair(tmp_path / "k")
         ref = f"{registry.host}/{repo}:latest"
         assert main(["scan", ref, "--key", str(private), "--release"]) == 0
         assert newest(stored_reports(store, subject)).report.verdict == "released"  # type: ignore[union-attr]

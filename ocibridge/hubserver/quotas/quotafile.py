@@ -131,17 +131,27 @@ def parse_quotas(text: str, where: str) -> QuotaRules:
 
 def read_quotas(path: str) -> QuotaRules:
     """The rules of the file at ``path``; :class:`UsageError` (one line) when it cannot be read or is not one."""
-    where = f"--quotas {path}"
+    return parse_quotas(_read_text(path, f"--quotas {path}"), f"--quotas {path}")
+
+
+def quotas_text(path: str) -> str:
+    """The text of the quotas file at ``path``, checked to be one (``k8s serve`` carries it to its
+    pods, which read it as serve does); :class:`UsageError` (one line) when it is not."""
+    text = _read_text(path, f"--quotas {path}")
+    parse_quotas(text, f"--quotas {path}")
+    return text
+
+
+def _read_text(path: str, where: str) -> str:
     try:
         with open(path, "rb") as f:
             data = f.read()
     except OSError as e:
         raise UsageError(f"{where}: {e.strerror or e}") from None
     try:
-        text = data.decode("utf-8")
+        return data.decode("utf-8")
     except UnicodeDecodeError:
         raise UsageError(f"{where}: not UTF-8 text") from None
-    return parse_quotas(text, where)
 
 
 class QuotaFile:

@@ -179,7 +179,7 @@ class Ingest:
         source = HubSource(hub_id(repo_id), settings.url, settings.token, None, repo_type=type_of(repo_id))
         return StreamedFetch(source, commit, settings.concurrency, settings.hub_cache or hub_cache(), self.hub,
                              settings.chunks, info, FilesDoor(settings),
-                             CommitScan(repo_id, commit) if settings.scan else None)
+                             CommitScan(repo_id, commit, settings.scan) if settings.scan else None)
 
     def _lead(self, key: tuple[str, str], flight: Flight, repo: Repository, repo_id: str, commit: str,
               revision: str) -> None:

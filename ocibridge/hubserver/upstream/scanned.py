@@ -1,4 +1,5 @@
-"""The proxy's content scan (``--upstream-scan refuse``): each fetched file, once whole and checked
+"""The proxy's content scan (``--upstream-scan refuse``, or serve's ``--scan refuse|quarantine``: a
+proxied model is scanned as a pushed one): each fetched file, once whole and checked
 and before its last byte reaches a reader, is scanned by ocibridge's scanner (:mod:`ocibridge.scanning`:
 pickles in any guise, NumPy object arrays, Keras Lambda layers, ONNX external data paths, lying
 safetensors and GGUF headers). A flagged file refuses its commit as the pickle rule does: nothing
@@ -26,8 +27,9 @@ class ScanFlagged(UpstreamRefused):
 class CommitScan:
     """One fetched commit's scan, file by file as each is whole (any order, any thread)."""
 
-    def __init__(self, repo_id: str, commit: str):
+    def __init__(self, repo_id: str, commit: str, flag: str = FLAG):
         self.repo_id, self.commit = repo_id, commit
+        self.flag = flag  # the flag that asked for the scan, named in a refusal
         self._lock = threading.Lock()
         self._files: dict[str, FileScan] = {}
         self._scanner: Scanner | None = None
@@ -43,7 +45,7 @@ class CommitScan:
         if not report.flagged:
             return None
         return ScanFlagged(f"{self.repo_id}@{self.commit}: not fetched from the upstream: {report.refusal()} "
-                           f"(refused by {FLAG})", FLAG)
+                           f"(refused by {self.flag})", self.flag)
 
     def report(self, subject: str) -> ScanReport | None:
         """The commit's report, every file scanned (None: no file was)."""

@@ -32,7 +32,10 @@ class UpstreamSettings:
     allow: tuple[str, ...] = ()  # repo id globs that may enter (none: every repository not denied)
     deny: tuple[str, ...] = ()  # repo id globs that may not
     allow_pickle: bool = False  # files of door.PICKLE patterns may enter
-    scan: bool = False  # each fetched file scanned by its content, a flagged one refusing its commit (scanned.py)
+    # each fetched file scanned by its content, a flagged one refusing its commit (scanned.py): the flag
+    # that asked it (--upstream-scan refuse, or serve's own --scan: a proxied model is scanned as a pushed
+    # one), named in the refusal; "": not scanned
+    scan: str = ""
     concurrency: int = 4  # files downloaded at once
     hub_cache: Path | None = None  # serve's own Hub cache the files pass through, emptied after each
     # fetch (None: huggingface_hub's cache, the operator's, left as it is)

@@ -39,6 +39,12 @@ class Card:
     html: str  # sanitized: safe to put in a page as it is
     problems: tuple[str, ...] = ()  # what the Hub's check says of the metadata, as the Hub's page shows it
 
+    @property
+    def gate_terms(self) -> str:
+        """The card's ``extra_gated_prompt``: what a gated repository asks its readers to accept
+        (the artifact's card metadata keeps only the Hub's listing fields, so the page reads it here)."""
+        return dict(self.front).get("extra_gated_prompt", "")
+
 
 def _text(value: Any) -> str:
     if isinstance(value, list):
