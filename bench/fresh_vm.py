@@ -53,6 +53,7 @@ class Row:
     figures: list[Target]
     parse: Callable[[str], dict[str, float]]
     needs: Callable[[], str | None] = lambda: None  # why the machine cannot run it (None: it can)
+    baseline: bool = False  # whether its bench runs another checkout's code in the same rounds
 
 
 @dataclass
@@ -145,15 +146,15 @@ def needs_hub() -> str | None:
 
 ROWS: list[Row] = [
     Row("pull", "bench.pull_row", lambda r, s: ["--repeat", str(r), "--size-mib", str(s)],
-        [("pull", 1.05, True)], parse_pull, needs_tools("curl", "openssl")),
+        [("pull", 1.05, True)], parse_pull, needs_tools("curl", "openssl"), baseline=True),
     Row("wire", "bench.shaped_wire", lambda r, s: ["--rows", "push", "pull", "--repeat", str(r), "--size-mib", str(s)],
         [("wire push", 1.05, True), ("wire pull", 1.05, True)], parse_wire, needs_shaping),
     Row("mount", "bench.mount", lambda r, s: ["--repeat", str(r), "--size", str(s)],
         [("mount", 0.9, False)], parse_mount, needs_fuse),
     Row("load", "bench.load_tensors", lambda r, s: ["--repeat", str(r), "--size", str(s)],
-        [("load", 0.6, True)], parse_load, needs_tools("curl")),
+        [("load", 0.6, True)], parse_load, needs_tools("curl"), baseline=True),
     Row("wire-load", "bench.shaped_wire", lambda r, s: ["--rows", "load", "--repeat", str(r), "--size-mib", str(s)],
-        [("wire load", 1.05, True)], parse_wire_load, needs_shaping),
+        [("wire load", 1.05, True)], parse_wire_load, needs_shaping, baseline=True),
     Row("publish", "bench.publish", lambda r, s: ["--sizes", str(s), "--repeat", str(r)],
         [("publish xet", 1.3, True), ("publish lfs", 1.2, True)], parse_publish, needs_hub),
 ]
@@ -195,13 +196,15 @@ def _meminfo_kib(key: str) -> int | None:
 
 
 # -- running ---------------------------------------------------------------------------------------
-def run_row(row: Row, repeat: int, size: int, logs: Path | None, label: str) -> tuple[dict[str, float], str | None]:
+def run_row(row: Row, repeat: int, size: int, logs: Path | None, label: str,
+            baseline: str | None = None) -> tuple[dict[str, float], str | None]:
     """The row's bench as a process, its output passed through as it comes; its figures, or why none."""
     why = row.needs()
     if why is not None:
         print(f"== {row.name}: skipped, {why}", flush=True)
         return {}, f"skipped: {why}"
-    command = [sys.executable, "-m", row.module, *row.args(repeat, size)]
+    command = [sys.executable, "-m", row.module, *row.args(repeat, size),
+               *(["--baseline", baseline] if baseline and row.baseline else [])]
     print(f"== {row.name}: {' '.join(command[1:])} ({machine_line()})", flush=True)
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     lines: list[str] = []
@@ -221,11 +224,12 @@ def run_row(row: Row, repeat: int, size: int, logs: Path | None, label: str) -> 
     return found, None
 
 
-def run_pass(rows: list[Row], repeat: int, size: int, logs: Path | None, label: str) -> Pass:
+def run_pass(rows: list[Row], repeat: int, size: int, logs: Path | None, label: str,
+             baseline: str | None = None) -> Pass:
     result = Pass(machine_line())
     print(f"# pass {label}: {result.machine}", flush=True)
     for row in rows:
-        found, problem = run_row(row, repeat, size, logs, label)
+        found, problem = run_row(row, repeat, size, logs, label, baseline)
         for name, _, _ in row.figures:
             result.figures[name] = found.get(name)
             if problem is not None and name not in found:
@@ -259,8 +263,8 @@ def section(argv: list[str], rows: list[Row], passes: list[tuple[str, Pass]]) ->
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO_ROOT, capture_output=True,
                             text=True, check=False).stdout.strip() or "?"
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-    return (f"\n## Fresh-machine rows (issue 108): `python -m bench.fresh_vm {' '.join(argv)}` (git {commit}, {when})\n\n"
-            f"{table(rows, passes)}\n")
+    command = f"python -m bench.fresh_vm {' '.join(argv)}".strip()
+    return f"\n## Fresh-machine rows (issue 108): `{command}` (git {commit}, {when})\n\n{table(rows, passes)}\n"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -272,6 +276,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="run every row again MIN minutes after the first pass began (e.g. 30)")
     p.add_argument("--rows", nargs="+", choices=[r.name for r in ROWS], default=[r.name for r in ROWS],
                    help="which rows (default: all, in the issue's order)")
+    p.add_argument("--baseline", default=None,
+                   help="another checkout whose code the pull and load rows run in the same rounds (in the logs)")
     p.add_argument("--logs", type=Path, default=None, help="keep each bench's output in a file in this folder")
     p.add_argument("--out", type=Path, default=None, help="write the closing section to this file too")
     p.add_argument("--write", action="store_true", help="append the closing section to docs/benchmarks.md")
@@ -281,14 +287,14 @@ def main(argv: list[str] | None = None) -> int:
                 "push gives a model from that size)")
     rows = [r for r in ROWS if r.name in args.rows]
     began = time.monotonic()
-    passes = [("first pass", run_pass(rows, args.repeat, args.size, args.logs, "first"))]
+    passes = [("first pass", run_pass(rows, args.repeat, args.size, args.logs, "first", args.baseline))]
     if args.again_after is not None:
         wait = began + args.again_after * 60 - time.monotonic()
         if wait > 0:
             print(f"# waiting {wait / 60:.1f} min for the second pass", flush=True)
             time.sleep(wait)
         passes.append((f"again ({args.again_after:g} min after)",
-                       run_pass(rows, args.repeat, args.size, args.logs, "again")))
+                       run_pass(rows, args.repeat, args.size, args.logs, "again", args.baseline)))
     text = section(sys.argv[1:] if argv is None else argv, rows, passes)
     print(text)
     if args.out is not None:

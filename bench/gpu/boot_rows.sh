@@ -13,6 +13,7 @@
 #   BASELINE=.whl/base OUT=$OUT bash bench/gpu/boot_rows.sh   # + another checkout's pull (and wire's load_tensors) in the same rounds
 #   WIRE_REPEAT=3 ...                                          # fewer rounds of the 1 Gbit/s row (9 s a GiB)
 #   AGAIN=30 OUT=$OUT taskset -c 0,1 bash bench/gpu/boot_rows.sh --rows fresh   # a 2-core VM's rows, twice
+#   FRESH_ROWS="pull mount load" ...                           # some of them (bench.fresh_vm --rows)
 #
 # On the device what the machine lacks is installed as bench/gpu/install.sh says; Debian's fuse3
 # and libfuse3-3 come as .debs in .whl/debs (unpacked into a folder of their own). Logs: $OUT/*.log.
@@ -57,7 +58,8 @@ for row in $rows; do
                                          ${BASELINE:+--baseline "$BASELINE"})
           echo "wire: tc $(command -v tc || echo missing), unshare $(command -v unshare || echo missing)" ;;
     fresh) module=bench.fresh_vm args=(--repeat "$repeat" --size "$size" --logs "$OUT/fresh" --out "$OUT/fresh.md"
-                                       ${AGAIN:+--again-after "$AGAIN"}) ;;
+                                       ${AGAIN:+--again-after "$AGAIN"} ${BASELINE:+--baseline "$BASELINE"}
+                                       ${FRESH_ROWS:+--rows $FRESH_ROWS}) ;;
     start) module=bench.load_start args=(--repeat "$repeat" ${BASELINE:+--baseline "$BASELINE"}) ;;
     *) echo "boot_rows.sh: unknown row $row" >&2; exit 2 ;;
   esac
