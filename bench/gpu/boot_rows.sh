@@ -37,7 +37,7 @@ started=$(date +%s)
 if [ -z "$local" ]; then
   set -e
   source bench/gpu/install.sh
-  fuse=$scratch/fuse
+  fuse=$scratch/fuse && mkdir -p "$fuse"  # (no .debs: an empty folder, the mount row skipped)
   for deb in .whl/debs/*.deb; do [ -e "$deb" ] && dpkg -x "$deb" "$fuse"; done
   lib=$(find "$fuse" -name libfuse3.so.3 | head -n 1)  # bookworm: /lib/x86_64-linux-gnu
   [ -z "$lib" ] || export FUSE_LIBRARY_PATH=$lib
