@@ -260,11 +260,20 @@ def table(rows: list[Row], passes: list[tuple[str, Pass]]) -> str:
 
 
 def section(argv: list[str], rows: list[Row], passes: list[tuple[str, Pass]]) -> str:
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO_ROOT, capture_output=True,
-                            text=True, check=False).stdout.strip() or "?"
+    commit = checkout_commit()
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     command = f"python -m bench.fresh_vm {' '.join(argv)}".strip()
     return f"\n## Fresh-machine rows (issue 108): `{command}` (git {commit}, {when})\n\n{table(rows, passes)}\n"
+
+
+def checkout_commit() -> str:
+    """This checkout's commit; "not a git checkout" for a copy of the tree inside another repository's
+    folder (the device machines get such a copy: git would name the enclosing repository's commit)."""
+    top = subprocess.run(["git", "rev-parse", "--show-toplevel", "--short", "HEAD"], cwd=REPO_ROOT,
+                         capture_output=True, text=True, check=False).stdout.split()
+    if len(top) != 2 or Path(top[0]).resolve() != REPO_ROOT:
+        return "not a git checkout"
+    return top[1]
 
 
 def main(argv: list[str] | None = None) -> int:
