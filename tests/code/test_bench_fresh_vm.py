@@ -65,3 +65,21 @@ def test_the_table_says_which_targets_each_pass_met() -> None:
     assert "| the mount's sequential read ÷ pull (throughput) | 0.95× | 0.49× | ≥ 0.9× | yes, no |" in lines
     assert "| publish through serve ÷ `ocibridge push`, Xet | 1.20× | 1.31× | ≤ 1.3× | yes, no |" in lines
     assert "| publish through serve ÷ `ocibridge push`, LFS | failed: exit 1 | 1.10× | ≤ 1.2× | –, yes |" in lines
+
+
+def test_two_passes_end_in_one_table_written_where_asked(monkeypatch: pytest.MonkeyPatch, tmp_path, capsys) -> None:
+    monkeypatch.setattr(fresh_vm.os, "geteuid", lambda: 1000)  # the wire rows skip themselves at once
+    benchmarks = tmp_path / "benchmarks.md"
+    benchmarks.write_text("# Benchmarks\n")
+    monkeypatch.setattr(fresh_vm, "BENCHMARKS", benchmarks)
+    out = tmp_path / "fresh.md"
+    assert fresh_vm.main(["--rows", "wire", "wire-load", "--again-after", "0", "--out", str(out), "--write"]) == 0
+    section = out.read_text()
+    assert "| row | first pass | again (0 min after) | target | met |" in section
+    assert "| pull on a 1 Gbit/s shaped wire ÷ curl | skipped: needs root (unshare -n, tc) | skipped: needs root " \
+           "(unshare -n, tc) | ≤ 1.05× | –, – |" in section
+    assert section.count("CPUs (") == 2  # each pass names the machine as it began
+    assert benchmarks.read_text() == "# Benchmarks\n" + section
+    assert section in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        fresh_vm.main(["--size", "32"])  # under the chunk table's size: refused before anything runs
