@@ -3,6 +3,10 @@ machine cannot run skipped with the reason, and the closing table's verdicts."""
 
 from __future__ import annotations
 
+import os
+import shutil
+from pathlib import Path
+
 import pytest
 
 from bench import fresh_vm
@@ -45,9 +49,9 @@ def test_an_output_without_the_figure_gives_none() -> None:
 
 
 def test_a_row_the_machine_cannot_run_is_skipped_with_why(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(fresh_vm.os, "geteuid", lambda: 1000)
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
     assert fresh_vm.needs_shaping() == "needs root (unshare -n, tc)"
-    monkeypatch.setattr(fresh_vm.shutil, "which", lambda name: None)
+    monkeypatch.setattr(shutil, "which", lambda name: None)
     assert fresh_vm.needs_tools("curl", "openssl")() == "no curl, openssl on PATH"
     rows = [r for r in fresh_vm.ROWS if r.name == "wire"]
     result = fresh_vm.run_pass(rows, 1, 8, None, "first")
@@ -67,8 +71,9 @@ def test_the_table_says_which_targets_each_pass_met() -> None:
     assert "| publish through serve ÷ `ocibridge push`, LFS | failed: exit 1 | 1.10× | ≤ 1.2× | –, yes |" in lines
 
 
-def test_two_passes_end_in_one_table_written_where_asked(monkeypatch: pytest.MonkeyPatch, tmp_path, capsys) -> None:
-    monkeypatch.setattr(fresh_vm.os, "geteuid", lambda: 1000)  # the wire rows skip themselves at once
+def test_two_passes_end_in_one_table_written_where_asked(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)  # the wire rows skip themselves at once
     benchmarks = tmp_path / "benchmarks.md"
     benchmarks.write_text("# Benchmarks\n")
     monkeypatch.setattr(fresh_vm, "BENCHMARKS", benchmarks)
