@@ -10,6 +10,7 @@ from ocibridge.api.lazy_ops import LazyModel, opened_model
 from ocibridge.api.missing import explaining_missing
 from ocibridge.api.options import TransferOptions
 from ocibridge.chunks.chunktable import DEFAULT_THRESHOLD
+from ocibridge.core.capacity import cpu_workers
 from ocibridge.errors import OcibridgeError
 from ocibridge.lazyread.framework_choice import framework_named
 from ocibridge.lazyread.model import Warn, warn_stderr
@@ -25,6 +26,15 @@ if TYPE_CHECKING:
 WORKING_SET = 256 * 1024 * 1024
 #: the largest shard index read (DeepSeek-V3's is 9 MB)
 MAX_INDEX = 64 * 1024 * 1024
+#: the fewest requests in flight by default: one is received while another's chunks are checked
+MIN_REQUESTS = 2
+
+
+def default_requests() -> int:
+    """Requests in flight when the caller names none: CONCURRENCY, or one per CPU this process may
+    use where it has fewer (each request's thread receives and checks its own chunks: on two CPUs,
+    four of them only took turns, with more system time)."""
+    return max(MIN_REQUESTS, cpu_workers(CONCURRENCY))
 
 
 @explaining_missing  # a name the registry lacks: its nearest names, as pull says them
@@ -41,7 +51,7 @@ def iter_tensors(ref: str | Locator, *, files: str | tuple[str, ...] | list[str]
     Otherwise as :func:`load_tensors`."""
     chosen = (files,) if isinstance(files, str) else tuple(files) if files is not None else None
     engine = framework_named(framework, device)  # (a missing framework: said before any request)
-    requests = concurrency or (transfer.parts_in_flight if transfer is not None else None) or CONCURRENCY
+    requests = concurrency or (transfer.parts_in_flight if transfer is not None else None) or default_requests()
     model = opened_model(ref, transfer=transfer, verify=verify, warn=warn, cache=False, pool_size=requests,
                          through_cache=through_cache)
     try:
@@ -62,7 +72,8 @@ def load_tensors(ref: str | Locator, *, files: str | tuple[str, ...] | list[str]
     arrays (``framework="torch"``: torch tensors, on ``device`` if given), read from the
     registry straight into their memory and never written to disk. ``files``: globs choosing
     the files (default: those a shard index names, else every ``*.safetensors``).
-    ``concurrency`` Range requests in flight (default ``transfer.parts_in_flight``, else 4),
+    ``concurrency`` Range requests in flight (default ``transfer.parts_in_flight``, else 4, or one
+    per CPU this process may use where it has fewer, 2 at least),
     of ``transfer.part_size`` bytes (default 32 MiB). Every chunk is checked against the
     chunk table as it lands (a file without one: against its digest, once all of it is in);
     a wrong one raises :class:`~ocibridge.lazyread.tensorload.TensorMismatch` naming the file

@@ -18,6 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from ocibridge.core.capacity import cpu_workers
 from ocibridge.core.limits import read_small_file
 from ocibridge.errors import SignatureError
 from ocibridge.oci.digest import sha256_file as digest_file
@@ -37,6 +38,8 @@ from ocibridge.signing.verify import Verified, VerifyPolicy, verify_oms_signatur
 
 #: A sigstore bundle of a large model lists many files; it is still far from this.
 MAX_OMS_SIGNATURE_BYTES = 64 << 20
+#: files hashed at once at most (fewer where this process has fewer CPUs)
+HASHING_AT_ONCE = 8
 
 
 def read_signature(path: Path) -> bytes:
@@ -75,9 +78,10 @@ def _raise(error: OSError) -> None:
 def hash_files(root: Path, names: list[str], hashing: Hashing = SHA256_FILES,
                workers: int | None = None) -> dict[str, str]:
     """The resources (name -> hex digest, as ``hashing`` says) of the files ``names`` under
-    ``root``, hashed in a pool (hashlib and blake3 release the GIL)."""
+    ``root``, hashed in a pool (hashlib and blake3 release the GIL) of a thread per CPU this
+    process may use: more only take turns on the same cores."""
     hasher_factory(hashing.hash_type)  # a missing blake3 is one line, before any file is opened
-    workers = workers or min(8, (os.cpu_count() or 1) * 2)
+    workers = workers or cpu_workers(HASHING_AT_ONCE)
     try:
         with ThreadPoolExecutor(max_workers=workers) as pool:
             parts = pool.map(lambda rel: _hash_one(root / rel, rel, hashing), names)

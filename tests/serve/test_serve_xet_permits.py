@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import io
 
+import pytest
 from starlette.requests import Request
 
 from ocibridge.hubserver.signer import Signer
@@ -75,14 +76,19 @@ def test_stalled_xorb_bodies_give_their_permits_back(tmp_path, monkeypatch):
     assert {merkle.hex_of(merkle.from_hex(n) or b"") for _, n in stalled_bodies} <= kept
 
 
-def test_received_bodies_are_written_on_a_few_threads_at_most(tmp_path, monkeypatch):
+@pytest.mark.parametrize("cpus", [16, 2])
+def test_received_bodies_are_written_on_a_few_threads_at_most(tmp_path, monkeypatch, cpus):
     """Every xorb body read at once used to be written and checked on a thread of its own: a
     thread a body (13 over a 4 GiB upload), each keeping memory of its own. At most
-    WRITING_AT_ONCE write at once now; the others wait their turn and are all kept."""
+    WRITING_AT_ONCE write at once now, and no more than the CPUs serve may use; the others
+    wait their turn and are all kept."""
     import threading
     import time
 
+    from ocibridge.core import capacity
     from ocibridge.hubserver.xet import upload as upload_module
+
+    monkeypatch.setattr(capacity, "_affinity", lambda: set(range(cpus)))
 
     real, lock = upload_module._take, threading.Lock()
     now, most, threads = [0], [0], set()
@@ -112,6 +118,6 @@ def test_received_bodies_are_written_on_a_few_threads_at_most(tmp_path, monkeypa
 
     assert asyncio.run(main()) == [200] * len(bodies)
     # some at once, never more than the bound, which is below the bodies one writer may read at once
-    assert 2 <= most[0] <= upload_module.WRITING_AT_ONCE < upload_module.RECEIVING_SHARE
+    assert 2 <= most[0] <= min(cpus, upload_module.WRITING_AT_ONCE) < upload_module.RECEIVING_SHARE
     kept = {p.name for p in (tmp_path / "staging" / "xorbs").iterdir()}
     assert {merkle.hex_of(merkle.from_hex(n) or b"") for _, n in bodies} <= kept

@@ -34,6 +34,7 @@ import anyio.to_thread
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from ocibridge.core.capacity import cpu_workers
 from ocibridge.errors import DigestMismatch
 from ocibridge.hubserver.answers import error, requested_repo
 from ocibridge.hubserver.guard import BODY_LIMIT, BODY_READ, DIVERT, Divert, Shares
@@ -81,7 +82,7 @@ RECEIVING_SHARE = 8
 #: threads writing and checking received bodies at once, over every upload: each thread serve
 #: starts keeps memory of its own (its malloc arena), and more than a few on these cores only
 #: wait for each other; without a bound there was one a body being read (13 threads and +10 MiB
-#: of peak RSS over a 4 GiB upload)
+#: of peak RSS over a 4 GiB upload); fewer where this process has fewer CPUs (the checks are CPU work)
 WRITING_AT_ONCE = 4
 _T = TypeVar("_T")
 
@@ -117,7 +118,7 @@ class XetUpload:
     async def _written(self, out: BinaryIO, pieces: list[bytes], check: XorbCheck | None) -> None:
         """Write (and check) ``pieces`` on one of at most :data:`WRITING_AT_ONCE` threads."""
         if self._writing is None:
-            self._writing = anyio.CapacityLimiter(WRITING_AT_ONCE)
+            self._writing = anyio.CapacityLimiter(cpu_workers(WRITING_AT_ONCE))
         await anyio.to_thread.run_sync(_take, out, pieces, check, limiter=self._writing)
 
     def close(self) -> None:
@@ -177,7 +178,7 @@ class XetUpload:
         """:meth:`_receive` with the body taken from the protocol as it is parsed (:mod:`.diverted`);
         -1 when the protocol does not divert it (read it as ASGI messages then)."""
         if self._writers is None:
-            self._writers = ThreadPoolExecutor(WRITING_AT_ONCE, thread_name_prefix="xorb-writer")
+            self._writers = ThreadPoolExecutor(cpu_workers(WRITING_AT_ONCE), thread_name_prefix="xorb-writer")
         with os.fdopen(os.dup(fd), "wb") as out:
             await permit.take()
             body = DivertedBody(out, check, self._writers, limit=limit, guard_limit=request.scope.get(BODY_LIMIT),
