@@ -7,6 +7,7 @@ import ast
 from pathlib import Path
 
 import pytest
+from support.pysource import docstring_ids
 
 from ocibridge.core import environment
 
@@ -15,24 +16,13 @@ PACKAGE = ROOT / "ocibridge"
 HOME = PACKAGE / "core" / "environment.py"
 
 
-def _docstrings(tree: ast.AST) -> set[int]:
-    """ids of the string constants that are docstrings (a module's, class's or function's)."""
-    found = set()
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
-            first = node.body[0]
-            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
-                found.add(id(first.value))
-    return found
-
-
 def test_variables_are_named_in_one_module_only():
     outside = []
     for path in sorted(PACKAGE.rglob("*.py")):
         if path == HOME:
             continue
         tree = ast.parse(path.read_text())
-        docs = _docstrings(tree)
+        docs = docstring_ids(tree)
         outside += [f"{path.relative_to(ROOT)}:{node.lineno}" for node in ast.walk(tree)
                     if isinstance(node, ast.Constant) and isinstance(node.value, str)
                     and "OCIBRIDGE_" in node.value and id(node) not in docs]

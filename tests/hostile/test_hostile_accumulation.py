@@ -15,9 +15,10 @@ import pytest
 
 from ocibridge.kinds.buildfile import MAX_BUILD_FILE
 from ocibridge.stores.indexfile import MAX_INDEX_BYTES
-from tests.hostile.test_hostile_servers import _send, hostile  # noqa: F401 - the fixture
+from tests.hostile.test_hostile_servers import hostile  # noqa: F401 - the fixture
 from tests.hostile_run import CLI_SECONDS, RSS_BOUND_MB, run_cli, snapshot, sparse
 from tests.support.data import data
+from tests.support.tiny_http import send as _send
 
 BUNDLE = data("signing", "bundle")
 CONFORMANCE_ID = ("https://github.com/sigstore-conformance/extremely-dangerous-public-oidc-beacon/"

@@ -19,7 +19,8 @@ import pytest
 from ocibridge.errors import RegistryError
 from ocibridge.stores.registry.bodies import ERROR_BODY_BYTES, read_bounded, read_prefix
 from tests.hostile import test_hostile_servers as _servers
-from tests.hostile.test_hostile_servers import _one_error_line, _send, ocibridge
+from tests.hostile.test_hostile_servers import _one_error_line, ocibridge
+from tests.support.tiny_http import send as _send
 
 hostile = _servers.hostile  # the loopback misbehaving-registry fixture, shared
 
@@ -68,14 +69,19 @@ def test_a_nested_gzip_bomb_never_expands_in_memory(hostile, reader: str) -> Non
     assert peak < 8 << 20, peak
 
 
+def _manifest_head(h) -> None:
+    """A HEAD of the tag answered as a registry would: a manifest of DIGEST."""
+    h.send_response(200)
+    h.send_header("Content-Length", "100")
+    h.send_header("Content-Type", "application/vnd.oci.image.manifest.v1+json")
+    h.send_header("Docker-Content-Digest", DIGEST)
+    h.end_headers()
+
+
 def test_a_404_manifest_with_a_bomb_is_one_line(hostile) -> None:
     def answer(h) -> None:
         if h.command == "HEAD":  # the tag resolves; the GET of the manifest is the hostile one
-            h.send_response(200)
-            h.send_header("Content-Length", "100")
-            h.send_header("Content-Type", "application/vnd.oci.image.manifest.v1+json")
-            h.send_header("Docker-Content-Digest", DIGEST)
-            h.end_headers()
+            _manifest_head(h)
             return
         _send(h, 404, NESTED_BOMB, {"Content-Encoding": "gzip, gzip"})
 
@@ -96,11 +102,7 @@ def test_a_body_that_does_not_decode_is_a_decoding_error(hostile) -> None:
 def test_a_manifest_that_is_a_nested_gzip_bomb_is_refused_at_the_manifest_cap(hostile) -> None:
     def answer(h) -> None:
         if h.command == "HEAD":
-            h.send_response(200)
-            h.send_header("Content-Length", "100")
-            h.send_header("Content-Type", "application/vnd.oci.image.manifest.v1+json")
-            h.send_header("Docker-Content-Digest", DIGEST)
-            h.end_headers()
+            _manifest_head(h)
             return
         _send(h, 200, NESTED_BOMB, {"Content-Encoding": "gzip, gzip",
                                     "Content-Type": "application/vnd.oci.image.manifest.v1+json"})

@@ -9,58 +9,35 @@ import http.server
 import os
 import subprocess
 import sys
-import threading
 from collections.abc import Callable, Iterator
 
 import pytest
+from support.tiny_http import Answer, TinyServer, send
 
 from ocibridge.core.httpheaders import header_int
 
-Handler = Callable[[http.server.BaseHTTPRequestHandler], None]
 
-
-class HostileRegistry:
+class HostileRegistry(TinyServer):
     """A loopback HTTP server answering /v2/ with 200 and everything else with ``answer``."""
 
-    def __init__(self, answer: Handler) -> None:
-        outer = self
-
-        class _Handler(http.server.BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-            def do_GET(self) -> None:
-                outer.paths.append(self.path)
-                if self.path == "/v2/":
-                    self.send_response(200)
-                    self.send_header("Content-Length", "0")
-                    self.end_headers()
-                    return
-                answer(self)
-
-            do_HEAD = do_GET
-
+    def __init__(self, answer: Answer) -> None:
         self.paths: list[str] = []
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-        self.thread.start()
 
-    @property
-    def host(self) -> str:
-        return f"127.0.0.1:{self.server.server_address[1]}"
+        def route(handler: http.server.BaseHTTPRequestHandler) -> None:
+            self.paths.append(handler.path)
+            if handler.path == "/v2/":
+                send(handler, 200, b"")
+            else:
+                answer(handler)
 
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        super().__init__(route)
 
 
 @pytest.fixture
-def hostile() -> Iterator[Callable[[Handler], HostileRegistry]]:
+def hostile() -> Iterator[Callable[[Answer], HostileRegistry]]:
     servers: list[HostileRegistry] = []
 
-    def start(answer: Handler) -> HostileRegistry:
+    def start(answer: Answer) -> HostileRegistry:
         servers.append(HostileRegistry(answer))
         return servers[-1]
 
@@ -75,17 +52,6 @@ def ocibridge(*args: str, env: dict[str, str] | None = None) -> tuple[int, str, 
     return proc.returncode, proc.stdout, proc.stderr
 
 
-def _send(handler: http.server.BaseHTTPRequestHandler, status: int, body: bytes,
-          headers: dict[str, str] | None = None) -> None:
-    handler.send_response(status)
-    for name, value in (headers or {}).items():
-        handler.send_header(name, value)
-    handler.send_header("Content-Length", str(len(body)))
-    handler.end_headers()
-    if handler.command != "HEAD":
-        handler.wfile.write(body)
-
-
 def _one_error_line(code: int, err: str) -> str:
     assert code == 1, err
     assert "Traceback" not in err
@@ -96,7 +62,7 @@ def _one_error_line(code: int, err: str) -> str:
 
 def test_a_tag_list_larger_than_the_cap_is_refused(hostile) -> None:
     tags = b'{"name":"m","tags":[' + b",".join(b'"t%06d"' % i for i in range(200_000)) + b"]}"
-    server = hostile(lambda h: _send(h, 200, tags, {"Content-Type": "application/json"}))
+    server = hostile(lambda h: send(h, 200, tags, {"Content-Type": "application/json"}))
     code, _, err = ocibridge("tags", f"{server.host}/m", env={"OCIBRIDGE_MAX_RESPONSE_BYTES": "1048576"})
     line = _one_error_line(code, err)
     assert "answer larger than 1048576 bytes, refused" in line and "OCIBRIDGE_MAX_RESPONSE_BYTES" in line
@@ -107,14 +73,14 @@ def test_a_tag_list_larger_than_the_cap_is_refused(hostile) -> None:
 def test_a_gzip_bomb_is_capped_by_its_decoded_size(hostile) -> None:
     bomb = gzip.compress(b"\0" * (64 << 20), compresslevel=9)  # 64 MiB of zeros in ~64 KiB
     assert len(bomb) < 100_000
-    server = hostile(lambda h: _send(h, 200, bomb, {"Content-Type": "application/json", "Content-Encoding": "gzip"}))
+    server = hostile(lambda h: send(h, 200, bomb, {"Content-Type": "application/json", "Content-Encoding": "gzip"}))
     code, _, err = ocibridge("tags", f"{server.host}/m")
     assert "answer larger than 16777216 bytes, refused" in _one_error_line(code, err)
 
 
 def test_an_error_body_without_bounds_is_capped(hostile) -> None:
     # Retry-After: 0: the client's 5 retries of the 500 (each body capped) without its backoff's ~8 s
-    server = hostile(lambda h: _send(h, 500, b"x" * (3 << 20), {"Retry-After": "0"}))
+    server = hostile(lambda h: send(h, 500, b"x" * (3 << 20), {"Retry-After": "0"}))
     code, _, err = ocibridge("tags", f"{server.host}/m", env={"OCIBRIDGE_MAX_RESPONSE_BYTES": "1048576"})
     assert "larger than 1048576 bytes" in _one_error_line(code, err)
 
@@ -122,13 +88,13 @@ def test_an_error_body_without_bounds_is_capped(hostile) -> None:
 @pytest.mark.parametrize("realm", ["http://[::1", "ftp://auth.example/token", "no scheme at all", ""])
 def test_a_realm_that_does_not_parse_is_one_line(hostile, realm: str) -> None:
     challenge = f'Bearer realm="{realm}",service="x"'
-    server = hostile(lambda h: _send(h, 401, b"{}", {"WWW-Authenticate": challenge}))
+    server = hostile(lambda h: send(h, 401, b"{}", {"WWW-Authenticate": challenge}))
     code, _, err = ocibridge("tags", f"{server.host}/m")
     assert "is not an http(s) URL" in _one_error_line(code, err)
 
 
 def test_400_stacked_content_encodings_are_one_line(hostile) -> None:
-    server = hostile(lambda h: _send(h, 200, b"not gzip at all", {"Content-Encoding": ", ".join(["gzip"] * 400)}))
+    server = hostile(lambda h: send(h, 200, b"not gzip at all", {"Content-Encoding": ", ".join(["gzip"] * 400)}))
     code, _, err = ocibridge("tags", f"{server.host}/m")
     _one_error_line(code, err)
 
@@ -146,7 +112,7 @@ def test_retry_after_in_superscript_digits_is_ignored_not_a_crash(hostile) -> No
     answers = iter([429, 404])
 
     def answer(h: http.server.BaseHTTPRequestHandler) -> None:
-        _send(h, next(answers, 404), b"", {"Retry-After": "\u00b2"})
+        send(h, next(answers, 404), b"", {"Retry-After": "\u00b2"})
 
     server = hostile(answer)
     code, _, err = ocibridge("tags", f"{server.host}/m")
@@ -157,7 +123,7 @@ def test_retry_after_in_superscript_digits_is_ignored_not_a_crash(hostile) -> No
 def test_a_newline_in_a_registry_error_message_prints_no_line_of_its_own(hostile) -> None:
     """A server's error text could otherwise forge a line ('pulled ... into DIR') after ours."""
     body = b'{"errors":[{"code":"DENIED","message":"no\\npulled sha256:0 into /home: 1 files"}]}'
-    server = hostile(lambda h: _send(h, 403, body, {"Content-Type": "application/json"}))
+    server = hostile(lambda h: send(h, 403, body, {"Content-Type": "application/json"}))
     code, _, err = ocibridge("tags", f"{server.host}/m")
     line = _one_error_line(code, err)
     assert "DENIED: no pulled sha256:0 into /home: 1 files" in line

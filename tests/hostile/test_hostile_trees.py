@@ -43,19 +43,34 @@ def snapshot(root: Path) -> dict[str, tuple[str, bytes | str]]:
 
 def _artifact(root: Path, layers: list[bytes], media_type: str = WEIGHT_TAR) -> str:
     """A ModelPack artifact whose weight layers are the given tars: what a hostile push holds."""
+    return titled_artifact(root, [(media_type, data, None) for data in layers])
+
+
+def titled_artifact(root: Path, layers: list[tuple[str, bytes, str | None]]) -> str:
+    """A layout holding one artifact whose layers are (media type, bytes, title or None)."""
     layout = LayoutStore(root, create=True)
     config = json.dumps({"descriptor": {"name": "x"}, "config": {},
                          "modelfs": {"type": "layers", "diffIds": []}}).encode()
     config_desc = Descriptor.for_bytes(CONFIG, config)
     layout.push_blob(config_desc, io.BytesIO(config))
     descs = []
-    for data in layers:
+    for media_type, data, title in layers:
         desc = Descriptor.for_bytes(media_type, data)
+        if title is not None:
+            desc = desc.model_copy(update={"annotations": {"org.opencontainers.image.title": title}})
         layout.push_blob(desc, io.BytesIO(data))
         descs.append(desc)
     manifest = Manifest(artifactType=ARTIFACT, config=config_desc, layers=descs).to_json_bytes()
     layout.push_manifest(Descriptor.for_bytes(OCI_MANIFEST, manifest), manifest, "v1")
     return f"oci:{root}:v1"
+
+
+def _around(tmp_path: Path) -> Path:
+    """A folder with a neighbour's file in it, where mounts go: it must survive them."""
+    around = tmp_path / "around"
+    around.mkdir()
+    (around / "neighbour.txt").write_text("must survive")
+    return around
 
 
 def _pull(capsys, ref: str, dest: Path, *flags: str) -> tuple[int, str]:
@@ -109,9 +124,7 @@ def test_k8s_keeps_link_chains_as_the_runtimes_do(tmp_path, entries) -> None:
     """containerd and containers/storage keep symlinks as written (tests/k8s/test_k8s_runtimes.py):
     check warns, mount writes each link verbatim and never follows one while writing."""
     layout = _image(tmp_path, [_tar(entries)])
-    around = tmp_path / "around"
-    around.mkdir()
-    (around / "neighbour.txt").write_text("must survive")
+    around = _around(tmp_path)
     for runtime in ("containerd", "cri-o"):
         result = check(layout, "v1", runtime)
         assert result.will_mount, result.reasons
@@ -156,9 +169,7 @@ WHITEOUTS_THROUGH_LINKS = {
 def test_hostile_whiteouts_delete_nothing(tmp_path, entries) -> None:
     lower = _tar([("victim", "file", b"v"), ("sub", "dir", b""), ("sub/keep", "file", b"k")])
     layout = _image(tmp_path, [lower, _tar(entries)])
-    around = tmp_path / "around"
-    around.mkdir()
-    (around / "neighbour.txt").write_text("must survive")
+    around = _around(tmp_path)
     before = snapshot(around)
     for runtime in ("containerd", "cri-o"):
         result = check(layout, "v1", runtime)
@@ -172,9 +183,7 @@ def test_hostile_whiteouts_delete_nothing(tmp_path, entries) -> None:
 def test_whiteouts_through_a_link_stay_in_the_image(tmp_path, entries, left) -> None:
     lower = _tar([("victim", "file", b"v"), ("sub", "dir", b""), ("sub/keep", "file", b"k")])
     layout = _image(tmp_path, [lower, _tar(entries)])
-    around = tmp_path / "around"
-    around.mkdir()
-    (around / "neighbour.txt").write_text("must survive")
+    around = _around(tmp_path)
     for runtime in ("containerd", "cri-o"):
         result = check(layout, "v1", runtime)
         assert result.will_mount, result.reasons

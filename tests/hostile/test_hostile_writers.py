@@ -10,7 +10,6 @@ Each test snapshots the folder around the target (issue 13, classes 3 and 7)."""
 
 from __future__ import annotations
 
-import io
 import json
 from pathlib import Path
 
@@ -18,36 +17,13 @@ import pytest
 
 from ocibridge.cli import main
 from ocibridge.kinds.carton import format_manifest
-from ocibridge.oci.mediatypes import OCI_MANIFEST
-from ocibridge.oci.models import Descriptor, Manifest
-from ocibridge.stores.layout import LayoutStore
 from tests.hostile.test_hostile_trees import snapshot
+from tests.hostile.test_hostile_trees import titled_artifact as _artifact
 from tests.k8s.test_k8s import _tar
 from tests.kinds.test_carton import TOML, sha
 
 RAW = "application/vnd.cnai.model.weight.v1.raw"
 TAR = "application/vnd.cnai.model.weight.v1.tar"
-CONFIG = "application/vnd.cnai.model.config.v1+json"
-ARTIFACT = "application/vnd.cnai.model.manifest.v1+json"
-
-
-def _artifact(root: Path, layers: list[tuple[str, bytes, str | None]]) -> str:
-    """A layout holding one artifact whose layers are (media type, bytes, title or None)."""
-    layout = LayoutStore(root, create=True)
-    config = json.dumps({"descriptor": {"name": "x"}, "config": {},
-                         "modelfs": {"type": "layers", "diffIds": []}}).encode()
-    config_desc = Descriptor.for_bytes(CONFIG, config)
-    layout.push_blob(config_desc, io.BytesIO(config))
-    descs = []
-    for media_type, data, title in layers:
-        desc = Descriptor.for_bytes(media_type, data)
-        if title is not None:
-            desc = desc.model_copy(update={"annotations": {"org.opencontainers.image.title": title}})
-        layout.push_blob(desc, io.BytesIO(data))
-        descs.append(desc)
-    manifest = Manifest(artifactType=ARTIFACT, config=config_desc, layers=descs).to_json_bytes()
-    layout.push_manifest(Descriptor.for_bytes(OCI_MANIFEST, manifest), manifest, "v1")
-    return f"oci:{root}:v1"
 
 
 def test_a_staged_file_named_like_a_backup_keeps_its_own_content(tmp_path, capsys) -> None:

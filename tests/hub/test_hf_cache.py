@@ -37,13 +37,19 @@ def git_sha1(data: bytes) -> str:
     return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
 
 
-def test_a_pulled_model_is_found_by_repo_id_offline(tmp_path, capsys, hub, registry, unique_repo):
-    from transformers import AutoConfig, AutoTokenizer
-
+def _pushed_bert(tmp_path, capsys, registry, unique_repo) -> tuple[Path, str]:
+    """(a small BERT model's folder, the registry reference it was pushed to)."""
     src = make_bert_model(tmp_path / "src")
     ref = f"{registry.host}/{unique_repo}:v1"
     assert main(["push", str(src), ref, "-q"]) == 0
     capsys.readouterr()
+    return src, ref
+
+
+def test_a_pulled_model_is_found_by_repo_id_offline(tmp_path, capsys, hub, registry, unique_repo):
+    from transformers import AutoConfig, AutoTokenizer
+
+    src, ref = _pushed_bert(tmp_path, capsys, registry, unique_repo)
     assert main(["pull", ref, "hf:acme/tiny", "--json"]) == 0
     pulled = json.loads(capsys.readouterr().out)
     assert pulled["format"] == "hf"
@@ -135,10 +141,7 @@ def test_hub_cache_source_mistakes_are_one_line(tmp_path, capsys, hub, source, w
 def test_path_hf_lays_the_snapshot_out_in_the_hub_cache_too(tmp_path, capsys, hub, registry, unique_repo):
     from transformers import AutoConfig
 
-    src = make_bert_model(tmp_path / "src")
-    ref = f"{registry.host}/{unique_repo}:v1"
-    assert main(["push", str(src), ref, "-q"]) == 0
-    capsys.readouterr()
+    src, ref = _pushed_bert(tmp_path, capsys, registry, unique_repo)
     assert main(["path", ref, "--hf", "acme/via-path"]) == 0
     snapshot = Path(capsys.readouterr().out.strip())
     where = Path(huggingface_hub.snapshot_download("acme/via-path", local_files_only=True))

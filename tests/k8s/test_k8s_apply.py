@@ -15,26 +15,17 @@ from pathlib import Path
 
 import pytest
 import yaml
-from kubernetes.client import ApiClient
 
 from ocibridge.cli import main
 from ocibridge.stores.registry.pull_secret import is_loopback
 from tests.modelgen import make_model
-from tests.support.kubeapi import kubectl_dry_run
+from tests.support.kubeapi import checked_documents
 
-KINDS = {"Pod": "V1Pod", "Secret": "V1Secret", "ConfigMap": "V1ConfigMap", "Job": "V1Job"}
+KINDS = {"Pod", "Secret", "ConfigMap", "Job"}
 
 
 def k8s_checked(tmp_path: Path, text: str) -> list[dict]:
-    """The documents of ``text``, each checked by the client's model and all by kubectl."""
-    docs = [d for d in yaml.safe_load_all(text) if d is not None]
-    client = ApiClient()
-    for doc in docs:
-        model = client.deserialize(json.dumps(doc), KINDS[doc["kind"]], "application/json")
-        assert client.sanitize_for_serialization(model) == doc
-    out = kubectl_dry_run(tmp_path, text)
-    assert out.count("created (dry run)") == len(docs), out
-    return docs
+    return checked_documents(tmp_path, text, KINDS)
 
 
 @pytest.fixture

@@ -5,36 +5,22 @@ to the same dict) and ``kubectl apply --dry-run=client`` (tests/support/kubeapi.
 from __future__ import annotations
 
 import base64
-import io
 import json
 from pathlib import Path
 
 import pytest
-import yaml
-from kubernetes.client import ApiClient
 
 from ocibridge.cli import main
+from tests.k8s.test_k8s_apply import _login, own_credentials  # noqa: F401 - a fixture used by name
 from tests.modelgen import make_model
-from tests.support.kubeapi import kubectl_dry_run
+from tests.support.cli_run import digest_of
+from tests.support.kubeapi import checked_documents
 
-KINDS = {"DaemonSet": "V1DaemonSet", "Secret": "V1Secret"}
+KINDS = {"DaemonSet", "Secret"}
 
 
 def k8s_checked(tmp_path: Path, text: str) -> list[dict]:
-    docs = [d for d in yaml.safe_load_all(text) if d is not None]
-    client = ApiClient()
-    for doc in docs:
-        model = client.deserialize(json.dumps(doc), KINDS[doc["kind"]], "application/json")
-        assert client.sanitize_for_serialization(model) == doc
-    out = kubectl_dry_run(tmp_path, text)
-    assert out.count("created (dry run)") == len(docs), out
-    return docs
-
-
-def digest_of(capsys, ref: str) -> str:
-    capsys.readouterr()
-    assert main(["resolve", ref]) == 0
-    return capsys.readouterr().out.split()[-1]
+    return checked_documents(tmp_path, text, KINDS)
 
 
 @pytest.fixture
@@ -119,18 +105,9 @@ def test_refusals(tmp_path, capsys, models):
         assert message in err and "Traceback" not in err, err
 
 
-@pytest.fixture
-def own_credentials(tmp_path, monkeypatch):
-    monkeypatch.setenv("DOCKER_CONFIG", str(tmp_path / "docker"))
-    monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    monkeypatch.delenv("REGISTRY_AUTH_FILE", raising=False)
-    monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)
-
-
-def test_pull_secret_from_the_stored_login(tmp_path, capsys, monkeypatch, own_credentials, auth_registry,
-                                           unique_repo):
-    monkeypatch.setattr("sys.stdin", io.StringIO(auth_registry.password + "\n"))
-    assert main(["login", auth_registry.host, "-u", auth_registry.username, "--password-stdin"]) == 0
+@pytest.mark.usefixtures("own_credentials")
+def test_pull_secret_from_the_stored_login(tmp_path, capsys, monkeypatch, auth_registry, unique_repo):
+    _login(monkeypatch, auth_registry)
     ref = f"{auth_registry.host}/{unique_repo}:v1"
     assert main(["push", str(make_model(tmp_path / "m")), ref, "-q", "--media-types", "cncf"]) == 0
     capsys.readouterr()

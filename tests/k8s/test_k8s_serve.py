@@ -17,18 +17,15 @@ from pathlib import Path
 
 import httpx
 import pytest
-import yaml
-from kubernetes.client import ApiClient
 
 from ocibridge.cli import main
 from tests.k8s.test_k8s_apply import _login, _pem, own_credentials  # noqa: F401 - a fixture used by name
 from tests.modelgen import make_bert_model
 from tests.serve.test_serve_cli import free_port
-from tests.support.kubeapi import kubectl_dry_run
+from tests.support.kubeapi import checked_documents
 
 ROOT = Path(__file__).resolve().parents[2]
-KINDS = {"Secret": "V1Secret", "ConfigMap": "V1ConfigMap", "PersistentVolumeClaim": "V1PersistentVolumeClaim",
-         "Deployment": "V1Deployment", "Service": "V1Service", "NetworkPolicy": "V1NetworkPolicy"}
+KINDS = {"Secret", "ConfigMap", "PersistentVolumeClaim", "Deployment", "Service", "NetworkPolicy"}
 
 
 def checked(tmp_path: Path, text: str) -> dict[str, dict]:
@@ -40,15 +37,7 @@ def checked(tmp_path: Path, text: str) -> dict[str, dict]:
 
 
 def checked_list(tmp_path: Path, text: str) -> list[dict]:
-    """The documents of ``text``, each checked by the client's model and all by kubectl."""
-    docs = [d for d in yaml.safe_load_all(text) if d is not None]
-    client = ApiClient()
-    for doc in docs:
-        model = client.deserialize(json.dumps(doc), KINDS[doc["kind"]], "application/json")
-        assert client.sanitize_for_serialization(model) == doc
-    out = kubectl_dry_run(tmp_path, text)
-    assert out.count("created (dry run)") == len(docs), out
-    return docs
+    return checked_documents(tmp_path, text, KINDS)
 
 
 def _pod(docs: dict[str, dict]) -> dict:

@@ -13,13 +13,11 @@ import tarfile
 from pathlib import Path
 
 import pytest
-from test_carton import TOML, sha
-from test_carton_bad import _fails
+from test_carton import TOML
+from test_carton_bad import _fails, _linked_carton
 
 from ocibridge.errors import OcibridgeError, UnsafePath
 from ocibridge.k8s import mount
-from ocibridge.kinds.carton import format_manifest
-from ocibridge.kinds.carton.zipwrite import ZipWriter
 from tests.hostile.test_hostile_trees import _artifact, _pull, snapshot
 from tests.k8s.test_k8s import _image, _tar
 
@@ -66,16 +64,8 @@ def test_k8s_mount_refuses_hard_links_that_leave_the_layer(tmp_path, entries) ->
 
 
 def test_a_carton_chain_of_symlinks_that_leaves_model_is_refused(tmp_path) -> None:
-    path = tmp_path / "s.carton"
-    manifest = {"carton.toml": sha(TOML), "model/x": sha(b"x"), "model/link1": sha(b"x"), "model/link2": sha(b"x")}
-    with open(path, "wb") as out:
-        zw = ZipWriter(out)
-        zw.add("carton.toml", iter([TOML]))
-        zw.add("model/x", iter([b"x"]))
-        zw.add_symlink("model/link1", "link2")
-        zw.add_symlink("model/link2", "../../outside")
-        zw.add("MANIFEST", iter([format_manifest(manifest)]), method=0)
-        zw.close()
+    path = _linked_carton(tmp_path / "s.carton", {"carton.toml": TOML, "model/x": b"x"},
+                          {"model/link1": "link2", "model/link2": "../../outside"})
     _fails(path, tmp_path, UnsafePath, "points outside model/")
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from signing_keys import key_pair
+from support.cli_run import digest_of
 
 from ocibridge.cli import main
 
@@ -23,12 +24,6 @@ def _model(root: Path, name: str, weights: bytes) -> Path:
     (model / "weights.bin").write_bytes(weights)
     (model / "config.json").write_text(json.dumps({"name": name}))
     return model
-
-
-def _digest_of(capsys, ref: str) -> str:
-    capsys.readouterr()
-    assert main(["resolve", ref]) == 0
-    return capsys.readouterr().out.split()[-1]
 
 
 @pytest.fixture
@@ -63,7 +58,7 @@ def test_save_is_reproducible_and_load_keeps_names_digests_and_signatures(
     assert loaded["signatures"] >= 2  # each model's signature came along
     for ref, entry in zip(refs, listed, strict=True):
         moved = f"{prefix}/{ref.split('/', 1)[1]}"
-        assert _digest_of(capsys, moved) == entry["digest"]
+        assert digest_of(capsys, moved) == entry["digest"]
         capsys.readouterr()
         assert main(["verify", moved, "--key", str(pub)]) == 0  # the signature verifies there
 

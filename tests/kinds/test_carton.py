@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 import zstandard
+from support.noise import noise
 
 from ocibridge.kinds.carton import (
     ANNOTATION_MODEL_HASH,
@@ -61,15 +62,6 @@ runner_compat_version = 1
 # -- helpers shared with test_carton_bad.py ------------------------------------------------------
 def sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
-
-
-def noise(n: int, seed: int = 0) -> bytes:
-    out = bytearray()
-    block = seed.to_bytes(4, "big")
-    while len(out) < n:
-        block = hashlib.sha256(block).digest()
-        out += block
-    return bytes(out[:n])
 
 
 def make_carton(

@@ -58,6 +58,21 @@ def _raw_zip(path: Path, entries: list[tuple[str, bytes]], manifest: dict[str, s
         zw.close()
 
 
+def _linked_carton(path: Path, files: dict[str, bytes], symlinks: dict[str, str]) -> Path:
+    """``files``, then ``symlinks`` (link: target), and a MANIFEST listing each link with the
+    hash of b"x": the links are what is under test."""
+    manifest = {**{n: sha(d) for n, d in files.items()}, **{link: sha(b"x") for link in symlinks}}
+    with open(path, "wb") as out:
+        zw = ZipWriter(out)
+        for name, data in files.items():
+            zw.add(name, iter([data]))
+        for link, target in symlinks.items():
+            zw.add_symlink(link, target)
+        zw.add("MANIFEST", iter([format_manifest(manifest)]), method=0)
+        zw.close()
+    return path
+
+
 def _fails(path: Path, tmp_path: Path, error: type[Exception], match: str, **kw) -> None:
     """Pushing ``path`` raises ``error`` matching ``match``; the layout stays unpublished."""
     layout = tmp_path / "layout"
@@ -125,46 +140,20 @@ def test_path_escapes(name: str, tmp_path: Path) -> None:
     [("model/l", "../../etc/passwd"), ("model/l", "/etc/passwd"), ("model/l", "../carton.toml"), ("misc/l", "x")],
 )
 def test_symlinks_outside_model(link: str, target: str, tmp_path: Path) -> None:
-    path = tmp_path / "s.carton"
-    manifest = {"carton.toml": sha(TOML), "model/x": sha(b"x"), link: sha(b"x")}
-    with open(path, "wb") as out:
-        zw = ZipWriter(out)
-        zw.add("carton.toml", iter([TOML]))
-        zw.add("model/x", iter([b"x"]))
-        zw.add_symlink(link, target)
-        zw.add("MANIFEST", iter([format_manifest(manifest)]), method=0)
-        zw.close()
+    path = _linked_carton(tmp_path / "s.carton", {"carton.toml": TOML, "model/x": b"x"}, {link: target})
     _fails(path, tmp_path, UnsafePath, "outside model/")
 
 
 def test_symlink_chain_that_leaves_model_through_another_link(tmp_path: Path) -> None:
     """model/d/a -> .. is harmless, and model/d/b -> a/../x reads as model/d/x lexically (a file
     MANIFEST lists with that hash); followed through a, it is x at the archive root: refused."""
-    path = tmp_path / "s.carton"
-    manifest = {"carton.toml": sha(TOML), "model/d/x": sha(b"x"), "x": sha(b"x"),
-                "model/d/a": sha(b"x"), "model/d/b": sha(b"x")}
-    with open(path, "wb") as out:
-        zw = ZipWriter(out)
-        zw.add("carton.toml", iter([TOML]))
-        zw.add("model/d/x", iter([b"x"]))
-        zw.add("x", iter([b"x"]))
-        zw.add_symlink("model/d/a", "..")
-        zw.add_symlink("model/d/b", "a/../x")
-        zw.add("MANIFEST", iter([format_manifest(manifest)]), method=0)
-        zw.close()
+    path = _linked_carton(tmp_path / "s.carton", {"carton.toml": TOML, "model/d/x": b"x", "x": b"x"},
+                          {"model/d/a": "..", "model/d/b": "a/../x"})
     _fails(path, tmp_path, UnsafePath, "symlink 'model/d/a' → '..' points outside model/")
 
 
 def test_symlink_loop(tmp_path: Path) -> None:
-    path = tmp_path / "s.carton"
-    manifest = {"carton.toml": sha(TOML), "model/a": sha(b"x"), "model/b": sha(b"x")}
-    with open(path, "wb") as out:
-        zw = ZipWriter(out)
-        zw.add("carton.toml", iter([TOML]))
-        zw.add_symlink("model/a", "b")
-        zw.add_symlink("model/b", "a")
-        zw.add("MANIFEST", iter([format_manifest(manifest)]), method=0)
-        zw.close()
+    path = _linked_carton(tmp_path / "s.carton", {"carton.toml": TOML}, {"model/a": "b", "model/b": "a"})
     _fails(path, tmp_path, CartonError, "loop")
 
 
@@ -255,15 +244,22 @@ def test_malformed_manifest(text: bytes, tmp_path: Path) -> None:
     _fails(path, tmp_path, CartonError, "MANIFEST")
 
 
-def test_export_refuses_layer_not_matching_manifest(tmp_path: Path) -> None:
-    """An artifact whose files disagree with its MANIFEST is not exported (nothing at the path)."""
+def _carton_tree_artifact(tmp_path: Path, weights: bytes, listed: bytes) -> LayoutStore:
+    """A layout tagging ``t`` the artifact of a carton's unpacked tree whose model/w.bin holds
+    ``weights`` and whose MANIFEST lists the hash of ``listed`` for it."""
     src = tmp_path / "src"
     (src / "model").mkdir(parents=True)
     (src / "carton.toml").write_bytes(TOML)
-    (src / "model" / "w.bin").write_bytes(b"tampered")
-    (src / "MANIFEST").write_bytes(format_manifest({"carton.toml": sha(TOML), "model/w.bin": sha(b"original")}))
+    (src / "model" / "w.bin").write_bytes(weights)
+    (src / "MANIFEST").write_bytes(format_manifest({"carton.toml": sha(TOML), "model/w.bin": sha(listed)}))
     store = LayoutStore(tmp_path / "layout", create=True)
     copy(build(read_directory(str(src))), ARTIFACT_TAG, store, "t")
+    return store
+
+
+def test_export_refuses_layer_not_matching_manifest(tmp_path: Path) -> None:
+    """An artifact whose files disagree with its MANIFEST is not exported (nothing at the path)."""
+    store = _carton_tree_artifact(tmp_path, b"tampered", listed=b"original")
     out_dir = tmp_path / "out"
     out_dir.mkdir()
     with pytest.raises(CartonMismatch, match="model/w.bin: layer digest .* does not match MANIFEST"):
@@ -433,13 +429,7 @@ def test_cli_bad_carton_to_registry_writes_nothing(case: str, tmp_path: Path, ca
 def test_export_refuses_a_file_the_artifact_holds_twice(twice: str, tmp_path: Path) -> None:
     """A hostile artifact naming one file in two layers is one clear error, not a zip writer's
     ValueError (which the CLI could only report as unexpected)."""
-    src = tmp_path / "src"
-    (src / "model").mkdir(parents=True)
-    (src / "carton.toml").write_bytes(TOML)
-    (src / "model" / "w.bin").write_bytes(b"w")
-    (src / "MANIFEST").write_bytes(format_manifest({"carton.toml": sha(TOML), "model/w.bin": sha(b"w")}))
-    store = LayoutStore(tmp_path / "layout", create=True)
-    copy(build(read_directory(str(src))), ARTIFACT_TAG, store, "t")
+    store = _carton_tree_artifact(tmp_path, b"w", listed=b"w")
     manifest = parse_manifest_bytes(store.fetch_bytes(store.resolve("t")))
     assert isinstance(manifest, Manifest)
     layer = next(x for x in manifest.layers if layer_path(x) == "model/w.bin")

@@ -10,12 +10,12 @@ import ssl
 import subprocess
 import sys
 import textwrap
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from support.certs import make_tls_files
+from support.tiny_http import TinyServer, send, tls_context
 
 from ocibridge.errors import OcibridgeError
 from ocibridge.kinds.carton.links import LinkFetcher
@@ -27,45 +27,22 @@ SHA = hashlib.sha256(DATA).hexdigest()
 FAST = RegistryOptions(backoff_base=0.01, backoff_cap=0.05)
 
 
-class Flaky:
+class Flaky(TinyServer):
     """Serves ``/w`` (DATA); the first ``failures`` GETs answer 503. Logs every request."""
 
     def __init__(self, failures: int = 0, tls: ssl.SSLContext | None = None) -> None:
         self.failures, self.seen = failures, []
-        outer = self
 
-        class Handler(http.server.BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
+        def answer(handler: http.server.BaseHTTPRequestHandler) -> None:
+            self.seen.append((handler.command, handler.path))
+            if handler.command == "GET" and self.failures > 0:
+                self.failures -= 1
+                send(handler, 503)
+            else:
+                send(handler, 200, DATA)
 
-            def log_message(self, *args: object) -> None:
-                pass
-
-            def do_GET(self) -> None:
-                outer.seen.append((self.command, self.path))
-                if self.command == "GET" and outer.failures > 0:
-                    outer.failures -= 1
-                    self.send_response(503)
-                    self.send_header("Content-Length", "0")
-                    self.end_headers()
-                    return
-                self.send_response(200)
-                self.send_header("Content-Length", str(len(DATA)))
-                self.end_headers()
-                if self.command == "GET":
-                    self.wfile.write(DATA)
-
-            do_HEAD = do_GET
-
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        if tls is not None:
-            self.httpd.socket = tls.wrap_socket(self.httpd.socket, server_side=True)
-        threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-        scheme = "https" if tls else "http"
-        self.url = f"{scheme}://127.0.0.1:{self.httpd.server_address[1]}/w"
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        super().__init__(answer, tls=tls)
+        self.url += "/w"
 
 
 @pytest.fixture
@@ -83,9 +60,7 @@ def test_a_503_is_retried(tmp_path: Path, flaky: Flaky) -> None:
 
 def test_a_private_ca_given_as_for_a_pull_is_trusted(tmp_path: Path) -> None:
     tls = make_tls_files(tmp_path / "pki")
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.load_cert_chain(str(tls.cert_file), str(tls.key_file))
-    server = Flaky(tls=context)
+    server = Flaky(tls=tls_context(tls.cert_file, tls.key_file))
     try:
         with pytest.raises(OcibridgeError, match="cannot fetch"):  # not trusted without it
             LinkFetcher(tmp_path / "untrusted", options=FAST).fetch(SHA, [server.url], "w")

@@ -9,6 +9,7 @@ import shutil
 
 import pytest
 from support.data import data
+from support.mirror_jobs import mirror_job
 
 import ocibridge
 from ocibridge import PushOptions
@@ -276,23 +277,10 @@ def test_mirror_converts_a_modelkit_into_a_docker_model_and_back(registry, tmp_p
 
     kit = _kit(tmp_path)
     repo = f"{registry.host}/{unique_repo}"
-    job = tmp_path / "job.toml"
-    job.write_text(f"""
-[registries."{registry.host}"]
-plain_http = true
-
-[[sync]]
-source = "{kit}"
-target = "{repo}-docker:v1"
-accept = ["modelkit"]
-convert = "docker-model"
-
-[[sync]]
-source = "{repo}-docker:v1"
-target = "{repo}-kit:v1"
-accept = ["docker-model"]
-convert = "modelkit"
-""")
+    job = mirror_job(tmp_path / "job.toml",
+                     {"source": kit, "target": f"{repo}-docker:v1", "accept": ["modelkit"], "convert": "docker-model"},
+                     {"source": f"{repo}-docker:v1", "target": f"{repo}-kit:v1", "accept": ["docker-model"],
+                      "convert": "modelkit"}, plain_http=[registry.host])
     summary = run_job(load_job(job))
     assert summary.exit_code == 0, summary.format_text()
     target = open_store_target(f"{repo}-kit:v1", plain_http=True)

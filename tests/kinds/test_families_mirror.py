@@ -10,6 +10,7 @@ from ocibridge.mirror import load_job, run_job
 from ocibridge.places.locate import open_target as open_store_target
 from tests.modelcar_images import kserve_modelcar
 from tests.signing_keys import key_pair
+from tests.support.mirror_jobs import mirror_job
 
 
 def test_a_converting_mirror_reports_lost_fields_and_left_behind_signatures(registry, tmp_path, unique_repo,
@@ -20,17 +21,8 @@ def test_a_converting_mirror_reports_lost_fields_and_left_behind_signatures(regi
     assert main(["sign", src, "--key", str(key)]) == 0  # a cosign .sig tag and a bundle referrer
     capsys.readouterr()
     repo = f"{registry.host}/{unique_repo}"
-    job = tmp_path / "job.toml"
-    job.write_text(f"""
-[registries."{registry.host}"]
-plain_http = true
-
-[[sync]]
-source = "{src}"
-target = "{repo}:v1"
-accept = ["any"]
-convert = "modelpack"
-""")
+    job = mirror_job(tmp_path / "job.toml", {"source": src, "target": f"{repo}:v1", "accept": ["any"],
+                                             "convert": "modelpack"}, plain_http=[registry.host])
     dry = run_job(load_job(job), dry_run=True)
     assert dry.artifacts[0].referrers_left_behind == 2 and dry.artifacts[0].lost
     summary = run_job(load_job(job))
@@ -72,16 +64,8 @@ def test_a_mirror_converts_into_the_families_exporters_write(registry, tmp_path,
     before = set(__import__("pathlib").Path(tempfile.gettempdir()).glob("ocibridge-mirror-*"))
     for family in ("modelcar",):
         repo = f"{registry.host}/{unique_repo}-{family}"
-        job = tmp_path / f"{family}.toml"
-        job.write_text(f"""
-[registries."{registry.host}"]
-plain_http = true
-
-[[sync]]
-source = "{src}"
-target = "{repo}:v1"
-convert = "{family}"
-""")
+        job = mirror_job(tmp_path / f"{family}.toml", {"source": src, "target": f"{repo}:v1", "convert": family},
+                         plain_http=[registry.host])
         summary = run_job(load_job(job))
         assert summary.exit_code == 0, summary.format_text()
         assert [a.status for a in summary.artifacts] == ["copied"]
@@ -125,14 +109,7 @@ def test_a_sharded_mirror_converts_every_tag_into_an_ollama_model(registry, tmp_
     model, gguf, src = _gguf_model_pushed(registry, tmp_path, unique_repo, license_text="MIT License\n")
     assert main(["push", str(model), f"{src}:v2", "-q", "--to", "modelkit", "--description", "two"]) == 0
     target = f"{registry.host}/{unique_repo}-ollama"
-    job = tmp_path / "job.toml"
-    job.write_text(f"""
-[[sync]]
-source = "{src}"
-target = "{target}"
-accept = ["any"]
-convert = "ollama"
-""")
+    job = mirror_job(tmp_path / "job.toml", {"source": src, "target": target, "accept": ["any"], "convert": "ollama"})
     dry = run_job(load_job(job), dry_run=True)
     assert [a.status for a in dry.artifacts] == ["planned", "planned"], dry.format_text()
     assert not open_store_target(f"{target}:v1", plain_http=True).store.tags()  # a dry run writes nothing
@@ -190,13 +167,8 @@ def test_a_converting_dry_run_within_one_registry_plans_the_mounts_the_run_makes
     bytes it plans to send equal to the bytes the run sends. The registry's access log agrees."""
     _, gguf, src = _gguf_model_pushed(registry, tmp_path, unique_repo)
     target_repo = f"{unique_repo}-ollama"
-    job = tmp_path / "job.toml"
-    job.write_text(f"""
-[[sync]]
-source = "{src}:v1"
-target = "{registry.host}/{target_repo}:v1"
-convert = "ollama"
-""")
+    job = mirror_job(tmp_path / "job.toml", {"source": f"{src}:v1", "target": f"{registry.host}/{target_repo}:v1",
+                                             "convert": "ollama"})
     dry = run_job(load_job(job), dry_run=True)
     [planned] = dry.artifacts
     actions = {digest: action for digest, _, action in planned.blob_actions}
@@ -227,13 +199,8 @@ def test_a_modelcar_dry_run_plans_what_the_run_sends(registry, tmp_path, unique_
     model = make_model(tmp_path / "m")
     src = f"{registry.host}/{unique_repo}-src"
     assert main(["push", str(model), f"{src}:v1", "-q"]) == 0
-    job = tmp_path / "job.toml"
-    job.write_text(f"""
-[[sync]]
-source = "{src}:v1"
-target = "{registry.host}/{unique_repo}-car:v1"
-convert = "modelcar"
-""")
+    job = mirror_job(tmp_path / "job.toml", {"source": f"{src}:v1", "target": f"{registry.host}/{unique_repo}-car:v1",
+                                             "convert": "modelcar"})
     [planned] = run_job(load_job(job), dry_run=True).artifacts
     summary = run_job(load_job(job))
     assert summary.exit_code == 0, summary.format_text()

@@ -14,6 +14,14 @@ from tests.kinds.test_families_pairs import DOCKER_DIGEST, KIT_DIGEST
 from tests.modelgen import make_model
 
 
+def _inspect_committed(capsys, tmp_path, layout: tuple[str, str], digest: str) -> tuple[str, str]:
+    """(the reference, what ``inspect`` prints of it) of a copy of a committed layout's artifact."""
+    shutil.copytree(data(*layout), tmp_path / "layout")
+    ref = f"oci:{tmp_path / 'layout'}@{digest}"
+    assert main(["inspect", ref]) == 0
+    return ref, capsys.readouterr().out
+
+
 def _layer_rows(out: str) -> list[list[str]]:
     table = out.split("\n\n", 1)[1].splitlines()
     assert table[0].split()[:4] == ["KIND", "VARIANT", "SIZE", "PATH"]
@@ -21,10 +29,7 @@ def _layer_rows(out: str) -> list[list[str]]:
 
 
 def test_a_kitops_modelkit_is_named_with_its_kitfile_and_layer_paths(tmp_path, capsys):
-    shutil.copytree(data("kitops", "kit-latest-tar"), tmp_path / "kit")
-    ref = f"oci:{tmp_path / 'kit'}@{KIT_DIGEST}"
-    assert main(["inspect", ref]) == 0
-    out = capsys.readouterr().out
+    ref, out = _inspect_committed(capsys, tmp_path, ("kitops", "kit-latest-tar"), KIT_DIGEST)
     assert out.splitlines()[0] == "Family:        KitOps ModelKit"
     for line in ("Kitfile package.name: tiny-llama-fixture", "Kitfile model.path: model/tiny-llama.gguf",
                  "Kitfile model.framework: llama.cpp", "Kitfile code[0]: ", "Kitfile datasets[0]: ",
@@ -40,10 +45,7 @@ def test_a_kitops_modelkit_is_named_with_its_kitfile_and_layer_paths(tmp_path, c
 
 
 def test_a_docker_model_is_named_with_its_config_and_layer_paths(tmp_path, capsys):
-    shutil.copytree(data("docker-model", "gguf-dummy-v0.1"), tmp_path / "docker")
-    ref = f"oci:{tmp_path / 'docker'}@{DOCKER_DIGEST}"
-    assert main(["inspect", ref]) == 0
-    out = capsys.readouterr().out
+    ref, out = _inspect_committed(capsys, tmp_path, ("docker-model", "gguf-dummy-v0.1"), DOCKER_DIGEST)
     assert out.splitlines()[0] == "Family:        Docker model"
     assert "Docker model config.format: gguf" in out and "Docker model config.architecture: llama" in out
     assert "Docker model config.context_size: 2048" in out

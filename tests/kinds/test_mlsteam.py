@@ -9,7 +9,6 @@ the SDK's archive builder all the same.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import sys
@@ -27,6 +26,7 @@ from mlsteam_model_sdk.core.dev.manifest import (
     gen_manifest,
     read_manifest,
 )
+from support.noise import noise
 
 from ocibridge.kinds.mlsteam import (
     ANNOTATION_IN_MEMORY,
@@ -48,15 +48,6 @@ from ocibridge.stores.layout import LayoutStore
 from ocibridge.transfer.copy import copy
 
 
-def _noise(n: int, seed: int) -> bytes:
-    out = bytearray()
-    block = seed.to_bytes(4, "big")
-    while len(out) < n:
-        block = hashlib.sha256(block).digest()
-        out += block
-    return bytes(out[:n])
-
-
 def _hooks(root: Path, marker: Path | None = None) -> Path:
     """Hook files; with ``marker``, importing either would create that file."""
     hooks = root / "hooks"
@@ -74,12 +65,12 @@ def make_sdk_archive_v2024(tmp: Path, marker: Path | None = None, name: str = "d
     proj = tmp / "proj"
     (proj / "weights").mkdir(parents=True)
     classifier = proj / "weights" / "classifier.pt"
-    classifier.write_bytes(_noise(300_000, 1))
+    classifier.write_bytes(noise(300_000, 1))
     detector = proj / "detector"
     (detector / "variables").mkdir(parents=True)
-    (detector / "saved_model.pb").write_bytes(_noise(50_000, 2))
+    (detector / "saved_model.pb").write_bytes(noise(50_000, 2))
     (detector / "variables" / "variables.data-00000-of-00001").write_bytes(b"\0" * 200_000)
-    (detector / "variables" / "variables.index").write_bytes(_noise(999, 3))
+    (detector / "variables" / "variables.index").write_bytes(noise(999, 3))
     hooks = _hooks(proj, marker)
     src = proj / "code"
     (src / "utils").mkdir(parents=True)
@@ -150,7 +141,7 @@ def make_sdk_archive_v2023(tmp: Path) -> Path:
     proj = tmp / "proj23"
     proj.mkdir(parents=True)
     weights = proj / "mnist.h5"
-    weights.write_bytes(_noise(120_000, 7))
+    weights.write_bytes(noise(120_000, 7))
     hooks = _hooks(proj)
     manifest_file = proj / "manifest.json"
     manifest_file.write_text(json.dumps(V2023_MANIFEST))
@@ -335,7 +326,7 @@ def test_cli_export_stores_weights_and_the_sdk_reads_it(tmp_path, capsys):
 
     proj = tmp_path / "proj"
     (proj / "w").mkdir(parents=True)
-    (proj / "w" / "big.pt").write_bytes(_noise(STORE_WEIGHTS_FROM + 4321, 11))
+    (proj / "w" / "big.pt").write_bytes(noise(STORE_WEIGHTS_FROM + 4321, 11))
     (proj / "w" / "small.json").write_bytes(b'{"layers": 2}' * 100)
     hooks = _hooks(proj)
     manifest_file = proj / "manifest.json"

@@ -3,24 +3,16 @@ nothing written (no layout, no tag, no output archive, no temporary file)."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import warnings
 from pathlib import Path
 
 import pytest
+from support.cli_run import cli
+from support.ocilayout import rewrite_manifest
 
-from ocibridge.cli import main
 from tests.kinds.test_mlsteam import make_sdk_archive_v2024
 from tests.kinds.test_mlsteam_bad import CASES, archive_with
-
-
-def cli(capsys, *args: str) -> tuple[int, str]:
-    code = main(list(args))
-    err = capsys.readouterr().err
-    if code:
-        assert err.startswith("ocibridge: error: ") and err.count("\n") == 1, err
-    return code, err
 
 
 @pytest.mark.parametrize("case", ["not json", "bad framework", "missing model dir",
@@ -52,29 +44,21 @@ def test_damaged_entry_data_tags_nothing(tmp_path, capsys):
 
 def _damage(layout: Path, how: str) -> None:
     """Change the tagged artifact of a layout in one way, keeping the index consistent."""
-    index = json.loads((layout / "index.json").read_bytes())
-    entry = next(m for m in index["manifests"]
-                 if m.get("annotations", {}).get("org.opencontainers.image.ref.name") == "v1")
 
-    def blob(digest: str) -> Path:
-        return layout / "blobs" / "sha256" / digest.split(":")[1]
+    def mutate(manifest: dict, blob) -> None:
+        weight = max(manifest["layers"], key=lambda la: la["size"])
+        if how == "missing blob":
+            blob(weight["digest"]).unlink()
+        elif how == "digest mismatch":
+            data = bytearray(blob(weight["digest"]).read_bytes())
+            data[len(data) // 2] ^= 1
+            blob(weight["digest"]).write_bytes(bytes(data))
+        elif how == "path escape":
+            weight["annotations"]["org.cnai.model.filepath"] = "../../evil.pt"
+        elif how == "malformed manifest":
+            manifest["layers"] = "nope"
 
-    manifest = json.loads(blob(entry["digest"]).read_bytes())
-    weight = max(manifest["layers"], key=lambda la: la["size"])
-    if how == "missing blob":
-        blob(weight["digest"]).unlink()
-    elif how == "digest mismatch":
-        data = bytearray(blob(weight["digest"]).read_bytes())
-        data[len(data) // 2] ^= 1
-        blob(weight["digest"]).write_bytes(bytes(data))
-    elif how == "path escape":
-        weight["annotations"]["org.cnai.model.filepath"] = "../../evil.pt"
-    elif how == "malformed manifest":
-        manifest["layers"] = "nope"
-    data = json.dumps(manifest).encode()
-    entry["digest"], entry["size"] = "sha256:" + hashlib.sha256(data).hexdigest(), len(data)
-    blob(entry["digest"]).write_bytes(data)
-    (layout / "index.json").write_text(json.dumps(index))
+    rewrite_manifest(layout, "v1", mutate)
 
 
 @pytest.mark.parametrize("how,message", [

@@ -193,12 +193,17 @@ def test_gguf_store_round_trips_through_layout(tmp_path):
     assert snapshot(out) == before
 
 
-def test_export_under_another_name_and_tag(tmp_path):
+def _tiny_in_a_layout(tmp_path: Path) -> tuple[Path, LayoutStore]:
+    """(an Ollama store at tmp_path/models holding tiny:latest, a layout holding it as v1)."""
     src = tmp_path / "models"
     gguf_store(src, tmp_path)
-    n = parse_ollama_name("tiny")
     layout = LayoutStore(tmp_path / "layout", create=True)
-    copy(build(read_ollama(OllamaStore(src, n), "latest")), "artifact", layout, "v1")
+    copy(build(read_ollama(OllamaStore(src, parse_ollama_name("tiny")), "latest")), "artifact", layout, "v1")
+    return src, layout
+
+
+def test_export_under_another_name_and_tag(tmp_path):
+    src, layout = _tiny_in_a_layout(tmp_path)
     m = parse_ollama_name("me/renamed:v2")
     export_ollama(layout, layout.resolve("v1"), StoreTarget(OllamaStore(src, m), "v2", "v2", "x"))
     a = src / "manifests/registry.ollama.ai/library/tiny/latest"
@@ -228,6 +233,15 @@ def test_seed_media_type_parameter_form(tmp_path):
 
 
 # -- generic GGUF artifacts ------------------------------------------------------------------
+def _export_directory(tmp_path, model_dir, name: str, tag: str = "latest") -> None:
+    """``model_dir`` pushed to a layout and exported into the Ollama store at tmp_path/models as
+    ``name:tag``."""
+    layout = LayoutStore(tmp_path / "layout", create=True)
+    copy(build(read_directory(model_dir)), "artifact", layout, "v1")
+    target = OllamaStore(tmp_path / "models", parse_ollama_name(f"{name}:{tag}"), create=True)
+    export_ollama(layout, layout.resolve("v1"), StoreTarget(target, tag, tag, "x"))
+
+
 def test_generic_gguf_artifact_becomes_an_ollama_model(tmp_path):
     model_dir = tmp_path / "dir"
     model_dir.mkdir()
@@ -235,12 +249,8 @@ def test_generic_gguf_artifact_becomes_an_ollama_model(tmp_path):
     (model_dir / "LICENSE").write_text("Apache-2.0\n")
     (model_dir / "template").write_text("{{ .Prompt }}")
     (model_dir / "README.md").write_text("# not for Ollama\n")
-    layout = LayoutStore(tmp_path / "layout", create=True)
-    copy(build(read_directory(model_dir)), "artifact", layout, "v1")
     out = tmp_path / "models"
-    n = parse_ollama_name("generic:q8")
-    export_ollama(layout, layout.resolve("v1"), StoreTarget(OllamaStore(out, n, create=True),
-                                                            "q8", "q8", "x"))
+    _export_directory(tmp_path, model_dir, "generic", "q8")
     manifest = json.loads((out / "manifests/registry.ollama.ai/library/generic/q8").read_bytes())
     kinds = [la["mediaType"].rsplit(".", 1)[1] for la in manifest["layers"]]
     assert kinds == ["model", "template", "license"]
@@ -256,7 +266,7 @@ def test_generic_gguf_artifact_becomes_an_ollama_model(tmp_path):
     assert config["model_family"] == "llama" and config["file_type"] == "Q8_0"
     assert config["rootfs"]["diff_ids"] == [la["digest"] for la in manifest["layers"]]
     # and the result reads back as an Ollama model
-    package = read_ollama(OllamaStore(out, n), "q8")
+    package = read_ollama(OllamaStore(out, parse_ollama_name("generic:q8")), "q8")
     assert package.config["quantization"] == "Q8_0"
 
 
@@ -264,13 +274,9 @@ def test_artifact_without_gguf_is_refused(tmp_path):
     model_dir = tmp_path / "dir"
     model_dir.mkdir()
     (model_dir / "model.safetensors").write_bytes(b"x" * 100)
-    layout = LayoutStore(tmp_path / "layout", create=True)
-    copy(build(read_directory(model_dir)), "artifact", layout, "v1")
     out = tmp_path / "models"
-    n = parse_ollama_name("nogguf")
     with pytest.raises(SourceError, match="no GGUF"):
-        export_ollama(layout, layout.resolve("v1"),
-                      StoreTarget(OllamaStore(out, n, create=True), "latest", "latest", "x"))
+        _export_directory(tmp_path, model_dir, "nogguf")
     assert not (out / "manifests").exists() or not any((out / "manifests").rglob("*"))
 
 
@@ -369,18 +375,14 @@ def test_corrupt_blob_is_caught_on_copy_and_no_tag_is_written(tmp_path):
 
 
 def test_failed_export_leaves_the_ollama_store_as_it_was(tmp_path):
-    src = tmp_path / "models"
-    gguf_store(src, tmp_path)
-    n = parse_ollama_name("tiny")
-    layout = LayoutStore(tmp_path / "layout", create=True)
-    copy(build(read_ollama(OllamaStore(src, n), "latest")), "artifact", layout, "v1")
+    src, layout = _tiny_in_a_layout(tmp_path)
     manifest = parse_manifest_bytes(layout.fetch_bytes(layout.resolve("v1")))
     lic = next(la for la in manifest.layers if la.annotations[Family.CNAI.filepath_key] == "license")
     layout.blob_path(lic.digest).write_bytes(b"Z" * lic.size)  # corrupt one blob in the layout
     out = tmp_path / "restored"
     out.mkdir()
     (out / "manifests").mkdir()
-    dst = OllamaStore(out, n)
+    dst = OllamaStore(out, parse_ollama_name("tiny"))
     with pytest.raises(DigestMismatch):
         export_ollama(layout, layout.resolve("v1"), StoreTarget(dst, "latest", "latest", "x"))
     assert snapshot(out) == {}  # no manifest, no blobs, no temporary files
@@ -394,13 +396,9 @@ def test_export_refuses_a_stale_ollama_manifest(tmp_path):
     other = {"schemaVersion": 2, "layers": [{"mediaType": "application/vnd.ollama.image.model",
                                               "digest": "sha256:" + "1" * 64, "size": 5}]}
     (model_dir / MANIFEST_FILE).write_bytes(gojson(other))
-    layout = LayoutStore(tmp_path / "layout", create=True)
-    copy(build(read_directory(model_dir)), "artifact", layout, "v1")
     out = tmp_path / "models"
-    n = parse_ollama_name("stale")
     with pytest.raises(SourceError, match="lacks the blob"):
-        export_ollama(layout, layout.resolve("v1"),
-                      StoreTarget(OllamaStore(out, n, create=True), "latest", "latest", "x"))
+        _export_directory(tmp_path, model_dir, "stale")
     assert snapshot(out) == {}
 
 

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 from ollama_fixtures import gguf_store, snapshot
+from support.cli_run import cli
+from support.ocilayout import rewrite_manifest
 
 from ocibridge.cli import main
 from ocibridge.kinds.ollama import CONFIG_FILE, MANIFEST_FILE
@@ -18,15 +20,6 @@ from ocibridge.stores.registry import open_repository
 from tests.support.data import data
 
 TINY = "manifests/registry.ollama.ai/library/tiny/latest"
-
-
-def cli(capsys, *args: str) -> tuple[int, str]:
-    """Exit code and stderr; a failure must be exactly one line."""
-    code = main(list(args))
-    err = capsys.readouterr().err
-    if code:
-        assert err.startswith("ocibridge: error: ") and err.count("\n") == 1, err
-    return code, err
 
 
 @pytest.fixture
@@ -118,23 +111,6 @@ def test_ollama_registry_destination_takes_ollama_models_only(registry, tiny, tm
         assert repo.fetch_bytes(repo.resolve(tag)) == (tiny / TINY).read_bytes()
 
 
-def _damage_layout(layout: Path, mutate) -> None:
-    """Rewrite the tagged manifest with ``mutate(manifest, blob_path)``; fix the index."""
-    index = json.loads((layout / "index.json").read_bytes())
-    entry = next(m for m in index["manifests"]
-                 if m.get("annotations", {}).get("org.opencontainers.image.ref.name") == "tiny")
-
-    def blob(digest: str) -> Path:
-        return layout / "blobs" / "sha256" / digest.split(":")[1]
-
-    manifest = json.loads(blob(entry["digest"]).read_bytes())
-    mutate(manifest, blob)
-    data = json.dumps(manifest).encode()
-    entry["digest"], entry["size"] = "sha256:" + hashlib.sha256(data).hexdigest(), len(data)
-    blob(entry["digest"]).write_bytes(data)
-    (layout / "index.json").write_text(json.dumps(index))
-
-
 def _model_layer(manifest: dict) -> dict:
     return next(la for la in manifest["layers"]
                 if la["annotations"]["org.cnai.model.filepath"] == "model.gguf")
@@ -176,7 +152,7 @@ BAD_ARTIFACTS = {
 def test_bad_artifact_pulled_into_ollama(tiny, tmp_path, capsys, monkeypatch, case):
     mutate, message = BAD_ARTIFACTS[case]
     ref = _layout_ref(tmp_path, capsys)
-    _damage_layout(tmp_path / "layout", mutate)
+    rewrite_manifest(tmp_path / "layout", "tiny", mutate)
     dest = tmp_path / "dest"
     monkeypatch.setenv("OLLAMA_MODELS", str(dest))
     code, err = cli(capsys, "pull", ref, "ollama:tiny")

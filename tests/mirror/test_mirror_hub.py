@@ -14,7 +14,9 @@ from pathlib import Path
 
 import pytest
 from serving import point_hub_at, serving
+from support.cli_run import digest_of
 from support.faultproxy import FaultProxy, drop_response, server_error
+from support.mirror_jobs import mirror_job
 
 from ocibridge.cli import main
 from ocibridge.cli.mirror import mirror_command
@@ -29,12 +31,6 @@ from tests.modelgen import make_bert_model
 
 SOURCE = "org.opencontainers.image.source"
 REVISION = "org.opencontainers.image.revision"
-
-
-def digest_of(capsys: pytest.CaptureFixture[str], ref: str) -> str:
-    capsys.readouterr()
-    assert main(["resolve", ref]) == 0
-    return capsys.readouterr().out.split()[-1]
 
 
 class Hub:
@@ -65,22 +61,21 @@ def hub_cache(tmp_path) -> Path:
     return tmp_path / "hf-home" / "hub"
 
 
-def write_job(path: Path, text: str) -> Path:
-    path.write_text(text)
-    return path
-
-
-def sync_job(path: Path, endpoint: str, target: str, allow: str) -> Path:
+def sync_job(path: Path, endpoint: str, target: str, allow: list[str]) -> Path:
     """A job of one ``[[sync]]`` of hf://acme/tiny into ``target``, the revisions ``allow`` names."""
-    return write_job(path, f"""
-[defaults]
-endpoint = "{endpoint}"
+    return mirror_job(path, {"source": "hf://acme/tiny", "target": target, "revisions": {"allow": allow}},
+                      defaults={"endpoint": endpoint})
 
-[[sync]]
-source = "hf://acme/tiny"
-target = "{target}"
-revisions = {{ allow = [{allow}] }}
-""")
+
+def mirror_provenance(capsys: pytest.CaptureFixture[str], ref: str, out: Path) -> dict:
+    """The build definition of the mirror's provenance attached to ``ref``, pulled into ``out``
+    beside its files."""
+    capsys.readouterr()
+    assert main(["pull", ref, str(out), "--with-attestations", "--json", "-q"]) == 0
+    (name,) = [w for w in json.loads(capsys.readouterr().out)["attestations"] if "slsaprovenance" in w]
+    definition: dict = json.loads((out / name).read_text())["predicate"]["buildDefinition"]
+    assert definition["buildType"] == "https://ocibridge.dev/slsa/mirror/v1"
+    return definition
 
 
 def target_tags(host_repo: str) -> list[str]:
@@ -102,7 +97,7 @@ def test_two_revisions_then_only_the_new_one_moves(tmp_path, capsys, hub_repo, h
     target = f"{registry2.host}/{unique_repo}/mirror/tiny"
     with serving([hub_repo.prefix]) as served:
         point_hub_at(monkeypatch, served.url, hub_cache)
-        job_path = sync_job(tmp_path / "job.toml", served.url, target, '"main", "v1"')
+        job_path = sync_job(tmp_path / "job.toml", served.url, target, ["main", "v1"])
         # the dry run says what will move, and writes nothing
         capsys.readouterr()
         assert mirror_command(str(job_path), dry_run=True) == 0
@@ -159,12 +154,8 @@ def test_a_cut_download_resumes_and_a_run_after_a_failure_finishes(tmp_path, cap
     target = f"{registry2.host}/{unique_repo}/mirror/cut"
     with serving([hub_repo.prefix]) as served, FaultProxy(served.url) as proxy:
         point_hub_at(monkeypatch, proxy.url, hub_cache)
-        job_path = write_job(tmp_path / "job.toml", f"""
-[[sync]]
-source = "hf://acme/tiny"
-target = "{target}"
-endpoint = "{proxy.url}"
-""")
+        job_path = mirror_job(tmp_path / "job.toml",
+                              {"source": "hf://acme/tiny", "target": target, "endpoint": proxy.url})
         proxy.add("GET", weights, drop_response(after=100_000), times=1)
         summary = run_job(load_job(job_path))
         assert summary.exit_code == 0, summary.format_text()
@@ -179,12 +170,8 @@ endpoint = "{proxy.url}"
     commit2 = hub_repo.push("tiny-s", "latest")
     with serving([hub_repo.prefix]) as served, FaultProxy(served.url) as proxy:
         point_hub_at(monkeypatch, proxy.url, hub_cache)
-        job_path = write_job(tmp_path / "job2.toml", f"""
-[[sync]]
-source = "hf://acme/tiny"
-target = "{target2}"
-endpoint = "{proxy.url}"
-""")
+        job_path = mirror_job(tmp_path / "job2.toml",
+                              {"source": "hf://acme/tiny", "target": target2, "endpoint": proxy.url})
         proxy.add("GET", weights, server_error(500), times=None)
         summary = run_job(load_job(job_path))
         assert summary.exit_code == 1
@@ -204,16 +191,11 @@ def test_a_revision_filter_is_obeyed(tmp_path, capsys, hub_repo, hub_cache, regi
     target = f"{registry2.host}/{unique_repo}/mirror/filtered"
     with serving([hub_repo.prefix]) as served:
         point_hub_at(monkeypatch, served.url, hub_cache)
-        job_path = write_job(tmp_path / "job.toml", f"""
-[defaults]
-endpoint = "{served.url}"
-
-[[sync]]
-source = "hf://acme/tiny"
-target = "{target}"
-revisions = {{ allow = ["v1", "v2", "{v1}"], deny = ["v2"] }}
-include = ["*.json", "*.safetensors"]
-""")
+        job_path = mirror_job(tmp_path / "job.toml",
+                              {"source": "hf://acme/tiny", "target": target,
+                               "revisions": {"allow": ["v1", "v2", v1], "deny": ["v2"]},
+                               "include": ["*.json", "*.safetensors"]},
+                              defaults={"endpoint": served.url})
         summary = run_job(load_job(job_path))
         assert summary.exit_code == 0, summary.format_text()
         assert target_tags(target) == sorted([f"commit-{v1[:12]}", "v1", f"v1-{v1[:12]}"])
@@ -229,22 +211,14 @@ include = ["*.json", "*.safetensors"]
         assert paths == ["config.json", "model.safetensors", "tokenizer_config.json"]
 
         # one revision named in the source; a glob over the refs serve lists (list_repo_refs)
-        one = write_job(tmp_path / "one.toml", f"""
-[[sync]]
-source = "hf://acme/tiny@v2"
-target = "{target}-one"
-endpoint = "{served.url}"
-""")
+        one = mirror_job(tmp_path / "one.toml",
+                         {"source": "hf://acme/tiny@v2", "target": f"{target}-one", "endpoint": served.url})
         summary = run_job(load_job(one))
         assert summary.exit_code == 0, summary.format_text()
         assert target_tags(f"{target}-one") == sorted(["v2", f"v2-{v2[:12]}"])
-        globbed = write_job(tmp_path / "glob.toml", f"""
-[[sync]]
-source = "hf://acme/tiny"
-target = "{target}-glob"
-endpoint = "{served.url}"
-revisions = {{ allow = ["v*"] }}
-""")
+        globbed = mirror_job(tmp_path / "glob.toml",
+                             {"source": "hf://acme/tiny", "target": f"{target}-glob", "endpoint": served.url,
+                              "revisions": {"allow": ["v*"]}})
         summary = run_job(load_job(globbed))
         assert summary.exit_code == 0, summary.format_text()
         assert {"v1", "v2"} <= set(target_tags(f"{target}-glob"))
@@ -258,13 +232,9 @@ def test_shards_together_do_the_whole_job(tmp_path, capsys, hub_repo, hub_cache,
     target = f"{registry2.host}/{unique_repo}/mirror/sharded"
     with serving([hub_repo.prefix]) as served:
         point_hub_at(monkeypatch, served.url, hub_cache)
-        job = write_job(tmp_path / "job.toml", f"""
-[[sync]]
-source = "hf://acme/tiny"
-target = "{target}"
-endpoint = "{served.url}"
-revisions = {{ allow = ["v1", "v2", "v3"] }}
-""")
+        job = mirror_job(tmp_path / "job.toml",
+                         {"source": "hf://acme/tiny", "target": target, "endpoint": served.url,
+                          "revisions": {"allow": ["v1", "v2", "v3"]}})
         copied = []
         for i in range(2):
             summary = run_job(load_job(job), shard=parse_shard(f"{i}/2"))
@@ -367,27 +337,13 @@ def test_the_provenance_of_a_hub_mirror_names_the_hub_repository_and_commit(tmp_
     target = f"{registry2.host}/{unique_repo}/mirror/tiny"
     with serving([hub_repo.prefix]) as served:
         point_hub_at(monkeypatch, served.url, hub_cache)
-        job_path = write_job(tmp_path / "job.toml", f"""
-[defaults]
-endpoint = "{served.url}"
-provenance = true
-
-[[sync]]
-source = "hf://acme/tiny"
-target = "{target}"
-revisions = {{ allow = ["main"] }}
-""")
+        job_path = mirror_job(tmp_path / "job.toml",
+                              {"source": "hf://acme/tiny", "target": target, "revisions": {"allow": ["main"]}},
+                              defaults={"endpoint": served.url, "provenance": True})
         summary = run_job(load_job(job_path))
         assert summary.exit_code == 0, summary.format_text()
     out = tmp_path / "out"
-    capsys.readouterr()
-    assert main(["pull", f"{target}:main", str(out), "--with-attestations", "--json"]) == 0
-    written = json.loads(capsys.readouterr().out)["attestations"]
-    (name,) = [w for w in written if "slsaprovenance" in w]
-    statement = json.loads((out / name).read_text())
-    definition = statement["predicate"]["buildDefinition"]
-    assert definition["buildType"] == "https://ocibridge.dev/slsa/mirror/v1"
-    deps = definition["resolvedDependencies"]
+    deps = mirror_provenance(capsys, f"{target}:main", out)["resolvedDependencies"]
     assert {"uri": "https://huggingface.co/acme/tiny", "digest": {"gitCommit": main_1}, "name": "hub"} in deps
     weights = (out / "model.safetensors").read_bytes()
     assert any(d.get("name") == "model.safetensors" and d["digest"] == {"sha256": hashlib.sha256(weights).hexdigest()}
@@ -414,14 +370,9 @@ def test_a_branch_and_a_tag_of_one_name_are_both_mirrored_neither_over_the_other
                                  repo_id="acme/tiny", revision="v1").oid
         tag = next(t.target_commit for t in api.list_repo_refs("acme/tiny").tags if t.name == "v1")
         assert branch != tag
-        job_path = write_job(tmp_path / "job.toml", f"""
-[[sync]]
-source = "hf://acme/tiny"
-target = "{target}"
-endpoint = "{served.url}"
-token_env = "MIRROR_HUB_TOKEN"
-revisions = {{ allow = ["v1", "refs/tags/*"] }}
-""")
+        job_path = mirror_job(tmp_path / "job.toml",
+                              {"source": "hf://acme/tiny", "target": target, "endpoint": served.url,
+                               "token_env": "MIRROR_HUB_TOKEN", "revisions": {"allow": ["v1", "refs/tags/*"]}})
         summary = run_job(load_job(job_path))
         assert summary.exit_code == 0, summary.format_text()
     assert target_tags(target) == sorted(["v1", f"v1-{branch[:12]}", "refs-tags-v1", f"refs-tags-v1-{tag[:12]}"])
@@ -448,7 +399,7 @@ def test_a_large_revision_is_mirrored_as_push_stores_it_with_its_chunk_table(tmp
     target = f"{registry2.host}/{unique_repo}/mirror/big"
     with serving([hub_repo.prefix]) as served:
         point_hub_at(monkeypatch, served.url, hub_cache)
-        summary = run_job(load_job(sync_job(tmp_path / "job.toml", served.url, target, '"main"')))
+        summary = run_job(load_job(sync_job(tmp_path / "job.toml", served.url, target, ["main"])))
     assert summary.exit_code == 0, summary.format_text()
     check = f"{registry2.host}/{unique_repo}/check:v1"
     capsys.readouterr()

@@ -5,11 +5,11 @@ built into, checked as push checks its flags; an entry without them mirrors push
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from serving import point_hub_at, serving
-from test_mirror_hub import digest_of, hub_cache, hub_repo, write_job  # noqa: F401 - fixtures
+from support.mirror_jobs import mirror_job
+from test_mirror_hub import digest_of, hub_cache, hub_repo, mirror_provenance  # noqa: F401 - fixtures
 
 from ocibridge.chunks.choice import ChunkChoice
 from ocibridge.chunks.chunktable import ARTIFACT_TYPE
@@ -29,19 +29,9 @@ def test_an_entry_s_chunk_threshold_gives_a_small_file_its_table(tmp_path, capsy
     small, plain = (f"{registry2.host}/{unique_repo}/mirror/{name}" for name in ("small", "plain"))
     with serving([hub_repo.prefix]) as served:
         point_hub_at(monkeypatch, served.url, hub_cache)
-        job = write_job(tmp_path / "job.toml", f"""
-[defaults]
-endpoint = "{served.url}"
-
-[[sync]]
-source = "hf://acme/tiny"
-target = "{small}"
-chunk_threshold = "256K"
-
-[[sync]]
-source = "hf://acme/tiny"
-target = "{plain}"
-""")
+        job = mirror_job(tmp_path / "job.toml",
+                         {"source": "hf://acme/tiny", "target": small, "chunk_threshold": "256K"},
+                         {"source": "hf://acme/tiny", "target": plain}, defaults={"endpoint": served.url})
         summary = run_job(load_job(job))
     assert summary.exit_code == 0, summary.format_text()
     assert sorted(a.referrers for a in summary.with_status("copied")) == [0, 1]
@@ -96,17 +86,6 @@ def test_chunk_keys_come_from_the_entry_then_the_defaults():
     assert plain.digest() == "sha256:19966e6ab44799f56ad72e804f1f2ed88e0b8910c422b398ae524d97eab449be"
 
 
-def _provenance_flags(capsys: pytest.CaptureFixture[str], ref: str, out: Path) -> dict[str, object]:
-    """The ``flags`` of the mirror's provenance attached to ``ref``, pulled beside its files."""
-    capsys.readouterr()
-    assert main(["pull", ref, str(out), "--with-attestations", "--json", "-q"]) == 0
-    (name,) = [w for w in json.loads(capsys.readouterr().out)["attestations"] if "slsaprovenance" in w]
-    definition = json.loads((out / name).read_text())["predicate"]["buildDefinition"]
-    assert definition["buildType"] == "https://ocibridge.dev/slsa/mirror/v1"
-    flags: dict[str, object] = definition["externalParameters"]["flags"]
-    return flags
-
-
 def test_the_provenance_records_the_chunk_keys_an_entry_sets(tmp_path, capsys, hub_repo, hub_cache,  # noqa: F811
                                                              monkeypatch):
     """They change the artifact built, so the statement names them (the job's spelling, the
@@ -115,33 +94,16 @@ def test_the_provenance_records_the_chunk_keys_an_entry_sets(tmp_path, capsys, h
     targets = {name: f"oci:{tmp_path / name}" for name in ("tabled", "untabled", "plain")}
     with serving([hub_repo.prefix]) as served:
         point_hub_at(monkeypatch, served.url, hub_cache)
-        job = write_job(tmp_path / "job.toml", f"""
-[defaults]
-endpoint = "{served.url}"
-provenance = true
-
-[[sync]]
-source = "hf://acme/tiny"
-target = "{targets['tabled']}"
-revisions = {{ allow = ["main"] }}
-chunk_threshold = "256K"
-chunk_hash = "sha256"
-
-[[sync]]
-source = "hf://acme/tiny"
-target = "{targets['untabled']}"
-revisions = {{ allow = ["main"] }}
-no_chunks = true
-
-[[sync]]
-source = "hf://acme/tiny"
-target = "{targets['plain']}"
-revisions = {{ allow = ["main"] }}
-""")
+        keys = {"tabled": {"chunk_threshold": "256K", "chunk_hash": "sha256"}, "untabled": {"no_chunks": True},
+                "plain": {}}
+        job = mirror_job(tmp_path / "job.toml", *({"source": "hf://acme/tiny", "target": targets[name],
+                                                   "revisions": {"allow": ["main"]}, **keys[name]} for name in targets),
+                         defaults={"endpoint": served.url, "provenance": True})
         summary = run_job(load_job(job))
     assert summary.exit_code == 0, summary.format_text()
-    flags = {name: _provenance_flags(capsys, f"{target}:main", tmp_path / f"out-{name}")
-             for name, target in targets.items()}
+    provenance = {name: mirror_provenance(capsys, f"{target}:main", tmp_path / f"out-{name}")
+                  for name, target in targets.items()}
+    flags = {name: definition["externalParameters"]["flags"] for name, definition in provenance.items()}
     assert flags == {"tabled": {"referrers": True, "chunk_threshold": 256 * 1024, "chunk_hash": "sha256"},
                      "untabled": {"referrers": True, "no_chunks": True},
                      "plain": {"referrers": True}}

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from serving import point_hub_at
+from support.mirror_jobs import mirror_job
 
 from ocibridge.mirror import load_job, run_job
 
@@ -46,17 +47,9 @@ def hostile(tmp_path, monkeypatch) -> Iterator[object]:
 
 def _run(tmp_path: Path, url: str) -> tuple[int, str, Path]:
     target = tmp_path / "target"
-    job = tmp_path / "job.toml"
-    job.write_text(f"""
-[defaults]
-endpoint = "{url}"
-token_env = "HOSTILE_TOKEN"
-
-[[sync]]
-source = "hf://acme/tiny"
-target = "oci:{target}"
-revisions = {{ allow = ["main"] }}
-""")
+    job = mirror_job(tmp_path / "job.toml", {"source": "hf://acme/tiny", "target": f"oci:{target}",
+                                             "revisions": {"allow": ["main"]}},
+                     defaults={"endpoint": url, "token_env": "HOSTILE_TOKEN"})
     summary = run_job(load_job(job))
     return summary.exit_code, summary.format_text(), target
 

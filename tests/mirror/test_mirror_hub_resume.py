@@ -34,7 +34,7 @@ def test_rerun_completes_a_revision_tagged_without_its_chunk_table(tmp_path, cap
     whole, half = (f"{registry2.host}/{unique_repo}/mirror/{name}" for name in ("whole", "half"))
     with serving([hub.prefix]) as served:
         point_hub_at(monkeypatch, served.url, tmp_path / "hf-home" / "hub")
-        assert run_job(load_job(sync_job(tmp_path / "whole.toml", served.url, whole, '"main"'))).exit_code == 0
+        assert run_job(load_job(sync_job(tmp_path / "whole.toml", served.url, whole, ["main"]))).exit_code == 0
         [table_referrer] = _table_referrers(whole, pinned)
         # what an older run left: the revision's manifest and both its tags, not the table's referrer
         there, left = (open_repository(parse_registry_reference(r)) for r in (whole, half))
@@ -46,7 +46,7 @@ def test_rerun_completes_a_revision_tagged_without_its_chunk_table(tmp_path, cap
             left.close()
         assert _table_referrers(half, pinned) == []
 
-        job = load_job(sync_job(tmp_path / "half.toml", served.url, half, '"main"'))
+        job = load_job(sync_job(tmp_path / "half.toml", served.url, half, ["main"]))
         again = run_job(job)
         assert again.exit_code == 0, again.format_text()
         [result] = again.artifacts

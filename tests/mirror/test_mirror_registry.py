@@ -19,6 +19,7 @@ from pathlib import Path
 import httpx
 import pytest
 from support.faultproxy import FaultProxy, server_error, status, too_many_requests
+from support.mirror_jobs import mirror_job
 
 from ocibridge.cli.mirror import mirror_command
 from ocibridge.mirror import load_job, run_job
@@ -126,14 +127,10 @@ def write_job(path: Path, text: str) -> Path:
 # -- tests ---------------------------------------------------------------------------------------
 def test_dry_run_changes_nothing_then_full_mirror_and_rerun(source, registry2, tmp_path) -> None:
     dst_repo = f"copy/{uuid.uuid4().hex[:8]}/models"
-    job = load_job(write_job(tmp_path / "job.toml", f"""
-[defaults]
-concurrency = {{ artifacts = 4, blobs = 4 }}
-
-[[sync]]
-source = "{source['host']}/{source['repo']}"
-target = "{registry2.host}/{dst_repo}"
-"""))
+    job = load_job(mirror_job(tmp_path / "job.toml",
+                              {"source": f"{source['host']}/{source['repo']}",
+                               "target": f"{registry2.host}/{dst_repo}"},
+                              defaults={"concurrency": {"artifacts": 4, "blobs": 4}}))
     catalog_before = httpx.get(f"{registry2.url}/v2/_catalog?n=10000").json()
     blobs_before = storage_blobs(registry2)
 
@@ -174,13 +171,9 @@ def test_interrupted_job_resumes_without_resending(source, registry2, tmp_path) 
     and, per the proxy's log, no blob upload was completed twice."""
     proxy = FaultProxy(registry2)
     dst_repo = f"resume/{uuid.uuid4().hex[:8]}/models"
-    job_path = write_job(tmp_path / "job.toml", f"""
-[[sync]]
-source = "{source['host']}/{source['repo']}"
-target = "{proxy.host}/{dst_repo}"
-referrers = false
-concurrency = {{ artifacts = 1, blobs = 2 }}
-""")
+    job_path = mirror_job(tmp_path / "job.toml",
+                          {"source": f"{source['host']}/{source['repo']}", "target": f"{proxy.host}/{dst_repo}",
+                           "referrers": False, "concurrency": {"artifacts": 1, "blobs": 2}})
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen([sys.executable, "-m", "ocibridge", "mirror", str(job_path)], env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -288,13 +281,9 @@ tags = {{ allow = ["1.1.0", "1.2.0"] }}
 
 def test_same_registry_mirror_mounts_blobs(source, registry, tmp_path) -> None:
     dst_repo = f"mounted/{uuid.uuid4().hex[:8]}"
-    job = load_job(write_job(tmp_path / "job.toml", f"""
-[[sync]]
-source = "{source['host']}/{source['repo']}"
-target = "{registry.host}/{dst_repo}"
-tags = {{ latest = 2 }}
-referrers = false
-"""))
+    job = load_job(mirror_job(tmp_path / "job.toml",
+                              {"source": f"{source['host']}/{source['repo']}", "target": f"{registry.host}/{dst_repo}",
+                               "tags": {"latest": 2}, "referrers": False}))
     dry = run_job(job, dry_run=True).totals()  # the dry run says what the run will do
     assert dry["blobs_planned"] == dry["bytes_planned"] == 0 and dry["blobs_to_mount"] > 0
     summary = run_job(job)
@@ -309,13 +298,9 @@ def test_converting_mirror_within_one_registry_mounts_every_blob(source, registr
     registry every blob is mounted (it used to be uploaded again), as the dry run predicts
     blob by blob."""
     dst_repo = f"cncf-mounted/{uuid.uuid4().hex[:8]}"
-    job = load_job(write_job(tmp_path / "job.toml", f"""
-[[sync]]
-source = "{source['host']}/{source['repo']}:1.3.0"
-target = "{registry.host}/{dst_repo}:v3"
-convert = "cncf"
-referrers = false
-"""))
+    job = load_job(mirror_job(tmp_path / "job.toml",
+                              {"source": f"{source['host']}/{source['repo']}:1.3.0",
+                               "target": f"{registry.host}/{dst_repo}:v3", "convert": "cncf", "referrers": False}))
     dry = run_job(job, dry_run=True)
     actions = {action for a in dry.artifacts for _, _, action in a.blob_actions}
     assert actions == {"mount"} and "mount" in dry.format_text()
@@ -326,12 +311,9 @@ referrers = false
 
 def test_convert_families_while_mirroring(source, registry2, tmp_path) -> None:
     dst_repo = f"cncf/{uuid.uuid4().hex[:8]}"
-    job = load_job(write_job(tmp_path / "job.toml", f"""
-[[sync]]
-source = "{source['host']}/{source['repo']}:1.3.0"
-target = "{registry2.host}/{dst_repo}:v3"
-convert = "cncf"
-"""))
+    job = load_job(mirror_job(tmp_path / "job.toml",
+                              {"source": f"{source['host']}/{source['repo']}:1.3.0",
+                               "target": f"{registry2.host}/{dst_repo}:v3", "convert": "cncf"}))
     summary = run_job(job)
     assert summary.ok, summary.format_text()
     data, digest = api_manifest(registry2.host, dst_repo, "v3")
@@ -348,12 +330,9 @@ def test_convert_says_which_referrers_it_left_behind(source, registry2, tmp_path
     """1.29.0 carries a signature referrer. Re-labelled, the copy has a new digest the signature
     does not name: the referrer is not copied, and the summary says so (not silently)."""
     dst_repo = f"cncf/{uuid.uuid4().hex[:8]}"
-    job = load_job(write_job(tmp_path / "job.toml", f"""
-[[sync]]
-source = "{source['host']}/{source['repo']}:1.29.0"
-target = "{registry2.host}/{dst_repo}:v29"
-convert = "cncf"
-"""))
+    job = load_job(mirror_job(tmp_path / "job.toml",
+                              {"source": f"{source['host']}/{source['repo']}:1.29.0",
+                               "target": f"{registry2.host}/{dst_repo}:v29", "convert": "cncf"}))
     dry = run_job(job, dry_run=True)
     assert dry.artifacts[0].referrers_left_behind == 1 and "left behind" in dry.format_text()
     summary = run_job(job)
@@ -368,11 +347,9 @@ convert = "cncf"
     for subject in (digest, source["digests"]["1.29.0"]):
         assert "sha256-" + subject.split(":", 1)[1] not in api_tags(registry2.host, dst_repo)
     # without conversion the same referrer travels with its subject
-    plain = load_job(write_job(tmp_path / "plain.toml", f"""
-[[sync]]
-source = "{source['host']}/{source['repo']}:1.29.0"
-target = "{registry2.host}/{dst_repo}:plain"
-"""))
+    plain = load_job(mirror_job(tmp_path / "plain.toml",
+                                {"source": f"{source['host']}/{source['repo']}:1.29.0",
+                                 "target": f"{registry2.host}/{dst_repo}:plain"}))
     copied = run_job(plain).artifacts[0]
     assert copied.referrers == 1 and copied.referrers_left_behind == 0
     assert api_manifest(registry2.host, dst_repo, source["referrer"])[1] == source["referrer"]
@@ -392,18 +369,11 @@ def test_ollama_registry_to_modelpack(registry, registry2, tmp_path) -> None:
     src.close()
 
     dst_repo = f"models/{uuid.uuid4().hex[:8]}"
-    job = load_job(write_job(tmp_path / "job.toml", f"""
-[[sync]]
-source = "{registry.host}/{repo}"
-target = "{registry2.host}/{dst_repo}"
-source_format = "ollama"
-convert = "cncf"
-
-[[sync]]
-source = "ollama://{registry.host}/{repo}:q8"
-target = "{registry2.host}/{dst_repo}:same"
-convert = "cncf"
-"""))
+    job = load_job(mirror_job(tmp_path / "job.toml",
+                              {"source": f"{registry.host}/{repo}", "target": f"{registry2.host}/{dst_repo}",
+                               "source_format": "ollama", "convert": "cncf"},
+                              {"source": f"ollama://{registry.host}/{repo}:q8",
+                               "target": f"{registry2.host}/{dst_repo}:same", "convert": "cncf"}))
     summary = run_job(job)
     assert summary.ok and len(summary.with_status("copied")) == 2, summary.format_text()
     assert api_manifest(registry2.host, dst_repo, "same") == api_manifest(registry2.host, dst_repo, "q8")
@@ -420,14 +390,11 @@ def test_entries_into_separate_repositories_mount_shared_blobs(source, registry2
     target registry: the second entry mounts the shared blobs from the first repository (as
     Docker's blob-location cache does) instead of uploading them again."""
     first, second = (f"split/{uuid.uuid4().hex[:8]}" for _ in range(2))
-    job = load_job(write_job(tmp_path / "job.toml", f"""
-[[sync]]
-source = "{source['host']}/{source['repo']}:1.4.0"
-target = "{registry2.host}/{first}"
-[[sync]]
-source = "{source['host']}/{source['repo']}:1.5.0"
-target = "{registry2.host}/{second}"
-"""))
+    job = load_job(mirror_job(tmp_path / "job.toml",
+                              {"source": f"{source['host']}/{source['repo']}:1.4.0",
+                               "target": f"{registry2.host}/{first}"},
+                              {"source": f"{source['host']}/{source['repo']}:1.5.0",
+                               "target": f"{registry2.host}/{second}"}))
     summary = run_job(job)
     assert summary.ok, summary.format_text()
     one, two = summary.artifacts
@@ -444,13 +411,9 @@ def test_dry_run_lists_every_blob_of_every_artifact_as_the_run_treats_it(source,
     each is listed, each shared blob as send for one and skip for the other (the copy of the
     one puts it there), none is left out; the run then sends exactly 8."""
     dst_repo = f"plan/{uuid.uuid4().hex[:8]}"
-    job = load_job(write_job(tmp_path / "job.toml", f"""
-[[sync]]
-source = "{source['host']}/{source['repo']}"
-target = "{registry2.host}/{dst_repo}"
-tags = {{ allow = ["1.6.0", "1.7.0"] }}
-referrers = false
-"""))
+    job = load_job(mirror_job(tmp_path / "job.toml",
+                              {"source": f"{source['host']}/{source['repo']}", "target": f"{registry2.host}/{dst_repo}",
+                               "tags": {"allow": ["1.6.0", "1.7.0"]}, "referrers": False}))
     dry = run_job(job, dry_run=True)
     per_tag = {a.source.rsplit(":", 1)[-1]: Counter(action for _, _, action in a.blob_actions)
                for a in dry.artifacts}

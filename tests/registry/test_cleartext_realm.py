@@ -13,11 +13,11 @@ import base64
 import http.server
 import json
 import ssl
-import threading
 from collections.abc import Callable, Iterator
 
 import pytest
 from support.certs import make_tls_files
+from support.tiny_http import Answer, TinyServer, send, tls_context
 
 from ocibridge.cli import main
 
@@ -25,52 +25,42 @@ USER, PASSWORD = "alice", "s3cret-pass"
 BASIC = "Basic " + base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()
 
 
-class _Server:
-    """A loopback HTTP(S) server whose answer to every GET is ``answer(handler)``; it records the
-    (path, Authorization) of every request."""
+class _Server(TinyServer):
+    """A loopback HTTP(S) server whose answer to every request is ``answer(handler)``; it records
+    the (path, Authorization) of every request."""
 
-    def __init__(self, answer: Callable[[http.server.BaseHTTPRequestHandler], None],
-                 tls: ssl.SSLContext | None = None, bind: str = "127.0.0.1") -> None:
-        outer = self
-
-        class _Handler(http.server.BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-            def do_GET(self) -> None:
-                outer.seen.append((self.path, self.headers.get("Authorization")))
-                answer(self)
-
-            do_HEAD = do_GET
-            do_POST = do_GET
-
+    def __init__(self, answer: Answer, tls: ssl.SSLContext | None = None, bind: str = "127.0.0.1") -> None:
         self.seen: list[tuple[str, str | None]] = []
-        self.bind = bind
-        self.server = http.server.ThreadingHTTPServer((bind, 0), _Handler)
-        if tls is not None:
-            self.server.socket = tls.wrap_socket(self.server.socket, server_side=True)
-        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
 
-    @property
-    def host(self) -> str:
-        return f"{self.bind}:{self.server.server_address[1]}"
+        def record(handler: http.server.BaseHTTPRequestHandler) -> None:
+            self.seen.append((handler.path, handler.headers.get("Authorization")))
+            answer(handler)
 
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        super().__init__(record, tls=tls, bind=bind)
 
 
-def _answer(handler: http.server.BaseHTTPRequestHandler, status: int, body: bytes = b"",
-            headers: dict[str, str] | None = None) -> None:
-    handler.send_response(status)
-    for k, v in (headers or {}).items():
-        handler.send_header(k, v)
-    handler.send_header("Content-Length", str(len(body)))
-    handler.end_headers()
-    if handler.command != "HEAD":
-        handler.wfile.write(body)
+def _token_answer(h: http.server.BaseHTTPRequestHandler) -> None:
+    send(h, 200, json.dumps({"token": "t", "expires_in": 300}).encode(), {"Content-Type": "application/json"})
+
+
+def _registry_answer(realm: Callable[[], str], service: str) -> Answer:
+    """A registry's answer: the tag list to a Bearer token, else a challenge at ``realm()``."""
+
+    def answer(h: http.server.BaseHTTPRequestHandler) -> None:
+        if (h.headers.get("Authorization") or "").startswith("Bearer "):
+            send(h, 200, json.dumps({"name": "team/m", "tags": ["v1"]}).encode(), {"Content-Type": "application/json"})
+        else:
+            send(h, 401, b"{}", {"WWW-Authenticate": f'Bearer realm="{realm()}",service="{service}"'})
+
+    return answer
+
+
+def _store_credentials(tmp_path, monkeypatch, registry_host: str) -> None:
+    """The user's password for ``registry_host`` in a docker config."""
+    auth = {"auths": {registry_host: {"auth": base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()}}}
+    (tmp_path / "docker").mkdir(exist_ok=True)
+    (tmp_path / "docker" / "config.json").write_text(json.dumps(auth))
+    monkeypatch.setenv("DOCKER_CONFIG", str(tmp_path / "docker"))
 
 
 @pytest.fixture
@@ -79,29 +69,16 @@ def setup(tmp_path, monkeypatch) -> Iterator[Callable[[Callable[[str, str], str]
     ``realm_of(token_server_host, registry_host)``; credentials for the registry in a docker
     config, its CA in the settings file."""
     tls = make_tls_files(tmp_path / "tls")
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.load_cert_chain(str(tls.cert_file), str(tls.key_file))
+    context = tls_context(tls.cert_file, tls.key_file)
     servers: list[_Server] = []
 
     def start(realm_of: Callable[[str, str], str]) -> tuple[_Server, _Server]:
-        token = _Server(lambda h: _answer(h, 200, json.dumps({"token": "t", "expires_in": 300}).encode(),
-                                          {"Content-Type": "application/json"}))
+        token = _Server(_token_answer)
         realm: list[str] = []
-
-        def registry_answer(h: http.server.BaseHTTPRequestHandler) -> None:
-            if (h.headers.get("Authorization") or "").startswith("Bearer "):
-                _answer(h, 200, json.dumps({"name": "team/m", "tags": ["v1"]}).encode(),
-                        {"Content-Type": "application/json"})
-            else:
-                _answer(h, 401, b"{}", {"WWW-Authenticate": f'Bearer realm="{realm[0]}",service="reg"'})
-
-        registry = _Server(registry_answer, tls=context)
+        registry = _Server(_registry_answer(lambda: realm[0], service="reg"), tls=context)
         realm.append(realm_of(token.host, registry.host))
         servers.extend([token, registry])
-        auth = {"auths": {registry.host: {"auth": base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()}}}
-        (tmp_path / "docker").mkdir(exist_ok=True)
-        (tmp_path / "docker" / "config.json").write_text(json.dumps(auth))
-        monkeypatch.setenv("DOCKER_CONFIG", str(tmp_path / "docker"))
+        _store_credentials(tmp_path, monkeypatch, registry.host)
         settings = tmp_path / "registries.toml"
         settings.write_text(f'[registry."{registry.host}"]\nca_file = "{tls.ca_file}"\n')
         monkeypatch.setenv("OCIBRIDGE_REGISTRIES_CONF", str(settings))
@@ -170,22 +147,10 @@ def test_a_plain_http_loopback_registry_sends_no_credentials_to_a_realm_off_the_
     outward = _outward_address()
     if outward is None:
         pytest.skip("no non-loopback IPv4 address")
-    token = _Server(lambda h: _answer(h, 200, json.dumps({"token": "t"}).encode(),
-                                      {"Content-Type": "application/json"}), bind=outward)
-
-    def registry_answer(h: http.server.BaseHTTPRequestHandler) -> None:
-        if (h.headers.get("Authorization") or "").startswith("Bearer "):
-            _answer(h, 200, json.dumps({"name": "team/m", "tags": ["v1"]}).encode(),
-                    {"Content-Type": "application/json"})
-        else:
-            _answer(h, 401, b"{}", {"WWW-Authenticate": f'Bearer realm="http://{token.host}/token",service="r"'})
-
-    registry = _Server(registry_answer)
+    token = _Server(_token_answer, bind=outward)
+    registry = _Server(_registry_answer(lambda: f"http://{token.host}/token", service="r"))
     try:
-        auth = {"auths": {registry.host: {"auth": base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()}}}
-        (tmp_path / "docker").mkdir()
-        (tmp_path / "docker" / "config.json").write_text(json.dumps(auth))
-        monkeypatch.setenv("DOCKER_CONFIG", str(tmp_path / "docker"))
+        _store_credentials(tmp_path, monkeypatch, registry.host)
         monkeypatch.setenv("OCIBRIDGE_REGISTRIES_CONF", str(tmp_path / "none.toml"))
         assert main(["tags", f"{registry.host}/team/m"]) == 1
         err = capsys.readouterr().err

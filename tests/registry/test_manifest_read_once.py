@@ -17,7 +17,8 @@ from ocibridge.stores.layout import LayoutStore
 from ocibridge.stores.registry import RegistryStore, open_repository
 from ocibridge.transfer.copy import CopyHooks, copy
 from tests.hostile import test_hostile_servers as _servers
-from tests.hostile.test_hostile_servers import _one_error_line, _send, ocibridge
+from tests.hostile.test_hostile_servers import _one_error_line, ocibridge
+from tests.support.tiny_http import send as _send
 
 hostile = _servers.hostile  # the loopback misbehaving-registry fixture, shared
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 import base64
 import http.server
 import json
-import threading
 from collections.abc import Callable, Iterator
 
 import pytest
+from support.tiny_http import TinyServer, send
 
 from ocibridge.errors import RegistryError
 from ocibridge.stores.registry.options import RegistryOptions
@@ -20,50 +20,26 @@ from ocibridge.stores.registry.options import RegistryOptions
 SECRET = "Basic " + base64.b64encode(b"alice:s3cret").decode()
 
 
-class Recorder:
+class Recorder(TinyServer):
     """A loopback HTTP server that answers every GET with a listing and ``link`` (a function of
     the request's path giving a Link header, or None), recording each request's Authorization;
     ``basic``: ask for Basic credentials first, as a registry with a password does."""
 
     def __init__(self, link: Callable[[str], str | None], basic: bool) -> None:
-        outer = self
         self.seen: list[tuple[str, str | None]] = []
 
-        class _Handler(http.server.BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
+        def answer(handler: http.server.BaseHTTPRequestHandler) -> None:
+            sent = handler.headers.get("Authorization")
+            self.seen.append((handler.path, sent))
+            if basic and sent != SECRET:
+                send(handler, 401, b"", {"WWW-Authenticate": 'Basic realm="test"'})
+                return
+            body = b"" if handler.path == "/v2/" else json.dumps(
+                {"repositories": ["acme/one"], "name": "acme/m", "tags": ["v1"]}).encode()
+            target = link(handler.path)
+            send(handler, 200, body, {"Content-Type": "application/json", **({"Link": target} if target else {})})
 
-            def log_message(self, *args: object) -> None:
-                pass
-
-            def do_GET(self) -> None:  # noqa: N802 - http.server's name
-                sent = self.headers.get("Authorization")
-                outer.seen.append((self.path, sent))
-                if basic and sent != SECRET:
-                    self._answer(401, b"", {"WWW-Authenticate": 'Basic realm="test"'})
-                    return
-                body = b"" if self.path == "/v2/" else json.dumps(
-                    {"repositories": ["acme/one"], "name": "acme/m", "tags": ["v1"]}).encode()
-                target = link(self.path)
-                self._answer(200, body, {"Content-Type": "application/json", **({"Link": target} if target else {})})
-
-            def _answer(self, status: int, body: bytes, headers: dict[str, str]) -> None:
-                self.send_response(status)
-                for name, value in headers.items():
-                    self.send_header(name, value)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-
-    @property
-    def host(self) -> str:
-        return f"127.0.0.1:{self.server.server_address[1]}"
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        super().__init__(answer)
 
 
 @pytest.fixture

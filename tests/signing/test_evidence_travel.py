@@ -20,6 +20,7 @@ from ocibridge.signing.attest import CYCLONEDX, SLSA_PROVENANCE_V1, find_attesta
 from ocibridge.stores.base import Store, close_store
 from tests.modelgen import make_model
 from tests.signing_keys import key_pair
+from tests.support.cli_run import digest_of
 
 PROVENANCE = "in-toto statement"  # how list_evidence names an unsigned provenance statement
 
@@ -60,19 +61,13 @@ def _unsigned_statement(ref: str) -> bytes:
         close_store(store)
 
 
-def _digest(capsys, ref: str) -> str:
-    capsys.readouterr()
-    assert main(["resolve", ref]) == 0
-    return capsys.readouterr().out.split()[-1]
-
-
 @pytest.fixture
 def source(tmp_path, registry, unique_repo, capsys):
     """(ref, digest, private key, public key): a model pushed to the registry."""
     ref = f"{registry.host}/{unique_repo}/src:v1"
     assert main(["push", str(make_model(tmp_path / "m")), ref, "-q"]) == 0
     private, public = key_pair(tmp_path / "k")
-    return ref, _digest(capsys, ref), private, public
+    return ref, digest_of(capsys, ref), private, public
 
 
 def test_copy_provenance_is_signed_reproducible_and_names_the_source_manifest(source, registry, unique_repo,
@@ -106,7 +101,7 @@ def test_convert_provenance_and_sbom_of_the_converted_manifest(source, registry,
     assert main(argv) == 0
     out = capsys.readouterr().out
     assert "provenance attached (referrer)" in out and "sbom attached (referrer)" in out
-    converted = _digest(capsys, dest)
+    converted = digest_of(capsys, dest)
     assert converted != digest
     statement = _unsigned_statement(dest)
     assert main(argv) == 0

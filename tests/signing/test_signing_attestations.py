@@ -19,8 +19,10 @@ from ocibridge.signing import keys
 from ocibridge.signing.attach import attach_bundle
 from ocibridge.signing.sigstorebundle import SIGN_PREDICATE_TYPE, STATEMENT_V1, make_bundle
 from ocibridge.stores.layout import LayoutStore
-from tests.modelgen import make_model
+from tests.signing import test_signing as _signing
 from tests.signing_keys import key_pair
+
+pushed = _signing.pushed  # the small artifact in a layout, shared
 
 ATTESTATION_TYPES = [
     "https://slsa.dev/provenance/v0.2",
@@ -39,13 +41,11 @@ MISSING_TYPES: list[object] = [None, [SIGN_PREDICATE_TYPE], {"type": SIGN_PREDIC
 
 
 @pytest.fixture
-def unsigned(tmp_path, capsys):
+def unsigned(pushed, tmp_path):
     """(layout, digest, private key, public key path): an artifact with no signature yet."""
-    model = make_model(tmp_path / "m")
-    assert main(["push", str(model), f"oci:{tmp_path}/store:v1", "--json", "-q"]) == 0
-    digest = json.loads(capsys.readouterr().out)["digest"]
+    layout, digest = pushed
     private, public = key_pair(tmp_path / "k")
-    return tmp_path / "store", digest, keys.load_private_key(private), public
+    return layout, digest, keys.load_private_key(private), public
 
 
 def _statement(digest: str, predicate_type: object, *, omit: bool = False) -> bytes:

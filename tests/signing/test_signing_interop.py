@@ -15,8 +15,11 @@ import pytest
 from ocibridge.cli import main
 from tests import cosign_spec
 from tests.modelgen import make_model
+from tests.signing import test_signing as _signing
 from tests.signing_keys import key_pair
 from tests.support.data import data
+
+pushed = _signing.pushed  # the small artifact in a layout, shared
 
 SIGSTORE_JS = Path(__file__).parents[1] / "interop" / "sigstore-js"
 TRUSTED_ROOT = data("signing", "bundle", "public-good.trusted_root.json")
@@ -34,14 +37,11 @@ def sigstore_js() -> Path:
 
 
 @pytest.fixture
-def signed(tmp_path, capsys):
+def signed(pushed, tmp_path):
     """A layout artifact signed in both forms: (layout, digest, public key, bundle bytes)."""
-    model = make_model(tmp_path / "m")
-    assert main(["push", str(model), f"oci:{tmp_path}/store:v1", "--json", "-q"]) == 0
-    digest = json.loads(capsys.readouterr().out)["digest"]
+    layout, digest = pushed
     private, public = key_pair(tmp_path / "k")
-    assert main(["sign", f"oci:{tmp_path}/store:v1", "--key", str(private), "-a", "team=ml"]) == 0
-    layout = tmp_path / "store"
+    assert main(["sign", f"oci:{layout}:v1", "--key", str(private), "-a", "team=ml"]) == 0
     (manifest,) = cosign_spec.referrers(layout, digest)
     bundle = cosign_spec.blob(layout, manifest["layers"][0]["digest"])
     return layout, digest, public, bundle

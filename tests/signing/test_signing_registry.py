@@ -11,6 +11,7 @@ import subprocess
 import pytest
 from cryptography.exceptions import InvalidSignature
 from support.faultproxy import FaultProxy, status
+from support.mirror_jobs import mirror_job
 
 from ocibridge.cli import main
 from ocibridge.mirror import load_job, run_job
@@ -140,18 +141,10 @@ def test_mirror_verifies_carries_and_counts_signatures(tmp_path, capsys, registr
     private, public = key_pair(tmp_path / "k")
     assert main(["sign", signed_ref, "--key", str(private)]) == 0
     capsys.readouterr()
-    job = tmp_path / "job.toml"
-    job.write_text(f"""
-[registries."{registry.host}"]
-plain_http = true
-[registries."{registry2.host}"]
-plain_http = true
-
-[[sync]]
-source = "{registry.host}/{unique_repo}"
-target = "{registry2.host}/{unique_repo}"
-verify = {{ keys = ["k/cosign.pub"] }}
-""")
+    job = mirror_job(tmp_path / "job.toml", {"source": f"{registry.host}/{unique_repo}",
+                                             "target": f"{registry2.host}/{unique_repo}",
+                                             "verify": {"keys": ["k/cosign.pub"]}},
+                     plain_http=[registry.host, registry2.host])
     summary = run_job(load_job(job))
     by_tag = {a.source.rsplit(":", 1)[1]: a for a in summary.artifacts}
     assert set(by_tag) == {"signed", "unsigned"}  # the .sig and fallback tags are not artifacts

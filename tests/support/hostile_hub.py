@@ -23,6 +23,8 @@ import sys
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import unquote, urlsplit
 
+from .tiny_http import send
+
 REPO = "acme/tiny"
 COMMIT = "c0ffee" + "0" * 34
 BODY = b'{"hidden_size": 8}\n'
@@ -69,15 +71,6 @@ class Handler(BaseHTTPRequestHandler):
             f.write(json.dumps({"method": self.command, "host": self.headers.get("Host", ""),
                                 "path": self.path, "auth": "Authorization" in self.headers}) + "\n")
 
-    def _send(self, status: int, body: bytes, headers: dict[str, str] | None = None) -> None:
-        self.send_response(status)
-        for k, v in (headers or {}).items():
-            self.send_header(k, v)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(body)
-
     def do_HEAD(self) -> None:  # noqa: N802 - http.server's name
         self.do_GET()
 
@@ -95,10 +88,10 @@ class Handler(BaseHTTPRequestHandler):
         elif path.startswith(f"/{REPO}/resolve/"):
             self._resolve(path.split("/", 5)[5])
         else:
-            self._send(404, b'{"error": "not found"}', {"X-Error-Code": "EntryNotFound"})
+            send(self, 404, b'{"error": "not found"}', {"X-Error-Code": "EntryNotFound"})
 
     def _json(self, doc: object, headers: dict[str, str] | None = None) -> None:
-        self._send(200, json.dumps(doc).encode(), {"Content-Type": "application/json", **(headers or {})})
+        send(self, 200, json.dumps(doc).encode(), {"Content-Type": "application/json", **(headers or {})})
 
     def _tree(self, query: str) -> None:
         if self.mode != "many":
@@ -117,7 +110,7 @@ class Handler(BaseHTTPRequestHandler):
     def _resolve(self, rel: str) -> None:
         data = files(self.mode).get(rel)
         if data is None:
-            self._send(404, b"", {"X-Error-Code": "EntryNotFound"})
+            send(self, 404, b"", {"X-Error-Code": "EntryNotFound"})
             return
         lfs = rel.endswith(".safetensors")
         etag = hashlib.sha256(data).hexdigest() if lfs else git_blob(data)
@@ -126,11 +119,11 @@ class Handler(BaseHTTPRequestHandler):
         host = self.headers.get("Host", "")
         if self.mode == "redirect" and host.startswith("127.0.0.1"):
             port = host.rsplit(":", 1)[1]
-            self._send(302, b"", {**headers, "Location": f"http://localhost:{port}/{REPO}/resolve/{COMMIT}/{rel}"})
+            send(self, 302, b"", {**headers, "Location": f"http://localhost:{port}/{REPO}/resolve/{COMMIT}/{rel}"})
             return
         if self.mode == "mismatch" and lfs:
             data = FORGED
-        self._send(200, data, {**headers, "Content-Type": "application/octet-stream"})
+        send(self, 200, data, {**headers, "Content-Type": "application/octet-stream"})
 
 
 def main() -> None:

@@ -17,7 +17,7 @@ import os
 import shutil
 import subprocess
 import threading
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -127,15 +127,17 @@ def kubectl_dry_run(tmp: Path, text: str) -> str:
     return done.stdout
 
 
-def checked_documents(tmp: Path, text: str) -> list[dict[str, Any]]:
+def checked_documents(tmp: Path, text: str, kinds: Collection[str] | None = None) -> list[dict[str, Any]]:
     """The documents of ``text``, each checked by the Kubernetes client's model of its kind (its
-    round trip gives the same dict back) and all by :func:`kubectl_dry_run`."""
+    round trip gives the same dict back) and all by :func:`kubectl_dry_run`; ``kinds``: the only
+    kinds the command may print."""
     import yaml
     from kubernetes.client import ApiClient
 
     docs = [d for d in yaml.safe_load_all(text) if d is not None]
     client = ApiClient()
     for doc in docs:
+        assert kinds is None or doc["kind"] in kinds, doc["kind"]
         model = client.deserialize(json.dumps(doc), f"V1{doc['kind']}", "application/json")
         assert client.sanitize_for_serialization(model) == doc
     out = kubectl_dry_run(tmp, text)

@@ -7,8 +7,10 @@ import hashlib
 import io
 import json
 import tarfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 CONFIG = "application/vnd.oci.image.config.v1+json"
@@ -85,3 +87,22 @@ def write_tiny_image(path: Path, files: dict[str, bytes] | None = None,
     }
     (path / "index.json").write_text(json.dumps(index))
     return TinyImage(path, tag, _digest(manifest), manifest, blobs)
+
+
+def rewrite_manifest(layout: Path, tag: str, mutate: Callable[[dict[str, Any], Callable[[str], Path]], None]) -> None:
+    """Rewrite the manifest ``layout`` tags ``tag`` with ``mutate(manifest, blob_path_of_digest)``
+    (which may damage blobs too), then point the index at the new manifest: the layout stays
+    consistent, what it holds is not."""
+    index = json.loads((layout / "index.json").read_bytes())
+    entry = next(m for m in index["manifests"]
+                 if m.get("annotations", {}).get("org.opencontainers.image.ref.name") == tag)
+
+    def blob(digest: str) -> Path:
+        return layout / "blobs" / "sha256" / digest.split(":")[1]
+
+    manifest = json.loads(blob(entry["digest"]).read_bytes())
+    mutate(manifest, blob)
+    data = json.dumps(manifest).encode()
+    entry["digest"], entry["size"] = _digest(data), len(data)
+    blob(entry["digest"]).write_bytes(data)
+    (layout / "index.json").write_text(json.dumps(index))

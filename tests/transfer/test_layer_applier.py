@@ -9,6 +9,7 @@ import tarfile
 from pathlib import Path
 
 import pytest
+from support.pysource import docstring_ids
 
 from ocibridge.errors import UnsafePath
 from ocibridge.kinds.modelcar.image import _ModelsSink, _place
@@ -19,16 +20,6 @@ PACKAGE = Path(__file__).resolve().parents[2] / "ocibridge"
 APPLIER = PACKAGE / "layers" / "applier.py"
 
 
-def _docstrings(tree: ast.AST) -> set[int]:
-    found = set()
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
-            first = node.body[0]
-            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
-                found.add(id(first.value))
-    return found
-
-
 def test_whiteout_names_are_read_only_by_the_applier():
     """A module that spells ``.wh.`` (in code, not prose) or uses the applier's markers reads
     whiteout names a second time, and the next fix lands in one reading only."""
@@ -37,7 +28,7 @@ def test_whiteout_names_are_read_only_by_the_applier():
         if path == APPLIER:
             continue
         tree = ast.parse(path.read_text(), str(path))
-        docs = _docstrings(tree)
+        docs = docstring_ids(tree)
         rel = path.relative_to(PACKAGE.parent)
         for node in ast.walk(tree):
             if (isinstance(node, ast.Constant) and isinstance(node.value, str) and ".wh." in node.value

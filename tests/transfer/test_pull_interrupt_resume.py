@@ -5,21 +5,14 @@ by SIGINT mid-blob through a throttling proxy, then the same pull on a pty (test
 from __future__ import annotations
 
 import re
-import signal
-
-from support.faultproxy import throttle
 
 from ocibridge.cli import main
 from ocibridge.oci.mediatypes import OCI_LAYER_TAR
 from ocibridge.oci.models import Descriptor
 from tests.transfer.test_progress import frames, on_terminal
 from tests.transfer.test_transfer_interrupt import (
-    INTERRUPT_AFTER,
-    RATE,
     _model_with_big_file,
-    _start,
-    _wait_for_bytes,
-    stderr_once_gone,
+    _pull_interrupted,
 )
 
 SAID = ("ocibridge: interrupted: the blobs received and the part of the one in flight are kept; "
@@ -32,12 +25,7 @@ def test_an_interrupted_pull_says_what_it_kept_and_its_rerun_draws_from_there(fa
     assert main(["push", str(model), ref, "-q"]) == 0
     big = Descriptor.for_bytes(OCI_LAYER_TAR, (model / "weights.bin").read_bytes())
     out = tmp_path / "out"
-    fault_proxy.add("GET", f"/blobs/{big.digest}", throttle(RATE), times=1)
-    proc = _start(["pull", ref, "-o", str(out), "--concurrency", "1"])
-    _wait_for_bytes(fault_proxy, big, INTERRUPT_AFTER, proc)
-    proc.send_signal(signal.SIGINT)
-    err = stderr_once_gone(proc)
-    assert proc.returncode == 130, err
+    err = _pull_interrupted(fault_proxy, ref, big, out)
     assert err.splitlines()[-1] == SAID, err
 
     code, _, screen = on_terminal("pull", ref, "-o", str(out), "--concurrency", "1")

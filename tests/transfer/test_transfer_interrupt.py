@@ -147,15 +147,16 @@ def _model_with_big_file(root: Path) -> Path:
     return root
 
 
-def _pull_interrupted(fault_proxy, ref: str, big: Descriptor, out: Path) -> None:
+def _pull_interrupted(fault_proxy, ref: str, big: Descriptor, out: Path) -> str:
     """A pull into ``out`` of ``ref``, whose ``big`` layer comes throttled, stopped by Ctrl-C once
-    INTERRUPT_AFTER of it arrived: it exits 130."""
+    INTERRUPT_AFTER of it arrived: it exits 130. Its stderr."""
     fault_proxy.add("GET", f"/blobs/{big.digest}", throttle(RATE), times=1)
     proc = _start(["pull", ref, "-o", str(out), "--concurrency", "1"])
     _wait_for_bytes(fault_proxy, big, INTERRUPT_AFTER, proc)
     proc.send_signal(signal.SIGINT)
     err = stderr_once_gone(proc)
     assert proc.returncode == 130, err
+    return err
 
 
 def test_interrupted_directory_pull_resumes_from_the_cache(registry, fault_proxy, unique_repo, tmp_path):

@@ -1,0 +1,24 @@
+"""The CLI run in-process, as tests check it: the exit code with its one-line error, and what
+``ocibridge resolve`` says of a reference."""
+
+from __future__ import annotations
+
+import pytest
+
+from ocibridge.cli import main
+
+
+def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
+    """Exit code and stderr; a failure must be exactly one line."""
+    code = main(list(args))
+    err = capsys.readouterr().err
+    if code:
+        assert err.startswith("ocibridge: error: ") and err.count("\n") == 1, err
+    return code, err
+
+
+def digest_of(capsys: pytest.CaptureFixture[str], ref: str) -> str:
+    """The digest ``ref`` resolves to (what the test printed before is dropped)."""
+    capsys.readouterr()
+    assert main(["resolve", ref]) == 0
+    return capsys.readouterr().out.split()[-1]
