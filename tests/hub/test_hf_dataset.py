@@ -20,6 +20,7 @@ from ocibridge.cli import main
 from ocibridge.errors import UsageError
 from ocibridge.kinds.hf.locator import parse_hub_reference
 from ocibridge.kinds.hf.repotype import REPO_TYPE_KEY
+from ocibridge.model.builder import AUTO_GROUP_THRESHOLD
 from ocibridge.oci.models import Descriptor
 from ocibridge.stores.layout import LayoutStore
 
@@ -229,10 +230,11 @@ def test_a_pulled_dataset_loads_offline_with_the_datasets_library(tmp_path, caps
     assert list(first) == ["train"] and [r["text"] for r in first["train"]] == [f"train row 0-{n}" for n in range(3)]
 
 
-def test_a_dataset_of_300_shards_round_trips(tmp_path, capsys, hub, registry, unique_repo):
+def test_a_dataset_of_more_shards_than_push_groups_round_trips(tmp_path, capsys, hub, registry, unique_repo):
     """Many small shards: more than push groups by default (one tar layer of the dataset kind, so the
     manifest stays small) and, with --no-auto-group, one layer each; both come back byte for byte."""
-    src = make_dataset(tmp_path / "src", shards=150)
+    shards = AUTO_GROUP_THRESHOLD // 2 + 8  # train's and test's shards together: more than push leaves ungrouped
+    src = make_dataset(tmp_path / "src", shards=shards)
     write_dataset_cache(hub, "acme/many", src)
     grouped, single = f"{registry.host}/{unique_repo}:grouped", f"{registry.host}/{unique_repo}:single"
     assert main(["push", "hf:datasets/acme/many", grouped, "-q"]) == 0
@@ -243,12 +245,12 @@ def test_a_dataset_of_300_shards_round_trips(tmp_path, capsys, hub, registry, un
         assert main(["inspect", ref, "--json"]) == 0
         layers[ref] = [layer["mediaType"] for layer in json.loads(capsys.readouterr().out)["layers"]]
     assert sorted(layers[grouped]) == [DATASET_MEDIA + "tar", "application/vnd.cnai.model.doc.v1.raw"]
-    assert len(layers[single]) == 301 and layers[single].count(DATASET_MEDIA + "raw") == 300
+    assert len(layers[single]) == 2 * shards + 1 and layers[single].count(DATASET_MEDIA + "raw") == 2 * shards
     for ref, name in ((grouped, "acme/grouped"), (single, "acme/single")):
         assert main(["pull", ref, f"hf:datasets/{name}", "-q"]) == 0
         assert files_of(hub / f"datasets--{name.replace('/', '--')}" / "snapshots" / COMMIT) == files_of(src)
     loaded = load_offline(hub, tmp_path, "acme/grouped")
-    assert len(loaded["train"]) == len(loaded["test"]) == 450
+    assert len(loaded["train"]) == len(loaded["test"]) == 3 * shards
 
 
 def test_a_dataset_travels_as_a_model_does(tmp_path, capsys, hub, registry, unique_repo):
