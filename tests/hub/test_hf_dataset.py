@@ -197,19 +197,22 @@ def test_a_model_and_a_dataset_of_one_name_stay_apart(tmp_path, capsys, hub):
     assert len(as_model["layers"]) == 1 and len(as_dataset["layers"]) == 5
 
 
-def load_offline(hub: Path, tmp_path: Path, repo_id: str, *args: str) -> dict:
+def load_offline(hub: Path, tmp_path: Path, repo_id: str, *configs: tuple[str, ...]) -> list[dict]:
     """``datasets.load_dataset`` of the dataset ``repo_id`` of the Hub cache ``hub``, found by repo id
-    with huggingface_hub, in a fresh python, offline. (Offline, ``load_dataset("ORG/NAME")`` reads only
-    the library's own prepared cache, never the Hub cache: datasets 5's load.py refuses first.)"""
+    with huggingface_hub, in a fresh python, offline, once for each of ``configs`` (the arguments after
+    the path; default: none). (Offline, ``load_dataset("ORG/NAME")`` reads only the library's own
+    prepared cache, never the Hub cache: datasets 5's load.py refuses first.)"""
     script = ("import json, sys, datasets, huggingface_hub as h; "
-              "p = h.snapshot_download(sys.argv[1], repo_type='dataset', local_files_only=True); "
-              "d = datasets.load_dataset(p, *sys.argv[2:]); print(json.dumps({s: d[s].to_list() for s in d}))")
+              "p = h.snapshot_download(sys.argv[1], repo_type='dataset', local_files_only=True)\n"
+              "for args in json.loads(sys.argv[2]):\n"
+              "    d = datasets.load_dataset(p, *args); print(json.dumps({s: d[s].to_list() for s in d}))")
     env = {**os.environ, "HF_HUB_CACHE": str(hub), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
            "HF_DATASETS_CACHE": str(tmp_path / "datasets-cache"), "HF_HOME": str(tmp_path / "hf-home-load")}
-    done = subprocess.run([sys.executable, "-c", script, repo_id, *args], env=env, capture_output=True, text=True,
-                          timeout=300)
+    asked = [list(c) for c in configs] or [[]]
+    done = subprocess.run([sys.executable, "-c", script, repo_id, json.dumps(asked)], env=env, capture_output=True,
+                          text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return [json.loads(line) for line in done.stdout.strip().splitlines()[-len(asked):]]
 
 
 def test_a_pulled_dataset_loads_offline_with_the_datasets_library(tmp_path, capsys, hub, registry, unique_repo):
@@ -222,11 +225,10 @@ def test_a_pulled_dataset_loads_offline_with_the_datasets_library(tmp_path, caps
     assert (folder / "refs" / "main").read_text() == COMMIT
     assert files_of(folder / "snapshots" / COMMIT) == files_of(src)  # byte for byte
     assert not (hub / "models--acme--copy").exists()
-    loaded = load_offline(hub, tmp_path, "acme/copy")
+    loaded, first = load_offline(hub, tmp_path, "acme/copy", (), ("first",))  # and a config of the card
     assert sorted(loaded) == ["test", "train"]
     assert loaded["train"][0] == {"text": "train row 0-0", "label": 0} and len(loaded["train"]) == 6
     assert loaded["test"][-1] == {"text": "test row 1-2", "label": 1} and len(loaded["test"]) == 6
-    first = load_offline(hub, tmp_path, "acme/copy", "first")  # a config of the card
     assert list(first) == ["train"] and [r["text"] for r in first["train"]] == [f"train row 0-{n}" for n in range(3)]
 
 
@@ -249,7 +251,7 @@ def test_a_dataset_of_more_shards_than_push_groups_round_trips(tmp_path, capsys,
     for ref, name in ((grouped, "acme/grouped"), (single, "acme/single")):
         assert main(["pull", ref, f"hf:datasets/{name}", "-q"]) == 0
         assert files_of(hub / f"datasets--{name.replace('/', '--')}" / "snapshots" / COMMIT) == files_of(src)
-    loaded = load_offline(hub, tmp_path, "acme/grouped")
+    (loaded,) = load_offline(hub, tmp_path, "acme/grouped")
     assert len(loaded["train"]) == len(loaded["test"]) == 3 * shards
 
 
