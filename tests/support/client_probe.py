@@ -1,6 +1,6 @@
 """Running the CLI in a fresh interpreter that counts the registry clients it makes and closes,
-with ``ResourceWarning`` as an error: shared by the tests that check clients are closed and that
-references are parsed once."""
+with ``ResourceWarning`` as an error (or several commands, each in a process forked from one such
+interpreter): shared by the tests that check clients are closed and that references are parsed once."""
 
 from __future__ import annotations
 
