@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 import ocibridge
+from ocibridge.stores.layout import LayoutStore
 from tests.modelgen import make_model
 
 
@@ -99,8 +100,7 @@ def test_an_empty_source_or_destination_is_refused(argv, tmp_path):
     """``push "$MODEL" …`` with MODEL unset packed the whole current directory; ``pull REF ""``
     failed with "unexpected AttributeError", and ``-o ""`` wrote the files into the current
     directory. Each is one line now, and the current directory is left as it was."""
-    model = make_model(tmp_path / "m")
-    assert run("push", str(model), f"oci:{tmp_path}/layout:v1", "-q").returncode == 0
+    ocibridge.push(str(make_model(tmp_path / "m")), f"oci:{tmp_path}/layout:v1")  # set-up: in this process
     work = tmp_path / "work"
     work.mkdir()
     (work / "notes.txt").write_text("mine\n")
@@ -110,7 +110,7 @@ def test_an_empty_source_or_destination_is_refused(argv, tmp_path):
     assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
     assert "empty" in done.stderr and "unset shell variable" in done.stderr, done.stderr
     assert sorted(p.name for p in work.iterdir()) == ["notes.txt"]
-    assert run("tags", f"oci:{tmp_path}/layout").stdout == "v1\n"
+    assert LayoutStore(tmp_path / "layout").tags() == ["v1"]
 
 
 @pytest.mark.parametrize(("argv", "written"), [
@@ -120,7 +120,7 @@ def test_an_empty_source_or_destination_is_refused(argv, tmp_path):
     (["push", "{tmp}/m"], "{full}/store"),
     (["copy", "oci:{tmp}/lay:v1", "oci:{full}/copied:v1"], "{full}/copied"),
 ], ids=["pull", "pull relative", "push NAME:TAG", "push", "copy"])
-def test_a_full_disk_names_the_places_the_command_writes(argv, written, tmp_path):
+def test_a_full_disk_names_the_places_the_command_writes(argv, written, tmp_path, monkeypatch):
     """A full disk reported by a buffered write's flush carries no file name: the line names the
     destination (the local store for a bare NAME:TAG) and the cache, so the user knows which disk
     to free; nothing is left there. The disk is a 64 KiB tmpfs in a mount namespace of the
@@ -131,10 +131,10 @@ def test_a_full_disk_names_the_places_the_command_writes(argv, written, tmp_path
     (model / "config.json").write_text("{}")
     full, cache = tmp_path / "full", tmp_path / "cache"
     full.mkdir()
-    env = {**os.environ, "OCIBRIDGE_CACHE": str(cache), "OCIBRIDGE_STORE": str(full / "store")}
-    pushed = subprocess.run([sys.executable, "-m", "ocibridge", "push", str(model), f"oci:{tmp_path / 'lay'}:v1",
-                             "-q"], env=env, capture_output=True, text=True, timeout=120, check=False)
-    assert pushed.returncode == 0, pushed.stderr
+    monkeypatch.setenv("OCIBRIDGE_CACHE", str(cache))
+    monkeypatch.setenv("OCIBRIDGE_STORE", str(full / "store"))
+    env = dict(os.environ)
+    ocibridge.push(str(model), f"oci:{tmp_path / 'lay'}:v1")  # set-up: in this process, with the command's env
     words = " ".join(f'"{a.format(tmp=tmp_path, full=full)}"' for a in argv)
     script = (f'mount -t tmpfs -o size=64k tmpfs "{full}" && cd "{full}" && "$0" -m ocibridge {words}; '
               f'echo "exit $?"; ls -A "{full}"')

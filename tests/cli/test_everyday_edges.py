@@ -15,6 +15,7 @@ from pathlib import Path
 
 from support.data import data
 
+from ocibridge.cli import main
 from ocibridge.stores.layout import LayoutStore
 from tests.modelgen import make_model
 from tests.support.fixtures import new_repo
@@ -66,7 +67,7 @@ def _relabelled_layout(root: Path) -> str:
     (src / "config.json").write_text('{"hidden": 4}\n')
     layout = root / "layout"
     LayoutStore(layout, create=True)  # a REF holding '/' is read after an existing layout's directory
-    assert run("push", str(src), f"oci:{layout}:acme/older:latest", "--media-types", "cncf", "-q").returncode == 0
+    assert main(["push", str(src), f"oci:{layout}:acme/older:latest", "--media-types", "cncf", "-q"]) == 0  # set-up
     index = json.loads((layout / "index.json").read_text())
     entry = index["manifests"][0]
     blob = layout / "blobs" / "sha256" / entry["digest"].split(":", 1)[1]
@@ -141,7 +142,7 @@ def test_pull_of_a_repository_that_is_not_there_says_so_and_names_the_near_ones(
 
     repo = new_repo("acme")  # acme/<random>: this test's own name
     src = make_model(tmp_path / "m")
-    assert run("push", str(src), f"{registry.host}/{repo}:latest", "-q").returncode == 0
+    assert main(["push", str(src), f"{registry.host}/{repo}:latest", "-q"]) == 0  # set-up: in this process
     typo = repo[:-1] + ("x" if repo[-1] != "x" else "y")
     missing = run("pull", f"{registry.host}/{typo}:latest", str(tmp_path / "out"))
     assert missing.returncode == 1 and missing.stdout == "", missing

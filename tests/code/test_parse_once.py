@@ -3,21 +3,22 @@ the user typed into a typed locator with one call of :func:`ocibridge.places.loc
 that value down, no reference grammar reads the same text twice, and every registry client it
 opens is closed.
 
-The probe runs the CLI in a fresh interpreter with ``ResourceWarning`` as an error and a counter
-on ``locate`` (texts only: a typed locator passing through is no parse) and on every grammar and
-name rule, wherever a module bound it and in modules imported later."""
+The probe runs the CLI with ``ResourceWarning`` as an error and a counter on ``locate`` (texts
+only: a typed locator passing through is no parse) and on every grammar and name rule, wherever a
+module bound it and in modules imported later: one interpreter sets the counters up, and each
+command runs in a process forked from it, as fresh as an interpreter of its own."""
 
 from __future__ import annotations
 
 import json
-from pathlib import Path
+import subprocess
 
 import pytest
 
 from tests.signing_keys import key_pair
-from tests.support.client_probe import CLIENT_COUNTER, run_probe, small_model
+from tests.support.client_probe import CLIENT_COUNTER, run_probe_each, small_model
 
-PROBE = CLIENT_COUNTER + """
+SETUP = CLIENT_COUNTER + """
 import collections, json
 
 import ocibridge.places.locate as locate_module, ocibridge.oci.reference as refs
@@ -29,7 +30,7 @@ def counted(label, fn, texts_only=False):
             calls[label + " " + str(text)] += 1
         return fn(text, *a, **k)
     return run
-originals = {{}}
+originals = {}
 for label, module, name, texts_only in (("locate", locate_module, "locate", True),
                                         ("registry", refs, "parse_registry_reference", False),
                                         ("layout", refs, "parse_layout_reference", False),
@@ -45,32 +46,38 @@ for mod in list(sys.modules.values()):
             if callable(value) and value in originals:
                 setattr(mod, attr, originals[value])
 from ocibridge.cli import main
-code = main({args!r})
+"""
+TAIL = """
+code = main(args)
 gc.collect()
-print("RESULT", json.dumps({{"made": len(made), "closed": len(closed & set(made)), "exit": code,
-                             "calls": dict(calls)}}))
+print("RESULT", json.dumps({"made": len(made), "closed": len(closed & set(made)), "exit": code,
+                           "calls": dict(calls)}))
 """
 
 
-def _run(args: list[str], cwd: Path) -> tuple[dict[str, object], str]:
-    done = run_probe(PROBE.format(args=args), cwd)
-    assert "RESULT" in done.stdout, (args, done.stdout, done.stderr)
+def _counts(done: subprocess.CompletedProcess[str]) -> tuple[dict[str, object], str]:
+    """What one command of a probe counted, and its stderr."""
+    assert "RESULT" in done.stdout, (done.args, done.stdout, done.stderr)
     return json.loads(done.stdout.split("RESULT", 1)[1]), done.stderr
 
 
 @pytest.fixture(scope="module")
 def world(registry, tmp_path_factory):
     """A model in the registry (signed, with a chunk table), one in the local store, a mirror
-    job: what every command below reads."""
+    job: what every command below reads; and what each command of COMMANDS did, run in order."""
     home = tmp_path_factory.mktemp("parse-once")
     model = small_model(home)
     repo = f"{registry.host}/parse-once/m"
-    for argv in (["push", "-q", str(model), f"{repo}:v1"], ["push", "-q", str(model), "mym:v1"]):
-        result, err = _run(argv, home)
-        assert result["exit"] == 0, err
     key, pub = key_pair(home)
     (home / "job.toml").write_text(f'[[sync]]\nsource = "{repo}:v1"\ntarget = "oci:{home}/mirrored"\n')
-    return {"home": home, "model": str(model), "repo": repo, "key": str(key), "pub": str(pub)}
+    names = {"home": home, "model": str(model), "repo": repo, "key": str(key), "pub": str(pub)}
+    pushes = [["push", "-q", str(model), f"{repo}:v1"], ["push", "-q", str(model), "mym:v1"]]
+    commands = [[a.format(**names) for a in argv] for argv, _ in COMMANDS]
+    runs = run_probe_each(SETUP, TAIL, pushes + commands, home, tmp_path_factory.mktemp("parse-once-runs"))
+    for done in runs[:len(pushes)]:
+        result, err = _counts(done)
+        assert result["exit"] == 0, err
+    return {**names, "runs": runs[len(pushes):]}
 
 
 #: every command that takes a reference: (argv, the texts in it that are references)
@@ -105,10 +112,11 @@ COMMANDS: list[tuple[list[str], list[str]]] = [
 ]
 
 
-@pytest.mark.parametrize("argv, texts", COMMANDS, ids=[" ".join(c[0][:2]) for c in COMMANDS])
-def test_every_command_locates_each_reference_once(world, argv, texts):
+@pytest.mark.parametrize("index", range(len(COMMANDS)), ids=[" ".join(c[0][:2]) for c in COMMANDS])
+def test_every_command_locates_each_reference_once(world, index):
+    argv, texts = COMMANDS[index]
     args = [a.format(**world) for a in argv]
-    result, err = _run(args, world["home"])
+    result, err = _counts(world["runs"][index])
     assert result["exit"] == 0, (args, err)
     calls = result["calls"]
     assert isinstance(calls, dict)

@@ -20,6 +20,7 @@ from ocibridge.cli import main
 from ocibridge.errors import UsageError
 from ocibridge.kinds.hf.locator import parse_hub_reference
 from ocibridge.kinds.hf.repotype import REPO_TYPE_KEY
+from ocibridge.model.builder import AUTO_GROUP_THRESHOLD
 from ocibridge.oci.models import Descriptor
 from ocibridge.stores.layout import LayoutStore
 
@@ -196,19 +197,22 @@ def test_a_model_and_a_dataset_of_one_name_stay_apart(tmp_path, capsys, hub):
     assert len(as_model["layers"]) == 1 and len(as_dataset["layers"]) == 5
 
 
-def load_offline(hub: Path, tmp_path: Path, repo_id: str, *args: str) -> dict:
+def load_offline(hub: Path, tmp_path: Path, repo_id: str, *configs: tuple[str, ...]) -> list[dict]:
     """``datasets.load_dataset`` of the dataset ``repo_id`` of the Hub cache ``hub``, found by repo id
-    with huggingface_hub, in a fresh python, offline. (Offline, ``load_dataset("ORG/NAME")`` reads only
-    the library's own prepared cache, never the Hub cache: datasets 5's load.py refuses first.)"""
+    with huggingface_hub, in a fresh python, offline, once for each of ``configs`` (the arguments after
+    the path; default: none). (Offline, ``load_dataset("ORG/NAME")`` reads only the library's own
+    prepared cache, never the Hub cache: datasets 5's load.py refuses first.)"""
     script = ("import json, sys, datasets, huggingface_hub as h; "
-              "p = h.snapshot_download(sys.argv[1], repo_type='dataset', local_files_only=True); "
-              "d = datasets.load_dataset(p, *sys.argv[2:]); print(json.dumps({s: d[s].to_list() for s in d}))")
+              "p = h.snapshot_download(sys.argv[1], repo_type='dataset', local_files_only=True)\n"
+              "for args in json.loads(sys.argv[2]):\n"
+              "    d = datasets.load_dataset(p, *args); print(json.dumps({s: d[s].to_list() for s in d}))")
     env = {**os.environ, "HF_HUB_CACHE": str(hub), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
            "HF_DATASETS_CACHE": str(tmp_path / "datasets-cache"), "HF_HOME": str(tmp_path / "hf-home-load")}
-    done = subprocess.run([sys.executable, "-c", script, repo_id, *args], env=env, capture_output=True, text=True,
-                          timeout=300)
+    asked = [list(c) for c in configs] or [[]]
+    done = subprocess.run([sys.executable, "-c", script, repo_id, json.dumps(asked)], env=env, capture_output=True,
+                          text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return [json.loads(line) for line in done.stdout.strip().splitlines()[-len(asked):]]
 
 
 def test_a_pulled_dataset_loads_offline_with_the_datasets_library(tmp_path, capsys, hub, registry, unique_repo):
@@ -221,18 +225,18 @@ def test_a_pulled_dataset_loads_offline_with_the_datasets_library(tmp_path, caps
     assert (folder / "refs" / "main").read_text() == COMMIT
     assert files_of(folder / "snapshots" / COMMIT) == files_of(src)  # byte for byte
     assert not (hub / "models--acme--copy").exists()
-    loaded = load_offline(hub, tmp_path, "acme/copy")
+    loaded, first = load_offline(hub, tmp_path, "acme/copy", (), ("first",))  # and a config of the card
     assert sorted(loaded) == ["test", "train"]
     assert loaded["train"][0] == {"text": "train row 0-0", "label": 0} and len(loaded["train"]) == 6
     assert loaded["test"][-1] == {"text": "test row 1-2", "label": 1} and len(loaded["test"]) == 6
-    first = load_offline(hub, tmp_path, "acme/copy", "first")  # a config of the card
     assert list(first) == ["train"] and [r["text"] for r in first["train"]] == [f"train row 0-{n}" for n in range(3)]
 
 
-def test_a_dataset_of_300_shards_round_trips(tmp_path, capsys, hub, registry, unique_repo):
+def test_a_dataset_of_more_shards_than_push_groups_round_trips(tmp_path, capsys, hub, registry, unique_repo):
     """Many small shards: more than push groups by default (one tar layer of the dataset kind, so the
     manifest stays small) and, with --no-auto-group, one layer each; both come back byte for byte."""
-    src = make_dataset(tmp_path / "src", shards=150)
+    shards = AUTO_GROUP_THRESHOLD // 2 + 8  # train's and test's shards together: more than push leaves ungrouped
+    src = make_dataset(tmp_path / "src", shards=shards)
     write_dataset_cache(hub, "acme/many", src)
     grouped, single = f"{registry.host}/{unique_repo}:grouped", f"{registry.host}/{unique_repo}:single"
     assert main(["push", "hf:datasets/acme/many", grouped, "-q"]) == 0
@@ -243,12 +247,12 @@ def test_a_dataset_of_300_shards_round_trips(tmp_path, capsys, hub, registry, un
         assert main(["inspect", ref, "--json"]) == 0
         layers[ref] = [layer["mediaType"] for layer in json.loads(capsys.readouterr().out)["layers"]]
     assert sorted(layers[grouped]) == [DATASET_MEDIA + "tar", "application/vnd.cnai.model.doc.v1.raw"]
-    assert len(layers[single]) == 301 and layers[single].count(DATASET_MEDIA + "raw") == 300
+    assert len(layers[single]) == 2 * shards + 1 and layers[single].count(DATASET_MEDIA + "raw") == 2 * shards
     for ref, name in ((grouped, "acme/grouped"), (single, "acme/single")):
         assert main(["pull", ref, f"hf:datasets/{name}", "-q"]) == 0
         assert files_of(hub / f"datasets--{name.replace('/', '--')}" / "snapshots" / COMMIT) == files_of(src)
-    loaded = load_offline(hub, tmp_path, "acme/grouped")
-    assert len(loaded["train"]) == len(loaded["test"]) == 450
+    (loaded,) = load_offline(hub, tmp_path, "acme/grouped")
+    assert len(loaded["train"]) == len(loaded["test"]) == 3 * shards
 
 
 def test_a_dataset_travels_as_a_model_does(tmp_path, capsys, hub, registry, unique_repo):

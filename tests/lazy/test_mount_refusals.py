@@ -1,8 +1,8 @@
 """What may be mounted is what may be pulled (issue 77): one table of artifacts whose paths pull
 refuses (a path twice across raw and tar layers, an absolute path, ``..``, a link out, alone or
 through another, a file that is also a directory), each run through ``pull``, ``mount`` (its
-own process, the real registry) and ``cat``: the same one error line from all three, nothing
-mounted, no byte read."""
+own process, the real registry; pull and cat in the test's) and ``cat``: the same one error
+line from all three, nothing mounted, no byte read."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import pytest
 from mounting import mount_env, run
 from support.fixtures import new_repo
 
+from ocibridge.cli import main
 from ocibridge.lazymount.mounttable import is_mounted
 from ocibridge.oci.mediatypes import ANNOTATION_TITLE, OCI_MANIFEST, Family, Kind, Variant, layer_media_type
 from ocibridge.oci.models import Descriptor, Manifest
@@ -106,13 +107,13 @@ def artifacts(registry) -> dict[str, str]:
 
 
 @pytest.mark.parametrize("case", CASES, ids=CASES)
-def test_mount_and_cat_refuse_what_pull_refuses_in_the_same_line(artifacts, tmp_path, case):
+def test_mount_and_cat_refuse_what_pull_refuses_in_the_same_line(artifacts, tmp_path, capsys, case):
     _, path, line = CASES[case]
     ref = artifacts[case]
     env = mount_env(tmp_path / "env")
     said = {}
-    pulled = run(["pull", ref, str(tmp_path / "pulled"), "-q"], env, check=False)
-    said["pull"] = (pulled.returncode, pulled.stderr)
+    pulled = main(["pull", ref, str(tmp_path / "pulled"), "-q"])
+    said["pull"] = (pulled, capsys.readouterr().err)
     assert not (tmp_path / "pulled").exists()
     where = tmp_path / "mnt"
     mounted = run(["mount", ref, str(where)], env, check=False)
@@ -121,7 +122,8 @@ def test_mount_and_cat_refuse_what_pull_refuses_in_the_same_line(artifacts, tmp_
         run(["umount", str(where)], env)
         said["mount"] = (mounted.returncode, "mounted!")
     assert not (tmp_path / "mnt").exists()  # nothing mounted, no directory left
-    cat = run(["cat", ref, path], env, check=False)
-    said["cat"] = (cat.returncode, cat.stderr)
-    assert cat.stdout == ""  # not a byte
+    cat = main(["cat", ref, path])
+    out, err = capsys.readouterr()
+    said["cat"] = (cat, err)
+    assert out == ""  # not a byte
     assert said == dict.fromkeys(("pull", "mount", "cat"), (1, f"ocibridge: error: {line}\n"))

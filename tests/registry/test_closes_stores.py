@@ -7,19 +7,16 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.client_probe import CLIENT_COUNTER, run_probe, small_model
+from tests.support.client_probe import CLIENT_COUNTER, run_probe_each, small_model
 
-PROBE = CLIENT_COUNTER + """
+SETUP = CLIENT_COUNTER + """
 from ocibridge.cli import main
-code = main({args!r})
+"""
+TAIL = """
+code = main(args)
 gc.collect()
 print("CLIENTS", len(made), len(closed & set(made)), "EXIT", code)
 """
-
-
-def _run(args: list[str], cwd: Path) -> tuple[str, str]:
-    done = run_probe(PROBE.format(args=args), cwd)
-    return done.stdout, done.stderr
 
 
 @pytest.fixture
@@ -29,12 +26,13 @@ def model_dir(tmp_path: Path) -> Path:
 
 def test_every_command_closes_the_clients_it_opens(registry, unique_repo, model_dir, tmp_path):
     src, dst = f"{registry.host}/{unique_repo}:v1", f"{registry.host}/{unique_repo}-copy:v1"
-    for args in (["push", "-q", str(model_dir), src],
-                 ["copy", "-q", src, dst],
-                 ["pull", "-q", dst, str(tmp_path / "out")],
-                 ["inspect", dst],
-                 ["tags", f"{registry.host}/{unique_repo}"]):
-        out, err = _run(args, tmp_path)
+    batch = [["push", "-q", str(model_dir), src],
+             ["copy", "-q", src, dst],
+             ["pull", "-q", dst, str(tmp_path / "out")],
+             ["inspect", dst],
+             ["tags", f"{registry.host}/{unique_repo}"]]
+    for done in run_probe_each(SETUP, TAIL, batch, tmp_path, tmp_path / "runs"):  # each a fresh process, in order
+        args, out, err = done.args, done.stdout, done.stderr
         assert "EXIT 0" in out, (args, out, err)
         made, closed = map(int, out.split("CLIENTS", 1)[1].split()[:2])
         assert made >= 1 and closed == made, (args, out)

@@ -11,6 +11,8 @@ The commands are found in the parser: a new command with ``--verify-key`` and no
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -18,6 +20,7 @@ from pathlib import Path
 
 import pytest
 from support.faultproxy import FaultProxy, reroute
+from support.fixtures import new_repo
 
 from ocibridge.cli import main
 from ocibridge.cli.parser import build_parser
@@ -59,6 +62,7 @@ class Setup:
     public: Path
     signed_model: Path
     registry_repo: str
+    private: Path
 
 
 def _use_pull_dir(s: Setup, capsys: pytest.CaptureFixture[str]) -> str | None:
@@ -172,7 +176,7 @@ def _use_warm_load(s: Setup, capsys: pytest.CaptureFixture[str]) -> str | None:
         cache.mkdir()
         (cache / "which").write_text(name)
         assert main(["warm", "save", f"{s.registry_repo}@{digest}", str(cache),
-                     "--key", str(s.tmp / "k" / "cosign.key")]) == 0
+                     "--key", str(s.private)]) == 0
     capsys.readouterr()
     out = s.tmp / "restored"
     code = main(["warm", "load", s.proxied, str(out), "--verify-key", str(s.public)])
@@ -246,22 +250,48 @@ def test_every_verifying_command_has_a_moved_tag_case():
     assert found == set(USES), f"commands with --verify-key and no moved-tag case: {sorted(found - set(USES))}"
 
 
+@dataclass(frozen=True)
+class Published:
+    """``v1`` (signed) and ``unsigned`` in one repository, with the key pair and the signed model's files."""
+
+    repo: str
+    repo_name: str
+    signed: str
+    unsigned: str
+    private: Path
+    public: Path
+    signed_model: Path
+
+
+@pytest.fixture(scope="module")
+def published(tmp_path_factory, registry) -> Published:
+    """Pushed and signed once for the module: each test reads the two artifacts through a proxy of its own."""
+    root = tmp_path_factory.mktemp("verified-is-used")
+    name = new_repo("verified-is-used")
+    repo = f"{registry.host}/{name}"
+
+    def digest_of(argv: list[str]) -> str:
+        with contextlib.redirect_stdout(io.StringIO()) as out:
+            assert main(argv) == 0
+        return str(json.loads(out.getvalue())["digest"])
+
+    signed_model = make_model(root / "signed", seed=1)
+    signed = digest_of(["push", str(signed_model), f"{repo}:v1", "--json", "-q"])
+    unsigned = digest_of(["push", str(make_model(root / "unsigned", seed=2)), f"{repo}:unsigned", "--json", "-q"])
+    private, public = key_pair(root / "k")
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert main(["sign", f"{repo}:v1", "--key", str(private)]) == 0
+    return Published(repo, name, signed, unsigned, private, public, signed_model)
+
+
 @pytest.fixture
-def setup(tmp_path, capsys, registry, unique_repo) -> Iterator[tuple[Setup, FaultProxy]]:
-    repo = f"{registry.host}/{unique_repo}"
-    signed_model = make_model(tmp_path / "signed", seed=1)
-    assert main(["push", str(signed_model), f"{repo}:v1", "--json", "-q"]) == 0
-    signed = json.loads(capsys.readouterr().out)["digest"]
-    assert main(["push", str(make_model(tmp_path / "unsigned", seed=2)), f"{repo}:unsigned", "--json", "-q"]) == 0
-    unsigned = json.loads(capsys.readouterr().out)["digest"]
-    private, public = key_pair(tmp_path / "k")
-    assert main(["sign", f"{repo}:v1", "--key", str(private)]) == 0
-    capsys.readouterr()
+def setup(tmp_path, published, registry) -> Iterator[tuple[Setup, FaultProxy]]:
+    p = published
     with FaultProxy(registry) as proxy:
-        proxy.add(None, rf"/{unique_repo}/manifests/v1$", reroute(f"/v2/{unique_repo}/manifests/unsigned"),
+        proxy.add(None, rf"/{p.repo_name}/manifests/v1$", reroute(f"/v2/{p.repo_name}/manifests/unsigned"),
                   skip=1, times=None)
-        yield Setup(tmp_path, f"{proxy.host}/{unique_repo}:v1", signed, unsigned, public, signed_model,
-                    repo), proxy
+        yield Setup(tmp_path, f"{proxy.host}/{p.repo_name}:v1", p.signed, p.unsigned, p.public, p.signed_model,
+                    p.repo, p.private), proxy
 
 
 @pytest.mark.parametrize("words,use", [(w, u) for w, uses in USES.items() for u in uses],

@@ -51,6 +51,17 @@ def big_src(tmp_path_factory) -> Path:
     return src
 
 
+@pytest.fixture(scope="module")
+def over_src(tmp_path_factory) -> Path:
+    """A model directory of one safetensors file just over the push threshold: a table is bound, for
+    the tests where how small a share of the blob a read moves is not the point."""
+    src = tmp_path_factory.mktemp("over") / "model"
+    src.mkdir()
+    _safetensors(src / "model.safetensors", PUSH_THRESHOLD + MiB)
+    (src / "config.json").write_text('{"architectures": ["Test"]}')
+    return src
+
+
 def _manifest(registry, repo: str, tag: str = "v1"):
     store = open_repository(host=registry.host, repository=repo)
     desc = store.resolve(tag)
@@ -87,9 +98,9 @@ def test_a_default_push_binds_a_table_and_one_tensor_moves_under_one_percent(reg
     assert 0 < moved <= layer.size // 100, moved
 
 
-def test_no_chunks_binds_none_and_a_read_moves_the_whole_blob(registry, fault_proxy, big_src, capsysbinary):
+def test_no_chunks_binds_none_and_a_read_moves_the_whole_blob(registry, fault_proxy, over_src, capsysbinary):
     repo = new_repo()
-    assert main(["push", str(big_src), f"{registry.host}/{repo}:v1", "--no-chunks", "-q", "--json"]) == 0
+    assert main(["push", str(over_src), f"{registry.host}/{repo}:v1", "--no-chunks", "-q", "--json"]) == 0
     assert "chunks" not in json.loads(capsysbinary.readouterr().out)
     store, desc, manifest = _manifest(registry, repo)
     assert ANNOTATION_DIGEST not in (manifest.annotations or {})
@@ -98,26 +109,26 @@ def test_no_chunks_binds_none_and_a_read_moves_the_whole_blob(registry, fault_pr
     layer = next(x for x in manifest.layers if x.size > PUSH_THRESHOLD)
     fault_proxy.clear()
     assert main(["cat", f"{fault_proxy.host}/{repo}:v1", "model.safetensors", "--range", "0-8"]) == 0
-    with (big_src / "model.safetensors").open("rb") as f:
+    with (over_src / "model.safetensors").open("rb") as f:
         assert capsysbinary.readouterr().out == f.read(8)
     assert _blob_bytes(fault_proxy) >= layer.size  # without a table the whole blob is fetched to verify it
 
 
-def test_a_default_push_is_reproducible_and_made_in_the_hashing_read(registry, big_src, monkeypatch):
+def test_a_default_push_is_reproducible_and_made_in_the_hashing_read(registry, over_src, monkeypatch):
     def no_second_read(*a, **kw):  # the fallback read of a file whose chunks the hashing read missed
         raise AssertionError("a file was read a second time for its chunk table")
 
     monkeypatch.setenv("OCIBRIDGE_DIGEST_CACHE", "0")  # digests unknown: each push hashes its files
     monkeypatch.setattr(chunking, "chunk_stream", no_second_read)
-    a = push(str(big_src), f"{registry.host}/{new_repo()}:v1")
-    b = push(str(big_src), f"{registry.host}/{new_repo()}:v1")
+    a = push(str(over_src), f"{registry.host}/{new_repo()}:v1")
+    b = push(str(over_src), f"{registry.host}/{new_repo()}:v1")
     assert a.descriptor.digest == b.descriptor.digest
     assert a.extra["chunks"]["table"] == b.extra["chunks"]["table"] and a.extra["chunks"]["layers"] == 1
-    plain = push(str(big_src), f"{registry.host}/{new_repo()}:v1", options=ocibridge.PushOptions(chunks=False))
+    plain = push(str(over_src), f"{registry.host}/{new_repo()}:v1", options=ocibridge.PushOptions(chunks=False))
     assert plain.descriptor.digest != a.descriptor.digest and "chunks" not in plain.extra
 
 
-def test_a_re_push_takes_the_table_from_the_cache_else_one_read(registry, big_src, tmp_path, monkeypatch):
+def test_a_re_push_takes_the_table_from_the_cache_else_one_read(registry, over_src, tmp_path, monkeypatch):
     """A re-push (the digest cache names the file, so nothing reads it) takes the chunks from the
     chunk cache; without that entry, the copy's one read of the file makes the same table (the
     file is pending as if its digest were unknown), never a read of its own before the copy."""
@@ -143,12 +154,12 @@ def test_a_re_push_takes_the_table_from_the_cache_else_one_read(registry, big_sr
 
     monkeypatch.setattr(chunking, "chunk_stream", counted)
     monkeypatch.setattr(builder, "ChunkingReader", CountedReader)
-    first = push(str(big_src), f"oci:{tmp_path / 'a'}:v1")  # into a layout: hashed as it is written
+    first = push(str(over_src), f"oci:{tmp_path / 'a'}:v1")  # into a layout: hashed as it is written
     assert len(opened) == 1
-    again = push(str(big_src), f"{registry.host}/{new_repo()}:v1")
+    again = push(str(over_src), f"{registry.host}/{new_repo()}:v1")
     assert reads == [] and len(opened) == 1  # the table both times without a read of its own
     shutil.rmtree(cache / "chunk-tables")
-    third = push(str(big_src), f"{registry.host}/{new_repo()}:v1")
+    third = push(str(over_src), f"{registry.host}/{new_repo()}:v1")
     assert reads == [] and len(opened) == 2  # the copy's read of the file made its chunks
     assert first.descriptor.digest == again.descriptor.digest == third.descriptor.digest
     assert first.extra["chunks"]["table"] == again.extra["chunks"]["table"] == third.extra["chunks"]["table"]
