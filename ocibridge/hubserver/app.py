@@ -74,7 +74,7 @@ from ocibridge.hubserver.uploads.relay import handing_for, relay_for, relays
 from ocibridge.hubserver.uploads.staging import Staging
 from ocibridge.hubserver.uploads.xetassembly import ingest_for
 from ocibridge.hubserver.upstream.errors import FetchedElsewhere
-from ocibridge.hubserver.upstream.proxy import ProxyCatalog
+from ocibridge.hubserver.upstream.proxy import UpstreamSource
 from ocibridge.hubserver.web.compare import Compare
 from ocibridge.hubserver.web.historypages import HistoryPages
 from ocibridge.hubserver.web.pages import WebPages
@@ -160,8 +160,8 @@ class ServeApp:
         self.metrics.xorbs_reading = lambda: self.xet_upload.reading
         if quotas is not None and settings.metrics:
             self.metrics.registry.register(QuotaMetrics(quotas))
-        if isinstance(catalog, ProxyCatalog):  # what the proxy's clients may have it fetch
-            catalog.ingest.limits = ingest_limits(quotas, settings)
+        if isinstance(catalog.upstream, UpstreamSource):  # what the proxy's clients may have it fetch
+            catalog.upstream.ingest.limits = ingest_limits(quotas, settings)
         # the compare pages' diffs (ocibridge diff's), under their read budgets, kept
         self.compare = Compare(catalog, diff, page_budget=settings.compare_budget)
         self.web = WebPages(self, settings)  # the pages: routed after every API route
