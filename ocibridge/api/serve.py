@@ -209,12 +209,12 @@ def _app(sources: str | Sequence[str | RegistryReference | LayoutReference], opt
     from ocibridge.api.options import TransferOptions
     from ocibridge.hubserver.replicas.leasetimes import LeaseTimes
     from ocibridge.hubserver.replicas.trusted import parse_networks
-    from ocibridge.hubserver.repo.arriving import CatalogFor
     from ocibridge.hubserver.repo.catalog import Catalog
     from ocibridge.hubserver.repo.publishing import Publishing
-    from ocibridge.hubserver.repo.sources import RegistrySource, ServingSide, parse_sources
+    from ocibridge.hubserver.repo.sources import RegistrySource, parse_sources
     from ocibridge.hubserver.server import ServerSettings, build_app, check_listening, parse_public_url
     from ocibridge.hubserver.tlsfiles import check_tls_files
+    from ocibridge.hubserver.upstream.servingside import CatalogFor, ServingSide
     from ocibridge.signing.containers_policy import UsePolicy
     from ocibridge.signing.policy_file import read_policy_file
     from ocibridge.signing.policy_place import find_policy_file
@@ -278,11 +278,11 @@ def _app(sources: str | Sequence[str | RegistryReference | LayoutReference], opt
         settings_of_upstream = upstream
 
         def proxying(side: ServingSide) -> Catalog:
-            """The catalog built by the app, for it: the reader rule, the writer role and the audit
-            log are its (app.py), handed to the upstream as constructor arguments."""
+            """The catalog built by the app, for it: the reader rule, the writer role, the audit log
+            and the fetch limits are its (app.py), handed to the upstream as constructor arguments."""
             return Catalog(located, default_tag=options.default_tag, verify=verify, upstream=functools.partial(
                 UpstreamSource, settings_of_upstream, readers=side.upstream_refuses, fetches_here=side.fetches_here,
-                audit=side.audit_line, evidence=evidence, notes=notes))
+                audit=side.audit_line, limits=side.ingest_limits, evidence=evidence, notes=notes))
 
         catalog: Catalog | CatalogFor = proxying
     else:

@@ -18,7 +18,6 @@ from ocibridge.hubserver.guard import Guard, Limits
 from ocibridge.hubserver.lfs.routes import UPLOAD_PATH
 from ocibridge.hubserver.reading.blobs import Blobs
 from ocibridge.hubserver.replicas.trusted import TrustedForwarded
-from ocibridge.hubserver.repo.arriving import CatalogFor
 from ocibridge.hubserver.repo.catalog import Catalog
 from ocibridge.hubserver.repo.files import FileLists
 from ocibridge.hubserver.requestid import RequestId
@@ -26,6 +25,7 @@ from ocibridge.hubserver.routing import KEY_FORMS, REPO_FORMS, HubRoute
 from ocibridge.hubserver.settings import ServeSettings
 from ocibridge.hubserver.uploads.staging import Staging
 from ocibridge.hubserver.upstream.fetchbounds import FetchClient
+from ocibridge.hubserver.upstream.servingside import CatalogFor
 from ocibridge.hubserver.upstream.staleness import StaleWarning
 from ocibridge.hubserver.writeroutes.reserved import refusing_reserved
 

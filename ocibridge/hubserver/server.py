@@ -27,9 +27,9 @@ if TYPE_CHECKING:
 
     from ocibridge.hubserver.app import ServeApp
     from ocibridge.hubserver.lifetimes.sweepthread import Keeper
-    from ocibridge.hubserver.repo.arriving import CatalogFor
     from ocibridge.hubserver.repo.catalog import Catalog
     from ocibridge.hubserver.repo.publishing import Publishing
+    from ocibridge.hubserver.upstream.servingside import CatalogFor
     from ocibridge.hubserver.web.compare import Diff
 
 #: seconds requests in flight get to finish after SIGTERM

@@ -11,14 +11,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from ocibridge.hubserver.repo.catalog import Catalog, Resolved
     from ocibridge.hubserver.repo.repostates import RepoStates
-    from ocibridge.hubserver.repo.sources import ServingSide, Source
-
-#: a catalog made for the serve that answers from it: one that fetches (serve --upstream) is built
-#: knowing that serve's reader rule, writer role and audit log (:class:`.sources.ServingSide`)
-CatalogFor = Callable[["ServingSide"], "Catalog"]
-
+    from ocibridge.hubserver.repo.resolved import Resolved
+    from ocibridge.hubserver.repo.sources import Source
 
 class ArrivingFile(Protocol):
     """One file of an arriving revision: what names it (an LFS file's SHA-256, or a file in git's

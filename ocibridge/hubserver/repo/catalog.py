@@ -11,7 +11,6 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, overload
 
 from ocibridge.errors import DigestMismatch, InvalidReference, NotFound, RegistryError
@@ -21,6 +20,7 @@ from ocibridge.hubserver.repo.recreated import own_commit
 from ocibridge.hubserver.repo.refnames import HEADS, TAGS, aside_tag, held_by, registry_tag, split_revision
 from ocibridge.hubserver.repo.refsrecord import read_record
 from ocibridge.hubserver.repo.repostates import RepoStates
+from ocibridge.hubserver.repo.resolved import Resolved as Resolved  # where every route imports it from
 from ocibridge.hubserver.repo.sources import (
     COMMIT,
     DEFAULT_TAG,
@@ -57,23 +57,6 @@ MAX_TAGS_SCANNED = 1000
 MEMO = 512
 #: resolutions kept for reuse (:meth:`Catalog.resolve`'s ``reuse_for``): past it, all are forgotten
 RECENT = 1024
-
-
-@dataclass(frozen=True)
-class Resolved:
-    """A revision of a repo id, resolved: the manifest it names and the model manifest."""
-
-    repo_id: str
-    revision: str
-    commit: str  # the first 40 hex digits of ``top``'s digest
-    top: Descriptor  # what the revision resolves to (an index, or the model manifest)
-    model: Descriptor  # the model manifest
-    manifest: Manifest
-    repo: Repository
-    source: Source
-    created: str | None = None  # when the model was made (:func:`created_of`), as the artifact says
-    card: Mapping[str, Any] | None = None  # the model card's metadata the artifact carries (the Hub's cardData)
-    tag: str | None = None  # the tag the revision named (None: a digest or commit id), as the policy's scopes see it
 
 
 class Catalog:

@@ -19,7 +19,7 @@ The rules, in the order a miss meets them:
    (door.PICKLE) unless ``--upstream-allow-pickle`` (decided again on the listing the fetch
    downloads, and on each file's content as it arrives: pickles.py);
 5. one let in gated or private: the request's reader must be one serve's own grants would let
-   have it were it so here already (:meth:`.sources.ServingSide.upstream_refuses`: the Gate's),
+   have it were it so here already (``readers``, :class:`.repo.arriving.ReaderRule`: the Gate's),
    else nothing is fetched and it is answered as a repository that is not there (private) or the
    gate's 401/403 (gated); then the refs record says private or gated (:mod:`.keptaccess`) before
    anything of it lands, so every later request is decided here as for one made so here;
@@ -80,6 +80,7 @@ from ocibridge.hubserver.upstream.staleness import note_stale
 from ocibridge.oci.bookkeeping import is_reserved
 
 if TYPE_CHECKING:
+    from ocibridge.hubserver.quotas.ingests import IngestLimits
     from ocibridge.hubserver.repo.arriving import Here, ReaderRule
     from ocibridge.hubserver.repo.evidence import Evidence
     from ocibridge.hubserver.upstream.commitfetch import Audit
@@ -93,18 +94,19 @@ CHECKED = 4096
 
 class UpstreamSource:
     """An upstream Hub behind the catalog (``here``) whose first source, a registry, it fills:
-    the door's rules (``settings``), the request's reader (``readers``: serve's grants) and whether
-    this serve fetches (``fetches_here``: the writer) given at construction."""
+    the door's rules (``settings``), the request's reader (``readers``: serve's grants), whether
+    this serve fetches (``fetches_here``: the writer) and what a client may have it fetch
+    (``limits``) given at construction."""
 
     def __init__(self, settings: UpstreamSettings, here: Here, *, readers: ReaderRule,
-                 fetches_here: Callable[[], bool], audit: Audit, evidence: Evidence | None = None,
-                 notes: Noting | None = None):
+                 fetches_here: Callable[[], bool], audit: Audit, limits: Callable[[], IngestLimits] | None = None,
+                 evidence: Evidence | None = None, notes: Noting | None = None):
         self.settings, self.here = settings, here
         #: every request to the upstream; what it says of a revision kept --upstream-fresh seconds
         self.hub = UpstreamHub(UpstreamSession(settings.url, settings.token), settings.fresh)
         self.readers, self.fetches_here = readers, fetches_here
         # evidence: serve's --sign-key/--sbom/--provenance
-        self.ingest = Ingest(settings, self.hub, audit=audit, evidence=evidence)
+        self.ingest = Ingest(settings, self.hub, audit=audit, evidence=evidence, limits=limits)
         self._lock_checked = threading.Lock()
         self._recording = threading.Lock()  # the refs record's branches, written as names are fetched
         self._checked: dict[tuple[str, str], float] = {}  # (repo id, branch) -> when its head was asked
