@@ -224,12 +224,12 @@ def _app(sources: str | Sequence[str | RegistryReference | LayoutReference], opt
     from ocibridge.api.options import TransferOptions
     from ocibridge.hubserver.replicas.leasetimes import LeaseTimes
     from ocibridge.hubserver.replicas.trusted import parse_networks
-    from ocibridge.hubserver.repo.arriving import CatalogFor
     from ocibridge.hubserver.repo.catalog import Catalog
     from ocibridge.hubserver.repo.publishing import Publishing
     from ocibridge.hubserver.repo.sources import RegistrySource, parse_sources
     from ocibridge.hubserver.server import ServerSettings, build_app, check_listening, parse_public_url
     from ocibridge.hubserver.tlsfiles import check_tls_files
+    from ocibridge.hubserver.upstream.servingside import CatalogFor, ServingSide
     from ocibridge.signing.containers_policy import UsePolicy
     from ocibridge.signing.policy_file import read_policy_file
     from ocibridge.signing.policy_place import find_policy_file
@@ -282,7 +282,7 @@ def _app(sources: str | Sequence[str | RegistryReference | LayoutReference], opt
     if upstream is not None:
         if not isinstance(located[0], RegistrySource):
             raise UsageError(f"--upstream fills the first SOURCE, a registry prefix: {located[0].shown} is not one")
-        from ocibridge.hubserver.upstream.proxy import ProxyCatalog
+        from ocibridge.hubserver.upstream.proxy import UpstreamSource
 
         # each read of a fetched commit noted, for its lifetime (--upstream-keep)
         notes = None
@@ -290,10 +290,16 @@ def _app(sources: str | Sequence[str | RegistryReference | LayoutReference], opt
             from ocibridge.hubserver.lifetimes.notes import ReadNotes
 
             notes = ReadNotes()
-        # built by the app, for it: the reader rule, the writer role and the audit log are its (app.py)
-        catalog: Catalog | CatalogFor = functools.partial(ProxyCatalog, located, upstream, evidence=evidence,
-                                                          default_tag=options.default_tag, verify=verify,
-                                                          notes=notes)
+        settings_of_upstream = upstream
+
+        def proxying(side: ServingSide) -> Catalog:
+            """The catalog built by the app, for it: the reader rule, the writer role, the audit log
+            and the fetch limits are its (app.py), handed to the upstream as constructor arguments."""
+            return Catalog(located, default_tag=options.default_tag, verify=verify, upstream=functools.partial(
+                UpstreamSource, settings_of_upstream, readers=side.upstream_refuses, fetches_here=side.fetches_here,
+                audit=side.audit_line, limits=side.ingest_limits, evidence=evidence, notes=notes))
+
+        catalog: Catalog | CatalogFor = proxying
     else:
         catalog = Catalog(located, default_tag=options.default_tag, verify=verify)
     return build_app(catalog, settings), settings

@@ -11,6 +11,7 @@ not the host's ``MemAvailable``.
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -68,10 +69,9 @@ def available_memory(sources: Sources = Sources()) -> int | None:
 
 
 def _affinity() -> set[int]:
-    getter = getattr(os, "sched_getaffinity", None)
-    if getter is not None:
+    if sys.platform.startswith("linux"):  # the affinity call exists on Linux alone
         try:
-            return set(getter(0))
+            return set(os.sched_getaffinity(0))
         except OSError:
             pass
     return set(range(os.cpu_count() or 1))

@@ -49,6 +49,7 @@ from ocibridge.hubserver.failures import CAUGHT, failure_of
 from ocibridge.hubserver.lfs.routes import LfsRoutes
 from ocibridge.hubserver.metrics import Metrics
 from ocibridge.hubserver.quotas import UNLIMITED
+from ocibridge.hubserver.quotas.ingests import IngestLimits
 from ocibridge.hubserver.quotas.served import QuotaMetrics, ingest_limits, quotas_for
 from ocibridge.hubserver.reading.blobs import Blobs
 from ocibridge.hubserver.reading.routes import ReadRoutes
@@ -57,7 +58,6 @@ from ocibridge.hubserver.replicas.identity import release as release_identity
 from ocibridge.hubserver.replicas.lease import Lease, LeaseLost
 from ocibridge.hubserver.replicas.leasing import lease_for
 from ocibridge.hubserver.replicas.peers import Peers
-from ocibridge.hubserver.repo.arriving import CatalogFor
 from ocibridge.hubserver.repo.catalog import Catalog, Resolved
 from ocibridge.hubserver.repo.committing import Committer
 from ocibridge.hubserver.repo.deletes import home
@@ -74,7 +74,7 @@ from ocibridge.hubserver.uploads.relay import handing_for, relay_for, relays
 from ocibridge.hubserver.uploads.staging import Staging
 from ocibridge.hubserver.uploads.xetassembly import ingest_for
 from ocibridge.hubserver.upstream.errors import FetchedElsewhere
-from ocibridge.hubserver.upstream.proxy import ProxyCatalog
+from ocibridge.hubserver.upstream.servingside import CatalogFor
 from ocibridge.hubserver.web.compare import Compare
 from ocibridge.hubserver.web.historypages import HistoryPages
 from ocibridge.hubserver.web.pages import WebPages
@@ -161,8 +161,8 @@ class ServeApp:
         self.metrics.xorbs_reading = lambda: self.xet_upload.reading
         if quotas is not None and settings.metrics:
             self.metrics.registry.register(QuotaMetrics(quotas))
-        if isinstance(catalog, ProxyCatalog):  # what the proxy's clients may have it fetch
-            catalog.ingest.limits = ingest_limits(quotas, settings)
+        # what the proxy's clients may have it fetch: asked by the upstream at each fetch (ingest_limits)
+        self._ingest_limits = ingest_limits(quotas, settings) if catalog.upstream is not None else IngestLimits(None)
         # the compare pages' diffs (ocibridge diff's), under their read budgets, kept
         self.compare = Compare(catalog, diff, page_budget=settings.compare_budget)
         self.web = WebPages(self, settings)  # the pages: routed after every API route
@@ -207,6 +207,9 @@ class ServeApp:
 
     def audit_line(self, entry: dict[str, Any]) -> None:
         self.audit.record(entry)
+
+    def ingest_limits(self) -> IngestLimits:
+        return self._ingest_limits
 
     def writer_of_reads(self) -> Forwarder | None:
         """Where a read that would start a fetch goes: the ``--writer``, or the lease holder when

@@ -18,7 +18,6 @@ from ocibridge.hubserver.guard import Guard, Limits
 from ocibridge.hubserver.lfs.routes import UPLOAD_PATH
 from ocibridge.hubserver.reading.blobs import Blobs
 from ocibridge.hubserver.replicas.trusted import TrustedForwarded
-from ocibridge.hubserver.repo.arriving import CatalogFor
 from ocibridge.hubserver.repo.catalog import Catalog
 from ocibridge.hubserver.repo.files import FileLists
 from ocibridge.hubserver.requestid import RequestId
@@ -26,7 +25,7 @@ from ocibridge.hubserver.routing import KEY_FORMS, REPO_FORMS, HubRoute
 from ocibridge.hubserver.settings import ServeSettings
 from ocibridge.hubserver.uploads.staging import Staging
 from ocibridge.hubserver.upstream.fetchbounds import FetchClient
-from ocibridge.hubserver.upstream.proxy import ProxyCatalog
+from ocibridge.hubserver.upstream.servingside import CatalogFor
 from ocibridge.hubserver.upstream.staleness import StaleWarning
 from ocibridge.hubserver.writeroutes.reserved import refusing_reserved
 
@@ -196,7 +195,7 @@ def create_app(catalog: Catalog | CatalogFor, lists: FileLists, blobs: Blobs, se
                                 Middleware(TrustedForwarded, trusted=serve.settings.trust_forwarded),
                                 Middleware(Guard, limits=limits or Limits()),
                                 *([Middleware(StaleWarning), Middleware(FetchClient)]
-                                  if isinstance(serve.catalog, ProxyCatalog) else [])])
+                                  if serve.catalog.upstream is not None else [])])
     app.router.redirect_slashes = False  # a trailing "/" is dropped by the routes themselves
     app.state.serve = serve
     return app

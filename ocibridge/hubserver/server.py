@@ -27,10 +27,10 @@ if TYPE_CHECKING:
 
     from ocibridge.hubserver.app import ServeApp
     from ocibridge.hubserver.lifetimes.sweepthread import Keeper
-    from ocibridge.hubserver.repo.arriving import CatalogFor
     from ocibridge.hubserver.repo.catalog import Catalog
     from ocibridge.hubserver.repo.publishing import Publishing
     from ocibridge.hubserver.repo.quarantined import TrustedKeys
+    from ocibridge.hubserver.upstream.servingside import CatalogFor
     from ocibridge.hubserver.web.compare import Diff
 
 #: seconds requests in flight get to finish after SIGTERM
@@ -208,7 +208,6 @@ def run(app: Starlette, options: ServerSettings) -> None:
             logger.setLevel(logging.WARNING)
     from ocibridge.hubserver.replicas.selfpeer import refuse_self
     from ocibridge.hubserver.starting import banner, bind, warn_when_silent
-    from ocibridge.hubserver.upstream.proxy import ProxyCatalog
 
     host, port = check_listening(options)
     sock = bind(host, port)  # a port in use: one error line, before anything is started
@@ -241,7 +240,7 @@ def run(app: Starlette, options: ServerSettings) -> None:
     # the writer lease taken, or its holder known, before the start line says which; a proxy
     # (--upstream) writes what it fetches, so it leases even with read tokens only: of the proxies
     # over one prefix, the holder alone asks the upstream (app.fetches_here)
-    if writes or isinstance(state.catalog, ProxyCatalog):
+    if writes or state.catalog.upstream is not None:
         try:
             state.lease.start(url)
         except BaseException:
@@ -251,8 +250,8 @@ def run(app: Starlette, options: ServerSettings) -> None:
     logging.getLogger("ocibridge.serve").info(banner(
         [s.shown for s in state.catalog.sources], url, writes=writes, tokens=bool(state.gate.grants),
         writer=options.writer, standing_by=state.standing_by()))
-    if isinstance(state.catalog, ProxyCatalog):  # --upstream: where a miss goes, and what is let in
-        logging.getLogger("ocibridge.serve").info(state.catalog.describe() + fetched_by(state))
+    if state.catalog.upstream is not None:  # --upstream: where a miss goes, and what is let in
+        logging.getLogger("ocibridge.serve").info(state.catalog.upstream.describe() + fetched_by(state))
     warn_when_silent(state.catalog.sources[0].shown, state.catalog.sources[0].ready)
     import_read_path()
 
@@ -280,11 +279,12 @@ def keeper_of(state: Any) -> Keeper | None:
     ``--upstream-keep``."""
     from ocibridge.hubserver.lifetimes.notes import ReadNotes
     from ocibridge.hubserver.lifetimes.sweepthread import Keeper
-    from ocibridge.hubserver.upstream.proxy import ProxyCatalog
+    from ocibridge.hubserver.upstream.proxy import UpstreamSource
 
     catalog = state.catalog
-    if not isinstance(catalog, ProxyCatalog) or catalog.upstream.keep is None \
-            or not isinstance(catalog.notes, ReadNotes):
+    upstream = catalog.upstream
+    if not isinstance(upstream, UpstreamSource) or upstream.settings.keep is None \
+            or not isinstance(upstream.notes, ReadNotes):
         return None
-    return Keeper(catalog.sources[0], catalog.upstream.keep, catalog.notes, state.fetches_here,
+    return Keeper(catalog.sources[0], upstream.settings.keep, upstream.notes, state.fetches_here,
                   state.audit.record, catalog.forget)

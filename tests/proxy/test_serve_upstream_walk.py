@@ -33,7 +33,7 @@ def walk_of(records: list[dict[str, object]], repo_id: str) -> list[tuple[str, s
     """The first miss's walk: the route's stack from serve's route table (app.py, under the
     middleware every request passes) to the hop that resolves, then the thread's stack to the
     upstream's model_info of ``repo_id``."""
-    hop = next(r for r in records if r["kind"] == "hop" and r["what"] == "resolve_arriving")
+    hop = next(r for r in records if r["kind"] == "hop" and r["what"] == "resolve")
     ask = next(r for r in records if r["kind"] == "ask" and f"/{repo_id}/revision/" in str(r["what"]))
     route: list[tuple[str, str]] = [(f, n) for f, n in hop["stack"]]  # type: ignore[attr-defined]
     thread: list[tuple[str, str]] = [(f, n) for f, n in ask["stack"]]  # type: ignore[attr-defined]

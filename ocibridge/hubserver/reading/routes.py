@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol
 
 from starlette.requests import Request
@@ -38,7 +39,7 @@ from ocibridge.hubserver.reading.fileanswer import FileAnswer, Spans, file_spans
 from ocibridge.hubserver.reading.modelfacts import ModelFacts
 from ocibridge.hubserver.reading.pathsbody import expand_requested, requested_paths, truthy
 from ocibridge.hubserver.repo import hubjson
-from ocibridge.hubserver.repo.arriving import Arriving, ArrivingCatalog, ArrivingFile, SaidAbove
+from ocibridge.hubserver.repo.arriving import Arriving, ArrivingFile, SaidAbove
 from ocibridge.hubserver.repo.catalog import Catalog, Resolved
 from ocibridge.hubserver.repo.files import FileLists, HubFile, ModelFiles, Resolver, directories
 from ocibridge.hubserver.repo.lastcommits import LastCommits
@@ -85,7 +86,7 @@ class ReadRoutes:
     xet: XetNames
     settings: ServeSettings
     created_empty: Callable[[str, str], bool]
-    lists: FileLists | None = None  # with a catalog that fetches (ArrivingCatalog): revisions read as they arrive
+    lists: FileLists  # a landed revision's files (one arriving lists its own)
     last_commits: LastCommits = field(default_factory=LastCommits)
     facts: ModelFacts = field(default_factory=ModelFacts)
 
@@ -125,10 +126,9 @@ class ReadRoutes:
         return self._paged(request, await in_thread(chosen))
 
     async def current(self, repo_id: str, revision: str | None) -> tuple[Resolved, ModelFiles] | Arriving:
-        """The revision landed (its manifest and files), or arriving (a fetch under way)."""
-        if self.lists is None or not isinstance(self.catalog, ArrivingCatalog):
-            return await self.model(repo_id, revision)
-        got = await in_thread(self.catalog.resolve_arriving, repo_id, revision)
+        """The revision landed (its manifest and files), or arriving (a fetch under way): the
+        catalog's one resolution, whichever source answers it."""
+        got = await in_thread(partial(self.catalog.resolve, repo_id, revision, arriving=True))
         return got if not isinstance(got, Resolved) else (got, await in_thread(self.lists.of, got))
 
     async def model_info(self, request: Request) -> Response:

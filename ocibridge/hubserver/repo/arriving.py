@@ -1,24 +1,19 @@
-"""A revision whose files are still arriving (serve ``--upstream``: a commit whose fetch is under
-way): what the read routes ask of it, so that they answer it by the rules they answer a landed
-revision by (the same route functions, the same file answer), never by a path a client wrote.
-
-A catalog that can hand one out is an :class:`ArrivingCatalog`; every other catalog's reads wait
-for nothing."""
+"""The upstream a catalog may hold (serve ``--upstream``: :class:`Upstream`, asked for what its
+sources lack), and a revision whose files are still arriving from it (a commit whose fetch is
+under way): what the read routes ask of it, so that they answer it by the rules they answer a
+landed revision by (the same route functions, the same file answer), never by a path a client
+wrote. A catalog without an upstream hands out landed revisions only."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from ocibridge.hubserver.repo.catalog import Catalog, Resolved
-    from ocibridge.hubserver.repo.sources import ServingSide
-
-#: a catalog made for the serve that answers from it: one that fetches (serve --upstream) is built
-#: knowing that serve's reader rule, writer role and audit log (:class:`.sources.ServingSide`)
-CatalogFor = Callable[["ServingSide"], "Catalog"]
-
+    from ocibridge.hubserver.repo.repostates import RepoStates
+    from ocibridge.hubserver.repo.resolved import Resolved
+    from ocibridge.hubserver.repo.sources import Source
 
 class ArrivingFile(Protocol):
     """One file of an arriving revision: what names it (an LFS file's SHA-256, or a file in git's
@@ -75,12 +70,47 @@ class Arriving(Protocol):
         ...
 
 
-@runtime_checkable
-class ArrivingCatalog(Protocol):
-    """A catalog whose revisions may be read while they arrive."""
+class Here(Protocol):
+    """What an upstream asks of the catalog that holds it: its sources (the first is the one it
+    fills), their resolution, the refs records as kept, and what to forget once a commit landed."""
 
-    def resolve_arriving(self, repo_id: str, revision: str | None) -> Resolved | Arriving:
-        """The revision resolved, or arriving (its fetch under way); else what ``resolve`` raises."""
+    sources: list[Source]
+    default_tag: str
+    states: RepoStates
+
+    def resolve_here(self, repo_id: str, revision: str, *, reuse_for: float = 0) -> Resolved:
+        """The revision in the sources alone; what :meth:`.catalog.Catalog.resolve` raises."""
         ...
 
+    def forget(self, repo_id: str, *, record: bool = True) -> None: ...
 
+
+class ReaderRule(Protocol):
+    """Why the request's reader may not have ``repo_id`` were it private or gated here (None: it
+    may): serve's grants (:meth:`ocibridge.hubserver.access.Gate.upstream_refuses`)."""
+
+    def __call__(self, repo_id: str, *, private: bool, gated: str) -> Exception | None: ...
+
+
+class Upstream(Protocol):
+    """A source behind the catalog's sources, asked for a read they cannot answer (and asked
+    again, every while, for a branch it gave): :class:`ocibridge.hubserver.upstream.proxy.UpstreamSource`."""
+
+    def resolve(self, repo_id: str, revision: str, reuse_for: float, *, arriving: bool) -> Resolved | Arriving:
+        """The revision resolved (fetched first when the sources lack it), or (``arriving``) a
+        commit whose fetch is under way as it arrives; else what the catalog's resolution raises."""
+        ...
+
+    def taken_back(self, repo_id: str) -> Exception | None:
+        """What a repository the upstream took back since it was fetched is answered as (None: not taken back)."""
+        ...
+
+    def describe(self) -> str:
+        """serve's start line for it: where a miss goes, what is let in."""
+        ...
+
+    def close(self) -> None: ...
+
+
+#: an upstream built for the catalog that holds it (its constructor's last positional argument)
+UpstreamFor = Callable[[Here], Upstream]

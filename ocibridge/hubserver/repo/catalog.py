@@ -1,7 +1,8 @@
 """The catalog: the sources, searched in order, and what was resolved in them (a revision's
 manifest, a commit id mapped back, a repository's refs): the one place a revision is resolved,
 which also keeps Xet's short reuse of a commit. What a repo id and a revision name in each
-source is :mod:`.sources`'."""
+source is :mod:`.sources`'; what the sources lack, an upstream it holds is asked for
+(:class:`.arriving.Upstream`, serve ``--upstream``)."""
 
 from __future__ import annotations
 
@@ -10,8 +11,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 from ocibridge.errors import DigestMismatch, InvalidReference, NotFound, RegistryError
 from ocibridge.hubserver.repo.hubrefs import Refs, named_upstream
@@ -20,6 +20,7 @@ from ocibridge.hubserver.repo.recreated import own_commit
 from ocibridge.hubserver.repo.refnames import HEADS, TAGS, aside_tag, held_by, registry_tag, split_revision
 from ocibridge.hubserver.repo.refsrecord import read_record
 from ocibridge.hubserver.repo.repostates import RepoStates
+from ocibridge.hubserver.repo.resolved import Resolved as Resolved  # where every route imports it from
 from ocibridge.hubserver.repo.sources import (
     COMMIT,
     DEFAULT_TAG,
@@ -45,6 +46,7 @@ from ocibridge.oci.reference import check_tag
 from ocibridge.stores.registry.commitscan import AmbiguousCommit, find_commit
 
 if TYPE_CHECKING:
+    from ocibridge.hubserver.repo.arriving import Arriving, Upstream, UpstreamFor
     from ocibridge.signing.containers_policy import UsePolicy
     from ocibridge.signing.verify import VerifyPolicy
     from ocibridge.stores.base import Store
@@ -57,28 +59,11 @@ MEMO = 512
 RECENT = 1024
 
 
-@dataclass(frozen=True)
-class Resolved:
-    """A revision of a repo id, resolved: the manifest it names and the model manifest."""
-
-    repo_id: str
-    revision: str
-    commit: str  # the first 40 hex digits of ``top``'s digest
-    top: Descriptor  # what the revision resolves to (an index, or the model manifest)
-    model: Descriptor  # the model manifest
-    manifest: Manifest
-    repo: Repository
-    source: Source
-    created: str | None = None  # when the model was made (:func:`created_of`), as the artifact says
-    card: Mapping[str, Any] | None = None  # the model card's metadata the artifact carries (the Hub's cardData)
-    tag: str | None = None  # the tag the revision named (None: a digest or commit id), as the policy's scopes see it
-
-
 class Catalog:
     """The sources, searched in order, and what was resolved in them."""
 
     def __init__(self, sources: Sequence[Source], *, default_tag: str = DEFAULT_TAG,
-                 verify: VerifyPolicy | UsePolicy | None = None):
+                 verify: VerifyPolicy | UsePolicy | None = None, upstream: UpstreamFor | None = None):
         self.sources = list(sources)
         self.default_tag = check_tag(default_tag)
         self.verify = verify
@@ -89,8 +74,12 @@ class Catalog:
         self._recent: dict[tuple[str, str], tuple[float, Resolved]] = {}  # (repo id, revision) -> when, what
         self._upstream_ids: dict[str, str | None] = {}  # digest -> the upstream's commit id (None: not fetched)
         self.states = RepoStates(self.sources)  # private, deleted: the refs records, kept a few seconds
+        #: serve --upstream: asked for what the sources lack, built for this catalog (upstream/proxy.py)
+        self.upstream: Upstream | None = upstream(self) if upstream is not None else None
 
     def close(self) -> None:
+        if self.upstream is not None:
+            self.upstream.close()
         for source in self.sources:
             source.close()
 
@@ -105,8 +94,26 @@ class Catalog:
         if record:
             self.states.forget(repo_id)
 
+    @overload
     def resolve(self, repo_id: str, revision: str | None, *, reuse_for: float = 0, ref: bool = False,
-                kind: str | None = None) -> Resolved:
+                kind: str | None = None, arriving: Literal[False] = False) -> Resolved: ...
+
+    @overload
+    def resolve(self, repo_id: str, revision: str | None, *, reuse_for: float = 0, ref: bool = False,
+                kind: str | None = None, arriving: bool) -> Resolved | Arriving: ...
+
+    def resolve(self, repo_id: str, revision: str | None, *, reuse_for: float = 0, ref: bool = False,
+                kind: str | None = None, arriving: bool = False) -> Resolved | Arriving:
+        """The revision, as :meth:`resolve_here` finds it in the sources, or, with an upstream,
+        as the upstream answers it (fetched when the sources lack it; ``arriving``: a commit whose
+        fetch is under way handed out as it arrives, the read routes'). A write's (``ref``,
+        ``kind``) is never the upstream's: it resolves the sources as they are."""
+        if self.upstream is None or ref or kind is not None:
+            return self.resolve_here(repo_id, revision, reuse_for=reuse_for, ref=ref, kind=kind)
+        return self.upstream.resolve(repo_id, revision or "main", reuse_for, arriving=arriving)
+
+    def resolve_here(self, repo_id: str, revision: str | None, *, reuse_for: float = 0, ref: bool = False,
+                     kind: str | None = None) -> Resolved:
         """The revision (``main`` when None) of ``repo_id``; :class:`RepoNotFound` or
         :class:`RevisionNotFound` as the Hub answers; :class:`Refused` when a policy refuses it.
         ``reuse_for``: a resolution made with ``reuse_for`` less than that many seconds ago is
@@ -335,6 +342,9 @@ class Catalog:
     def refs(self, repo_id: str) -> Refs:
         """The repository's refs in the first source that holds it: ``main`` when the default
         tag is there, and every tag (at most :data:`MAX_TAGS_SCANNED`), each with its commit."""
+        taken = self.upstream.taken_back(repo_id) if self.upstream is not None else None
+        if taken is not None:
+            raise taken
         parts = repo_parts(repo_id)
         if parts is None:
             raise RepoNotFound(f"{repo_id}: not a repository any source can hold")
@@ -410,10 +420,11 @@ class Catalog:
             self._verified.add(key)
 
     def repo_ids(self) -> Iterator[tuple[str, Source]]:
-        """Every repo id the sources hold, the first source's first."""
+        """Every repo id the sources hold, the first source's first; but those the upstream took
+        back (upstream/revocation.py): never listed."""
         seen: set[str] = set()
         for source in self.sources:
             for repo_id in source.repo_ids():
-                if repo_id not in seen:
+                if repo_id not in seen and (self.upstream is None or self.upstream.taken_back(repo_id) is None):
                     seen.add(repo_id)
                     yield repo_id, source

@@ -22,7 +22,7 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING
 
 from ocibridge.errors import InvalidReference, NotFound, OcibridgeError, RegistryError, UsageError
 from ocibridge.hubserver.repo.refrules import hub_ref_name
@@ -88,23 +88,6 @@ class UpstreamRefused(Refused):
     rooms the proxy asks (its quotas) can refuse in its terms."""
 
     lasting = True  # the commit is refused for good (its fetch not tried again): not a quota's, which may pass later
-
-
-class ServingSide(Protocol):
-    """What a source that fetches from an upstream (upstream/proxy.py) asks of the serve it answers
-    for, known from its construction: the reader rule, whether this serve fetches, the audit log."""
-
-    def upstream_refuses(self, repo_id: str, *, private: bool, gated: str) -> Exception | None:
-        """Why the request's reader may not have ``repo_id`` were it private or gated here (None: it may)."""
-        ...
-
-    def fetches_here(self) -> bool:
-        """Whether this serve asks the upstream itself (the writer), or the writer does."""
-        ...
-
-    def audit_line(self, entry: dict[str, Any]) -> None:
-        """One line of the audit log (an ingest's, a refusal at the door)."""
-        ...
 
 
 def repo_parts(repo_id: str) -> list[str] | None:

@@ -19,7 +19,8 @@ upstream says of the commit, written to the registry and answered from it.
   record), its reader asked about first.
 - :mod:`ocibridge.hubserver.repo.upstreamids`: the upstream's commit ids as the ids of what was fetched (a
   bookkeeping tag the repository keeps).
-- :mod:`.proxy`: the catalog that asks the upstream on a miss and re-checks a branch's head.
+- :mod:`.proxy`: the upstream as the catalog holds it (:class:`.repo.arriving.Upstream`): asked on a
+  miss, a branch's head re-checked.
 - :mod:`.inflight`: a commit whose fetch is under way, as the read routes read it while it arrives.
 - :mod:`.staleness`: the ``Warning`` of an answer given stale because the upstream did not answer.
 - :mod:`.revocation`: a repository the upstream took back since it was fetched, refused here too.
@@ -28,5 +29,5 @@ upstream says of the commit, written to the registry and answered from it.
 - :mod:`.fetchbounds`: at most so many fetches under way, over all and by one client.
 - :mod:`.tokenless`: an upstream that wants a token serve was not given: unavailable, and said so.
 
-No HTTP routing here: the routes resolve through the catalog as they always do (the read routes
-through its :class:`.repo.arriving.ArrivingCatalog` side too)."""
+No HTTP routing here: the routes resolve through the catalog's one ``resolve`` as they always do
+(the read routes with ``arriving``: a commit in flight handed out as it arrives)."""

@@ -95,7 +95,7 @@ class Ingest:
     """Fetches commits from the upstream into the registry, each once at a time."""
 
     def __init__(self, settings: UpstreamSettings, hub: UpstreamHub, audit: Audit | None = None,
-                 evidence: Evidence | None = None):
+                 evidence: Evidence | None = None, limits: Callable[[], IngestLimits] | None = None):
         self.settings = settings
         self.hub = hub  # the proxy's one session with the upstream
         self.evidence = evidence  # serve's --sign-key, --sbom, --provenance: each fetched commit's too
@@ -105,7 +105,9 @@ class Ingest:
         self._refused: dict[tuple[str, str], UpstreamRefused] = {}  # commits whose fetch the file rules refused
         self.fetches = 0  # commits fetched from the upstream (not counting those waited for)
         self.bounds = FetchBounds(settings.max_fetches, settings.max_fetches_per_client)
-        self.limits: IngestLimits = IngestLimits(None)  # what a client may have fetched (set by the app)
+        none = IngestLimits(None)
+        #: what a client may have fetched (the serve's --quotas and flags), asked at each fetch
+        self.limits: Callable[[], IngestLimits] = limits or (lambda: none)
 
     def commit(self, repo: Repository, repo_id: str, commit: str, revision: str) -> Descriptor:
         """The manifest of the upstream's ``commit`` in ``repo``: found there, else fetched (or
@@ -152,7 +154,7 @@ class Ingest:
                 return flight
             release = self.bounds.admit(requesting_client(), f"{repo_id}@{commit}")  # FetchesBusy: over a bound
             try:  # the client's hourly ingests and the ingest namespace's quota (quotas/ingests.py)
-                admitted = self.limits.admit(requesting_client(), repo_id, f"{repo_id}@{commit}")
+                admitted = self.limits().admit(requesting_client(), repo_id, f"{repo_id}@{commit}")
             except BaseException:
                 release()
                 raise
@@ -249,7 +251,7 @@ class Ingest:
             self._record(line, "failed", 503, reason=str(e))
             raise UpstreamDown(f"{repo_id}@{commit}: fetching it from the upstream failed: {e}") from None
         self.fetches += 1
-        self.limits.landed(repo_id)
+        self.limits().landed(repo_id)
         self._record(line, "landed", 200, digest=root.digest, bytes_received=flight.fetch.bytes_received,
                      seconds=round(time.monotonic() - started, 3))
         log.info("upstream: %s@%s fetched from %s as %s", repo_id, commit, settings.url, root.digest)

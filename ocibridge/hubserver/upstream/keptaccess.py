@@ -1,7 +1,7 @@
 """A repository the upstream keeps gated or private stays so here (``--upstream-allow-gated``,
 ``--upstream-allow-private``): before anything of it is fetched, the request's reader is
 asked about as serve's grants would decide it were the repository so here already
-(:meth:`.sources.ServingSide.upstream_refuses`: the Gate's), and the
+(:meth:`.servingside.ServingSide.upstream_refuses`: the Gate's), and the
 repository's refs record is written private, or gated with the upstream's mode, so that every
 request after, on any route, meets the rules of a repository made so here (access.py). A record is
 never loosened from the upstream: a repository once private or gated here stays so until a writer

@@ -1,5 +1,6 @@
-"""The catalog of a proxy (``serve REG/PREFIX --upstream URL``): a read whose repository or
-revision the registry lacks is resolved at the upstream, let in or refused at the door, fetched
+"""The upstream of a proxy (``serve REG/PREFIX --upstream URL``), the source the catalog holds
+behind its sources (:class:`.repo.arriving.Upstream`): a read whose repository or revision the
+registry lacks is resolved at the upstream, let in or refused at the door, fetched
 once (:mod:`.commitfetch`) and answered from the registry; a read of a branch the upstream gave is
 re-checked against the upstream's head at most every ``--upstream-fresh`` seconds.
 
@@ -18,13 +19,13 @@ The rules, in the order a miss meets them:
    (door.PICKLE) unless ``--upstream-allow-pickle`` (decided again on the listing the fetch
    downloads, and on each file's content as it arrives: pickles.py);
 5. one let in gated or private: the request's reader must be one serve's own grants would let
-   have it were it so here already (:meth:`.sources.ServingSide.upstream_refuses`: the Gate's),
+   have it were it so here already (``readers``, :class:`.repo.arriving.ReaderRule`: the Gate's),
    else nothing is fetched and it is answered as a repository that is not there (private) or the
    gate's 401/403 (gated); then the refs record says private or gated (:mod:`.keptaccess`) before
    anything of it lands, so every later request is decided here as for one made so here;
 6. the commit fetched (or found fetched: its upstream tag), the revision's name tagged; a read
    route that meets the fetch under way is handed it as :class:`.inflight.InFlight`
-   (:meth:`ProxyCatalog.resolve_arriving`): its files streamed as they arrive, its metadata asked
+   (the catalog's one ``resolve``, asked with ``arriving``): its files streamed as they arrive, its metadata asked
    of the upstream by requests the proxy builds (upstream/session.py), never a client's path;
    every other read waits for the commit to land.
 
@@ -33,11 +34,11 @@ refused here too at the next check, by branch or by commit id, unless an allow f
 (``_judged``, revocation.py); an upstream ref named as one of serve's own tags (``latest``) is never
 tagged (refguard.py).
 
-Only the writer fetches (``fetches_here`` of the serve's :class:`.sources.ServingSide`, which the
-catalog is built with): on a ``--writer`` reader, or a standby while another serve holds the writer
-lease, a miss that would ask the upstream is :class:`.errors.FetchedElsewhere` (the read forwarded
-to the writer, which fetches once for every replica), and a branch is not re-checked there (the
-writer's re-check moves its tag).
+Only the writer fetches (``fetches_here``, a constructor argument, as the reader rule and the
+door's rules are: the serve's, api/serve.py): on a ``--writer`` reader, or a standby while
+another serve holds the writer lease, a miss that would ask the upstream is
+:class:`.errors.FetchedElsewhere` (the read forwarded to the writer, which fetches once for every
+replica), and a branch is not re-checked there (the writer's re-check moves its tag).
 
 A write's resolution (``ref``, ``kind``) is never proxied: it resolves the registry as it is."""
 
@@ -46,13 +47,12 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from ocibridge.errors import NotFound, OcibridgeError
 from ocibridge.hubserver.lifetimes.notes import Noting, NotNoted
-from ocibridge.hubserver.repo.catalog import Catalog, Resolved
-from ocibridge.hubserver.repo.hubrefs import Refs
+from ocibridge.hubserver.repo.catalog import Resolved
 from ocibridge.hubserver.repo.refnames import registry_tag, split_revision
 from ocibridge.hubserver.repo.refrules import is_tag
 from ocibridge.hubserver.repo.refsrecord import RefsRecord, read_record
@@ -80,8 +80,10 @@ from ocibridge.hubserver.upstream.staleness import note_stale
 from ocibridge.oci.bookkeeping import is_reserved
 
 if TYPE_CHECKING:
+    from ocibridge.hubserver.quotas.ingests import IngestLimits
+    from ocibridge.hubserver.repo.arriving import Here, ReaderRule
     from ocibridge.hubserver.repo.evidence import Evidence
-    from ocibridge.hubserver.repo.sources import ServingSide, Source
+    from ocibridge.hubserver.upstream.commitfetch import Audit
     from ocibridge.hubserver.upstream.settings import UpstreamSettings
     from ocibridge.oci.models import Descriptor
 
@@ -90,29 +92,31 @@ log = logging.getLogger("ocibridge.hubserver")
 CHECKED = 4096
 
 
-class ProxyCatalog(Catalog):
-    """A :class:`Catalog` whose first source (a registry) is filled from an upstream Hub."""
+class UpstreamSource:
+    """An upstream Hub behind the catalog (``here``) whose first source, a registry, it fills:
+    the door's rules (``settings``), the request's reader (``readers``: serve's grants), whether
+    this serve fetches (``fetches_here``: the writer) and what a client may have it fetch
+    (``limits``) given at construction."""
 
-    def __init__(self, sources: Sequence[Source], upstream: UpstreamSettings, side: ServingSide, *,
-                 evidence: Evidence | None = None, notes: Noting | None = None, **kwargs: Any):
-        super().__init__(sources, **kwargs)
-        self.upstream = upstream
+    def __init__(self, settings: UpstreamSettings, here: Here, *, readers: ReaderRule,
+                 fetches_here: Callable[[], bool], audit: Audit, limits: Callable[[], IngestLimits] | None = None,
+                 evidence: Evidence | None = None, notes: Noting | None = None):
+        self.settings, self.here = settings, here
         #: every request to the upstream; what it says of a revision kept --upstream-fresh seconds
-        self.hub = UpstreamHub(UpstreamSession(upstream.url, upstream.token), upstream.fresh)
-        #: the serve this catalog answers for: its reader rule, whether it fetches (the writer), its audit log
-        self.side = side
+        self.hub = UpstreamHub(UpstreamSession(settings.url, settings.token), settings.fresh)
+        self.readers, self.fetches_here = readers, fetches_here
         # evidence: serve's --sign-key/--sbom/--provenance
-        self.ingest = Ingest(upstream, self.hub, audit=side.audit_line, evidence=evidence)
+        self.ingest = Ingest(settings, self.hub, audit=audit, evidence=evidence, limits=limits)
         self._lock_checked = threading.Lock()
         self._recording = threading.Lock()  # the refs record's branches, written as names are fetched
         self._checked: dict[tuple[str, str], float] = {}  # (repo id, branch) -> when its head was asked
         self._stale: dict[tuple[str, str], str] = {}  # (repo id, branch) -> why its last check failed
-        self.revocations = Revocations(upstream.url)  # what the upstream took back since it was fetched
+        self.revocations = Revocations(settings.url)  # what the upstream took back since it was fetched
         self.notes: Noting = notes or NotNoted()  # each read of a fetched commit, for --upstream-keep (lifetimes/)
 
     def describe(self) -> str:
         """serve's second start line: where a miss goes and what the door lets in."""
-        u = self.upstream
+        u = self.settings
         rules = [f"deny {', '.join(u.deny)}"] if u.deny else []
         rules += [f"allow only {', '.join(u.allow)}"] if u.allow else []
         rules += [f"licenses {', '.join(u.licenses)} only"] if u.licenses else []
@@ -122,39 +126,36 @@ class ProxyCatalog(Catalog):
         rules += [f"private {', '.join(u.allow_private)} kept private"] if u.allow_private else []
         fresh = f"a branch re-checked every {u.fresh:g} s" if u.fresh > 0 else "a branch never re-checked"
         token = "with --upstream-token-file's token" if u.token else "with no token"
-        return (f"a proxy of {u.url} ({token}): what {self.sources[0].shown} lacks is fetched from it once; "
+        return (f"a proxy of {u.url} ({token}): what {self.here.sources[0].shown} lacks is fetched from it once; "
                 f"{fresh}; {'; '.join(rules) or 'every repository let in'}")
 
     def close(self) -> None:
         self.hub.session.close()
-        super().close()
 
-    def resolve(self, repo_id: str, revision: str | None, *, reuse_for: float = 0, ref: bool = False,
-                kind: str | None = None) -> Resolved:
-        if ref or kind is not None:
-            return super().resolve(repo_id, revision, reuse_for=reuse_for, ref=ref, kind=kind)
-        found = self._proxied(repo_id, revision or "main", reuse_for, arriving=False)
-        assert isinstance(found, Resolved)
-        self.notes.read(found)
-        return found
+    def taken_back(self, repo_id: str) -> Exception | None:
+        return self.revocations.refusal(repo_id)  # (revocation.py)
 
-    def resolve_arriving(self, repo_id: str, revision: str | None) -> Resolved | InFlight:
-        """As :meth:`resolve`, but a commit whose fetch is under way is handed out as it arrives."""
-        found = self._proxied(repo_id, revision or "main", 0, arriving=True)
-        if isinstance(found, Resolved):
-            self.notes.read(found)
-        return found
-
-    def _proxied(self, repo_id: str, revision: str, reuse_for: float, *, arriving: bool) -> Resolved | InFlight:
+    def resolve(self, repo_id: str, revision: str, reuse_for: float, *, arriving: bool) -> Resolved | InFlight:
+        """The revision from the registry, fetched first when it lacks it (``arriving``: a fetch
+        under way handed out as it arrives, not waited for); a branch's head re-checked."""
         def local(named: str) -> Resolved:
-            return Catalog.resolve(self, repo_id, named, reuse_for=reuse_for)
+            return self.here.resolve_here(repo_id, named, reuse_for=reuse_for)
 
         try:
             found = local(revision)
         except RepoMoved:
             raise
         except (RepoNotFound, RevisionNotFound) as missing:
-            return self._miss(repo_id, revision, missing, local, arriving)
+            got = self._miss(repo_id, revision, missing, local, arriving)
+        else:
+            got = self._checked_again(repo_id, revision, found, local)
+        if isinstance(got, Resolved):
+            self.notes.read(got)
+        return got
+
+    def _checked_again(self, repo_id: str, revision: str, found: Resolved,
+                       local: Callable[[str], Resolved]) -> Resolved:
+        """``found``, a commit this serve fetched, as the upstream says it is now (``_fresh``, revocation.py)."""
         if not self._filled_here(found):
             return found
         if COMMIT.fullmatch(revision) or DIGEST.fullmatch(revision):
@@ -165,48 +166,37 @@ class ProxyCatalog(Catalog):
             raise taken
         return answered
 
-    def repo_ids(self) -> Iterator[tuple[str, Source]]:
-        """Every repo id, but those the upstream took back (revocation.py): never listed."""
-        return ((repo_id, source) for repo_id, source in super().repo_ids()
-                if self.revocations.refusal(repo_id) is None)
-
-    def refs(self, repo_id: str) -> Refs:
-        taken = self.revocations.refusal(repo_id)
-        if taken is not None:
-            raise taken
-        return super().refs(repo_id)
-
     # -- a miss -----------------------------------------------------------------------------
     def _miss(self, repo_id: str, revision: str, missing: OcibridgeError,
               local: Callable[[str], Resolved], arriving: bool) -> Resolved | InFlight:
         parts = repo_parts(repo_id)
         if parts is None or DIGEST.fullmatch(revision) or not revision_named(revision) or is_reserved(revision):
             raise missing
-        repo = self.sources[0].repository(parts)
+        repo = self.here.sources[0].repository(parts)
         if repo is None or isinstance(missing, RevisionNotFound) and not (
-                self.ingest.fetching(repo) or is_proxied(repo) or self.states.of(repo_id).upstream):
+                self.ingest.fetching(repo) or is_proxied(repo) or self.here.states.of(repo_id).upstream):
             raise missing
         self._door_repo(repo_id, revision)
-        if not self.side.fetches_here():
+        if not self.fetches_here():
             raise FetchedElsewhere(f"{repo_id}@{revision}: not here yet; the writer fetches it from the upstream")
         joined = self.ingest.in_flight(repo, revision)
         if joined is not None:  # a commit id or a branch whose fetch is under way: its door was passed
-            state = self.states.of(repo_id)  # (recorded private or gated before it began)
+            state = self.here.states.of(repo_id)  # (recorded private or gated before it began)
             self._reader_may(repo_id, state.private, state.gated)
             if arriving:
                 return InFlight(joined, repo_id, joined.commit, self.hub)
             landed(joined)
-            self.forget(repo_id, record=False)  # the commit landed; its refs record is as it was
+            self.here.forget(repo_id, record=False)  # the commit landed; its refs record is as it was
             return local(revision)
         info = self.hub.revision(repo_id, revision)
         named = self._let_in(repo, revision, info, arriving=arriving)
         if isinstance(named, InFlight):
             return named
-        self.forget(repo_id, record=False)
+        self.here.forget(repo_id, record=False)
         return local(named)
 
     def _door_repo(self, repo_id: str, revision: str) -> None:
-        rule = self.upstream.denied_by(repo_id)
+        rule = self.settings.denied_by(repo_id)
         if rule is not None:
             message = f"{repo_id}: not fetched from the upstream: refused by {rule}"
             self.ingest.refused(repo_id, revision, message)
@@ -224,7 +214,7 @@ class ProxyCatalog(Catalog):
         self._reader_may(info.repo_id, info.private, info.gated)
         self._keep_access(repo, info)
         # the refs record read once (kept a few seconds: states.py) and handed along
-        named = self._fetched_tag(self.states.of(info.repo_id), revision, info.commit) is not None
+        named = self._fetched_tag(self.here.states.of(info.repo_id), revision, info.commit) is not None
         if named:
             self._mark(info.repo_id, revision)  # its head asked now: re-checked --upstream-fresh from now
         flight = self.ingest.begin(repo, info.repo_id, info.commit, revision, info=info.said,
@@ -236,12 +226,12 @@ class ProxyCatalog(Catalog):
 
     def _named(self, repo: Repository, revision: str, info: UpstreamRevision, root: Descriptor) -> bool:
         """The revision's name tagged on the landed commit ``root`` (False: a commit id, no name)."""
-        self.forget(info.repo_id, record=False)  # what was resolved of the repository before it landed
-        record = self.states.of(info.repo_id)
+        self.here.forget(info.repo_id, record=False)  # what was resolved of the repository before it landed
+        record = self.here.states.of(info.repo_id)
         tag = self._fetched_tag(record, revision, info.commit)
         if tag is None:
             if self._onto_serves_tag(record, revision):
-                skipped(info.repo_id, revision, info.commit, self.default_tag)
+                skipped(info.repo_id, revision, info.commit, self.here.default_tag)
             return False
         from ocibridge.transfer.writer import write_artifact
 
@@ -249,7 +239,7 @@ class ProxyCatalog(Catalog):
         self._record_branch(repo, revision, info.repo_id, record)
         write_artifact(store, root, store.fetch_bytes(root), tags=[repo.reference(tag)])
         self.notes.named(repo, tag, info.commit)
-        self.forget(info.repo_id, record=False)
+        self.here.forget(info.repo_id, record=False)
         return True
 
     def _door_revision(self, revision: str, info: UpstreamRevision) -> None:
@@ -262,7 +252,7 @@ class ProxyCatalog(Catalog):
             message = f"{info.repo_id}@{info.commit}: not fetched from the upstream: {reason}"
             self.ingest.refused(info.repo_id, revision, message)
             if info.private:  # its existence is the upstream's secret: not found here (the audit says why)
-                raise not_found(info.repo_id, self.upstream.url)
+                raise not_found(info.repo_id, self.settings.url)
             raise UpstreamRefused(message, rule)
 
     def _reader_may(self, repo_id: str, private: bool, gated: str) -> None:
@@ -277,30 +267,30 @@ class ProxyCatalog(Catalog):
         GatedRepo 401/403."""
         if not (private or gated):
             return None
-        refused = self.side.upstream_refuses(repo_id, private=private, gated=gated)
+        refused = self.readers(repo_id, private=private, gated=gated)
         if refused is None:
             return None
-        return not_found(repo_id, self.upstream.url) if private else refused
+        return not_found(repo_id, self.settings.url) if private else refused
 
     def _keep_access(self, repo: Repository, info: UpstreamRevision) -> None:
         """The upstream's private or gated recorded here (before anything of the repository is
         written), and what this serve knew of its state forgotten: every request after is decided
         by serve's own grants, as for a repository made so here."""
         if (info.private or info.gated) and keep_access(repo, info.private, info.gated):
-            self.forget(info.repo_id)
+            self.here.forget(info.repo_id)
 
     def _metadata_refuses(self, info: UpstreamRevision) -> tuple[str, str] | None:
-        u = self.upstream
+        u = self.settings
         if info.private and not u.keeps_private(info.repo_id):
             flag = "--upstream-allow-private"
             return f"it is private at the upstream, and {flag} does not name it", flag
         if info.gated and not u.keeps_gated(info.repo_id):
             flag = "--upstream-allow-gated"
             return f"it is gated ({info.gated}) at the upstream, and {flag} does not name it", flag
-        why = self.upstream.license_refused(info.card)
+        why = self.settings.license_refused(info.card)
         if why is not None:
             return why, "--upstream-license"
-        files = self.upstream.files_refused(list(info.files))
+        files = self.settings.files_refused(list(info.files))
         if files is not None:
             paths, rule = files
             shown = ", ".join(paths[:5]) + (", ..." if len(paths) > 5 else "")
@@ -322,7 +312,7 @@ class ProxyCatalog(Catalog):
             record = read_record(repo)
             if name not in record.branches and name not in record.tags:
                 write_record(repo, writable(repo), record.with_ref(name, branch=True))
-                self.states.forget(repo_id)
+                self.here.states.forget(repo_id)
 
     def _fetched_tag(self, record: RefsRecord, revision: str, commit: str) -> str | None:
         """The registry tag a fetched revision's name moves (main: the default tag); None for a
@@ -330,28 +320,29 @@ class ProxyCatalog(Catalog):
         kind, name = split_revision(revision)
         if kind is not None or COMMIT.fullmatch(name) or commit.startswith(name):
             return None
-        tag = registry_tag(record, None, name, self.default_tag)
-        return tag if tag is not None and is_tag(tag) and not onto_serves_tag(name, tag, self.default_tag) else None
+        default = self.here.default_tag
+        tag = registry_tag(record, None, name, default)
+        return tag if tag is not None and is_tag(tag) and not onto_serves_tag(name, tag, default) else None
 
     def _onto_serves_tag(self, record: RefsRecord, revision: str) -> bool:
         """Whether the name ``revision`` would be tagged on one of serve's own tags (refguard.py)."""
         kind, name = split_revision(revision)
         if kind is not None or COMMIT.fullmatch(name):
             return False
-        tag = registry_tag(record, None, name, self.default_tag)
-        return tag is not None and onto_serves_tag(name, tag, self.default_tag)
+        tag = registry_tag(record, None, name, self.here.default_tag)
+        return tag is not None and onto_serves_tag(name, tag, self.here.default_tag)
 
     # -- a branch's head, re-checked ----------------------------------------------------------
     def _filled_here(self, found: Resolved) -> bool:
         """Whether ``found`` is an upstream commit this serve fetched and re-checks (``--upstream-fresh``
         set; a commit the upstream gave, in the registry it fills; the writer)."""
-        return self.upstream.fresh > 0 and found.commit != commit_of(found.top.digest) \
-            and found.source is self.sources[0] and self.side.fetches_here()
+        return self.settings.fresh > 0 and found.commit != commit_of(found.top.digest) \
+            and found.source is self.here.sources[0] and self.fetches_here()
 
     def _recheck_repository(self, repo_id: str, found: Resolved) -> None:
         """A read by commit id: the upstream asked whether it still gives the repository (the
         commit's model_info), when it was not asked of it for ``--upstream-fresh`` seconds."""
-        if not self.revocations.due(repo_id, self.upstream.fresh):
+        if not self.revocations.due(repo_id, self.settings.fresh):
             return
         try:
             info: UpstreamRevision | None = self.hub.revision(repo_id, found.commit, again=True)
@@ -372,7 +363,7 @@ class ProxyCatalog(Catalog):
         serve's token) makes of it now: taken back unless an allow flag keeps it (revocation.py),
         else kept private or gated here as the upstream says. None: this reader may have it; else
         this reader's answer."""
-        u = self.upstream
+        u = self.settings
         if info is None and not u.keeps_private(repo_id):
             return self._take_back(repo_id, REFUSED)
         if info is not None and info.private and not u.keeps_private(repo_id):
@@ -383,7 +374,7 @@ class ProxyCatalog(Catalog):
         private, gate = (True, "") if info is None else (info.private, info.gated)
         if not ((private or gate) and keep_access(repo, private, gate)):
             return None  # as it was here: this request's route decided its reader by the record already
-        self.forget(repo_id)  # made so just now: this request's reader decided here, the next by its route
+        self.here.forget(repo_id)  # made so just now: this request's reader decided here, the next by its route
         return self._kept_from_reader(repo_id, private, gate)
 
     def _take_back(self, repo_id: str, why: TakenBack) -> Exception:
@@ -395,9 +386,9 @@ class ProxyCatalog(Catalog):
         """``found``, unless the revision is a name the upstream gave whose head was not asked for
         ``--upstream-fresh`` seconds and has moved there: then the new head, fetched; a repository
         the upstream took back since, refused (revocation.py)."""
-        fresh = self.upstream.fresh
+        fresh = self.settings.fresh
         if COMMIT.fullmatch(revision) or DIGEST.fullmatch(revision) \
-                or self._onto_serves_tag(self.states.of(repo_id), revision):  # a name of serve's own (refguard.py)
+                or self._onto_serves_tag(self.here.states.of(repo_id), revision):  # a name of serve's own (refguard.py)
             return found
         key = (repo_id.lower(), revision)
         with self._lock_checked:
@@ -438,7 +429,7 @@ class ProxyCatalog(Catalog):
         if kept_out is not None:  # outside the try: it is this request's answer, not a failed re-check
             raise kept_out
         self._stale.pop(key, None)
-        self.forget(repo_id, record=False)
+        self.here.forget(repo_id, record=False)
         return local(revision)
 
     def _mark(self, repo_id: str, revision: str) -> None:

@@ -2,7 +2,8 @@
 request through serve, as two stacks written as JSON lines to the file OCIBRIDGE_TEST_WALK names:
 
 - ``hop``: the request's coroutine chain where a route hands the catalog to a worker thread (the
-  call of anyio's ``to_thread.run_sync``, with the name of the function handed over);
+  call of anyio's ``to_thread.run_sync``, with the name of the function handed over, or of
+  the one a ``functools.partial`` handed over calls);
 - ``ask``: the worker thread's stack where the upstream session sends a request (its URL).
 
 Each stack is its frames' (file, function), outermost first, ocibridge's files only."""
@@ -37,7 +38,8 @@ def _profile(frame, event, arg):
     code = frame.f_code
     if code.co_name == "run_sync" and code.co_filename.endswith("anyio/to_thread.py"):
         func = frame.f_locals.get("func")
-        _write("hop", getattr(func, "__name__", repr(func)), frame.f_back)
+        named = getattr(func, "func", func)  # a functools.partial: the function it calls
+        _write("hop", getattr(named, "__name__", repr(func)), frame.f_back)
     elif code.co_name == "get" and code.co_filename.endswith("hubserver/upstream/session.py"):
         _write("ask", str(frame.f_locals.get("url")), frame)
 
