@@ -25,6 +25,7 @@ from ocibridge.errors import OcibridgeError
 from ocibridge.hubserver.repo import commits
 from ocibridge.hubserver.repo.catalog import Resolved
 from ocibridge.hubserver.repo.files import HubFile
+from ocibridge.hubserver.repo.grouped import Member
 from ocibridge.hubserver.repo.mountable import admitted
 from ocibridge.hubserver.repo.ports import UNLIMITED, Author, QuotaCheck
 from ocibridge.hubserver.repo.publishing import Publishing, publish
@@ -221,8 +222,9 @@ def _landed(digest: str, parent: dict[str, str], tree: dict[str, KnownFile]) -> 
 
 class _Parent:
     """The files of the branch's head as the commit knows them: a raw layer is its blob (with
-    the entry of the chunk table its manifest binds, fetched once when first needed); a file of
-    a tar layer, the verified file of the model cache's snapshot the file list was made from."""
+    the entry of the chunk table its manifest binds, fetched once when first needed), a file
+    serve grouped into a tar layer a range of it (:mod:`.grouped`); a file of another tar layer,
+    the verified file of the model cache's snapshot the file list was made from."""
 
     def __init__(self, head: Resolved, files: dict[str, HubFile]):
         self.head, self.files = head, files
@@ -237,9 +239,9 @@ class _Parent:
         if found.layer is not None:
             table = self.table()
             chunks = table.for_layer(found.layer) if table is not None else None
+            mode = found.layer.mode if isinstance(found.layer, Member) else layer_mode(found.layer)
             return KnownFile.of_blob(self.head.repo.store, found.layer, chunks,
-                                     table.chunk_size if table is not None else DEFAULT_CHUNK_SIZE,
-                                     layer_mode(found.layer))
+                                     table.chunk_size if table is not None else DEFAULT_CHUNK_SIZE, mode)
         if found.local is None:
             raise commits.UnknownContent(f"{rel}: the branch's file is not at hand")
         return KnownFile.of_file(found.local, f"sha256:{found.sha256}", found.size)
