@@ -146,3 +146,25 @@ def test_a_second_commit_keeps_the_grouped_files(counted, tmp_path):
         assert Path(got).read_bytes() == source.read_bytes()
     files = set(hub.list_repo_files(name, repo_type="dataset"))
     assert "data/train-00000.parquet" not in files and "data/train-00199.parquet" in files
+
+
+def test_no_group_holds_a_large_file(counted, tmp_path):
+    """A file serve relays to the registry as it arrives (8 MiB and more) is never put in a group:
+    the commit keeps one layer a file, rather than send it again inside a tar."""
+    url, prefix, _, _ = counted
+    name = "acme/grouped-large"
+    folder = tmp_path / "d"
+    (folder / "data").mkdir(parents=True)
+    for i in range(70):
+        (folder / "data" / f"part-{i:02d}.jsonl").write_text(f'{{"n": {i}}}\n')
+    large = folder / "data" / "large.jsonl"
+    large.write_bytes(b'{"n": 0}\n' * (1 << 20))  # 9 MiB
+    hub = HfApi(endpoint=url, token="writer-token")
+    hub.create_repo(name, repo_type="dataset")
+    hub.upload_folder(repo_id=name, repo_type="dataset", folder_path=folder)
+    manifest, _ = registry_manifest(prefix, f"datasets/{name}")
+    assert len(manifest["layers"]) == 72 and TAR not in {layer["mediaType"] for layer in manifest["layers"]}
+    assert "io.ocibridge.commit.grouped" not in manifest["annotations"]
+    got = hf_hub_download(name, "data/large.jsonl", repo_type="dataset", endpoint=url, token="writer-token",
+                          cache_dir=tmp_path / "cache")
+    assert Path(got).read_bytes() == large.read_bytes()

@@ -7,6 +7,9 @@ Never in the layers, which stay byte for byte push's. A listing is then the mani
 file is read back as a range of its layer (:class:`Member`), checked against its own SHA-256. A
 manifest without the record (pushed outside serve), or with one that does not hold, has its tar
 layers' files listed from the model cache's snapshot, as any pull would read them.
+
+A commit whose group would hold a large file (:data:`GROUPED_MAX`) groups nothing: serve sends
+such a file to the registry as its own blob while it arrives, and a group would send it again.
 """
 
 from __future__ import annotations
@@ -29,6 +32,10 @@ if TYPE_CHECKING:
 
 #: the manifest annotation that places a commit's grouped files in its tar layers
 GROUPED = "io.ocibridge.commit.grouped"
+#: a commit holding a file from this size in a group push would make groups nothing (one raw layer
+#: a file, unlike push): serve sends such a file to the registry as its own blob while it arrives
+#: (uploads/relay.py), and a group would send it again, and read it back for every later commit
+GROUPED_MAX = 8 * 1024 * 1024
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
@@ -49,6 +56,12 @@ class ReadsMembers(Protocol):
     def open_member(self, member: Member) -> BinaryIO:
         """The member's bytes, checked against its own digest as they are read."""
         ...
+
+
+def too_large(layers: Sequence[PlannedLayer]) -> bool:
+    """Whether a tar layer of ``layers`` would hold a file of :data:`GROUPED_MAX` or more."""
+    return any(layer.variant is not Variant.RAW and any(f.size >= GROUPED_MAX for f in layer.files)
+               for layer in layers)
 
 
 def record(layers: Sequence[PlannedLayer]) -> str | None:

@@ -44,9 +44,10 @@ def publish(publishing: Publishing, files: Mapping[str, KnownFile], name: str, r
     ``mounts``: digest -> a repository to mount that blob from; ``before_branch``: called right
     before the branch's tag moves, which it stops by raising (the writer lease's check).
     ``dataset``: the files are a dataset's (:mod:`ocibridge.kinds.hf.repotype`): data layers (its
-    card a doc), grouped as push groups them, and the manifest says the repository's type. Where
-    files are grouped into a tar layer, the manifest records where each lies (:mod:`.grouped`), so
-    reads find one without the layer."""
+    card a doc), grouped as push groups them (unless a group would hold a large file:
+    :data:`.grouped.GROUPED_MAX`), and the manifest says the repository's type. Where files are
+    grouped into a tar layer, the manifest records where each lies (:mod:`.grouped`), so reads
+    find one without the layer."""
     from ocibridge.chunks.chunking import ChunkPolicy
     from ocibridge.model.builder import BuildOptions, plan_layers
     from ocibridge.model.deliver import deliver
@@ -65,8 +66,12 @@ def publish(publishing: Publishing, files: Mapping[str, KnownFile], name: str, r
     artifact = plan_known(files, name, options, ChunkPolicy(algorithm=cheapest_hash(files)), excludes=(), **kinds)
     if dataset:  # the card's dataset fields, as push hf:datasets/... maps them (kinds/hf/datasetpackage.py)
         mark_dataset(artifact.package)
-    placed = grouped.record(plan_layers(artifact.package, options))
-    if placed is not None:  # before the artifact is built (on its first read, by the copy)
+    # before the artifact is built (on its first read, by the copy): where grouped files lie, or
+    # no group at all where push's would hold a large file (grouped.py, GROUPED_MAX)
+    layers = plan_layers(artifact.package, options)
+    if grouped.too_large(layers):
+        artifact.options = replace(options, auto_group=False)
+    elif (placed := grouped.record(layers)) is not None:
         artifact.options = replace(options, annotations={**said, grouped.GROUPED: placed})
     with _writable(repo) as store:
         reference = repo.reference(tag)
