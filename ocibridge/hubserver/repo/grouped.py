@@ -14,21 +14,29 @@ such a file to the registry as its own blob while it arrives, and a group would 
 
 from __future__ import annotations
 
+import io
 import json
+import os
 import re
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO, Protocol, runtime_checkable
 
 from ocibridge.core import boundedjson
 from ocibridge.core.fsutil import safe_relpath
 from ocibridge.errors import OcibridgeError
 from ocibridge.model.packing import BLOCK, tar_offsets
+from ocibridge.oci.digest import verified
 from ocibridge.oci.mediatypes import Variant, parse_layer_media_type
 from ocibridge.oci.models import Descriptor, Manifest
+from ocibridge.stores.ranged import RangedBlobSource
 
 if TYPE_CHECKING:
+    from ocibridge.cache.modelcache import ModelCache
     from ocibridge.model.builder import PlannedLayer
+    from ocibridge.stores.base import ReadableStore
 
 #: the manifest annotation that places a commit's grouped files in its tar layers
 GROUPED = "io.ocibridge.commit.grouped"
@@ -112,3 +120,37 @@ def _member(manifest: Manifest, path: object, entry: object) -> Member:
         raise ValueError("not inside its layer")
     return Member(mediaType=layer.mediaType, digest=f"sha256:{sha256}", size=size, within=layer,
                   offset=offset, mode=0o755 if mode & 0o111 else 0o644)
+
+
+class WholeGroups:
+    """The tar layers a commit keeps grouped files of, each fetched whole once into the model
+    cache (checked against its digest) and its files read there: a commit that writes a group
+    again reads every file it keeps, twice (hashed, then sent), which by ranges would be two
+    registry requests a file. A file past :data:`GROUPED_MAX` (not one serve grouped) is read by
+    its range instead."""
+
+    def __init__(self, cache: ModelCache, store: ReadableStore):
+        self.cache, self.store = cache, store
+        self._lock = threading.Lock()
+
+    def opener(self, member: Member) -> Callable[[], BinaryIO]:
+        if member.size > GROUPED_MAX or not isinstance(self.store, RangedBlobSource):
+            return lambda: self.store.open_blob(member)
+
+        def open_member() -> BinaryIO:
+            with open(self._whole(member.within), "rb") as layer:
+                data = os.pread(layer.fileno(), member.size, member.offset)
+            return verified(io.BytesIO(data), member.digest, member.size, what="grouped file")  # type: ignore[return-value]  # a verifying read()-stream where BinaryIO is named
+
+        return open_member
+
+    def _whole(self, layer: Descriptor) -> Path:
+        from ocibridge.cache.locks import flocked
+        from ocibridge.oci.digest import split_digest
+
+        blobs = self.cache.blobs
+        with self._lock, flocked(self.cache.locks / f"{split_digest(layer.digest)[1]}.lock"):
+            if not blobs.exists(layer):
+                assert isinstance(self.store, RangedBlobSource)
+                blobs.download_blob(layer, self.store)
+        return blobs.blob_path(layer.digest)
