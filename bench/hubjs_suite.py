@@ -97,13 +97,11 @@ READBACK_REPO = "xet-readback"
 #: (group, reason, regex over "file > describe > test"): first match wins, counted apart
 OUT_OF_SCOPE = [
     ("buckets", "Hub storage buckets: not repositories serve keeps", r"bucket"),
-    ("datasets", "dataset repositories: serve publishes models (datasets are not OCI models)", r"dataset"),
     ("spaces", "Spaces: not OCI models", r"space"),
     ("pull requests", "pull requests (refs/pr/N): serve makes none", r"\bPR\b|pull request"),
     ("huggingface.co", "asserts the content of huggingface.co's own repositories (gpt2's README, "
      "celinah/xet-experiments; the size and SHA-256 of push-model-from-web's shard): no route from here",
      r"download regular file|downoad xet file|from HF with web urls"),
-    ("datasets", "makes a dataset repository (private)", r"download private file"),
     ("offline", "a unit test of the client (mocked fetch, no Hub)", r"\(mocked\)|relativeUnderFolder"),
 ]
 

@@ -67,6 +67,22 @@ def tar_chunks(files: Iterable[ModelFile]) -> Iterator[bytes]:
     yield end
 
 
+def tar_offsets(files: Iterable[ModelFile]) -> dict[str, int]:
+    """Where each regular file's content starts in :func:`tar_chunks`' stream of ``files``: known
+    from the headers alone (paths, sizes, modes, links), so a file is read back by a range of
+    the layer without the layer's bytes at hand."""
+    offsets: dict[str, int] = {}
+    at = 0
+    for f in sorted(files, key=lambda x: x.path.encode()):
+        info = tar_member(f)
+        at += len(info.tobuf(TAR_FORMAT, "utf-8", "surrogateescape"))
+        if info.type != tarfile.REGTYPE:
+            continue
+        offsets[f.path] = at
+        at += f.size + -f.size % BLOCK
+    return offsets
+
+
 def _exact_content(f: ModelFile) -> Iterator[bytes]:
     """The file's ``f.size`` bytes, or an error if it shrank or grew since it was listed.
 

@@ -25,6 +25,7 @@ from ocibridge.errors import OcibridgeError
 from ocibridge.hubserver.repo import commits
 from ocibridge.hubserver.repo.catalog import Resolved
 from ocibridge.hubserver.repo.files import HubFile
+from ocibridge.hubserver.repo.grouped import Member, WholeGroups
 from ocibridge.hubserver.repo.mountable import admitted
 from ocibridge.hubserver.repo.ports import UNLIMITED, Author, QuotaCheck
 from ocibridge.hubserver.repo.publishing import Publishing, publish
@@ -114,7 +115,7 @@ class Committer:
                 files = self.repos.lists.of(kept)
                 parent = {path: f.sha256 for path, f in files.files.items()}
                 parent_regular = {path: f.git_blob for path, f in files.files.items() if f.git_blob is not None}
-                held = _Parent(kept, files.files).known
+                held = _Parent(kept, files.files, WholeGroups(self.repos.lists.cache, kept.repo.store)).known
             mounts: dict[str, Store] = {}
             tree = commits.new_tree(parent, payload, self._staged_or_mounted(repo_id, payload, mounts, author), held)
             parts = repo_parts(repo_id)
@@ -221,11 +222,13 @@ def _landed(digest: str, parent: dict[str, str], tree: dict[str, KnownFile]) -> 
 
 class _Parent:
     """The files of the branch's head as the commit knows them: a raw layer is its blob (with
-    the entry of the chunk table its manifest binds, fetched once when first needed); a file of
-    a tar layer, the verified file of the model cache's snapshot the file list was made from."""
+    the entry of the chunk table its manifest binds, fetched once when first needed), a file
+    serve grouped into a tar layer read from that layer fetched whole once (:class:`.grouped.WholeGroups`);
+    a file of another tar layer,
+    the verified file of the model cache's snapshot the file list was made from."""
 
-    def __init__(self, head: Resolved, files: dict[str, HubFile]):
-        self.head, self.files = head, files
+    def __init__(self, head: Resolved, files: dict[str, HubFile], groups: WholeGroups):
+        self.head, self.files, self.groups = head, files, groups
         self._table: ChunkTable | None = None
         self._asked = False
 
@@ -234,6 +237,9 @@ class _Parent:
         from ocibridge.oci.layerinfo import layer_mode
 
         found = self.files[rel]
+        if isinstance(found.layer, Member):
+            member = found.layer
+            return KnownFile(member.digest, member.size, self.groups.opener(member), mode=member.mode)
         if found.layer is not None:
             table = self.table()
             chunks = table.for_layer(found.layer) if table is not None else None

@@ -2,9 +2,11 @@
 those its commit recorded as regular files (:mod:`.regularfiles`).
 
 A raw layer is one file whose bytes are the blob's: its SHA-256 is the layer digest, known from
-the manifest without a byte fetched. Files inside tar layers are known only from their contents:
-the model is materialised through the model cache (a snapshot, every layer verified) and those
-files are hashed there, once per model, and served from that snapshot.
+the manifest without a byte fetched. A file serve grouped into a tar layer is known from the
+commit's record of it (:mod:`.grouped`), and read as a range of that layer. Files of other tar
+layers are known only from their contents: the model is materialised through the model cache (a
+snapshot, every layer verified) and those files are hashed there, once per model, and served from
+that snapshot.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from ocibridge.errors import OcibridgeError
+from ocibridge.hubserver.repo.grouped import ReadsMembers, members
 from ocibridge.hubserver.repo.regularfiles import recorded
 from ocibridge.model.paths import ArtifactPaths
 from ocibridge.oci.digest import sha256_file
@@ -36,7 +39,7 @@ class HubFile:
     path: str
     size: int
     sha256: str  # lower-case hex
-    layer: Descriptor | None = None  # a raw layer: the file's bytes are this blob's
+    layer: Descriptor | None = None  # a raw layer, or a grouped.Member: the file's bytes are this blob's
     local: Path | None = None  # else a verified file of a model cache snapshot
     git_blob: str | None = None  # a regular file's git blob id (its commit recorded it); None: in git-lfs
 
@@ -85,7 +88,11 @@ class FileLists:
         judged = ArtifactPaths(resolved.manifest)  # pull's judgement of the paths (the tar layers': the snapshot's)
         files = {f.path: HubFile(f.path, f.layer.size, f.layer.digest.split(":", 1)[1], layer=f.layer)
                  for f in judged.raw}
-        if judged.tars or judged.changesets:
+        placed = members(resolved.manifest) if isinstance(resolved.repo.store, ReadsMembers) else {}
+        files.update((path, HubFile(path, m.size, m.digest.split(":", 1)[1], layer=m))
+                     for path, m in placed.items() if path not in files)
+        placed_in = {m.within.digest for m in placed.values()}
+        if judged.changesets or any(t.digest not in placed_in for t in judged.tars):
             snap = self.cache.snapshot(resolved.repo.store, resolved.model.digest, shown=resolved.model.digest,
                                        concurrency=self.concurrency)
             for path in sorted(snap.path.rglob("*")):

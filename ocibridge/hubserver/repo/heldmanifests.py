@@ -1,4 +1,5 @@
-"""serve's registry store: the manifests its requests read, kept by digest across requests.
+"""serve's registry store: the manifests its requests read, kept by digest across requests, and the
+files of tar layers read as ranges of them (:mod:`.grouped`).
 
 A command walks straight down and hands what it read to its next step, so a store keeps
 nothing (docs/architecture-pull.md, "A pull's walk"). serve is another case: it holds one store per
@@ -10,13 +11,16 @@ next read by that digest, within a bound in bytes, oldest out first; a delete fo
 
 from __future__ import annotations
 
+import io
 import threading
 from collections import OrderedDict
-from typing import Any
+from typing import Any, BinaryIO
 
-from ocibridge.oci.digest import is_digest, verify_bytes
+from ocibridge.hubserver.repo.grouped import Member
+from ocibridge.oci.digest import is_digest, verified, verify_bytes
 from ocibridge.oci.models import Descriptor, Index, Manifest
 from ocibridge.stores.registry.client import RegistryClient
+from ocibridge.stores.registry.download import BlobDownload
 from ocibridge.stores.registry.store import RegistryStore
 
 #: at most this many bytes of manifests are kept per repository (a manifest is usually a few KiB)
@@ -94,6 +98,27 @@ class ServedRegistryStore(RegistryStore):
         desc, node = super()._answered(reference, digest, data, content_type)
         self.held.put(digest, desc.mediaType, data)
         return desc, node
+
+    def open_blob(self, desc: Descriptor) -> BinaryIO:
+        if isinstance(desc, Member):
+            return self.open_member(desc)
+        return super().open_blob(desc)
+
+    def open_member(self, member: Member) -> BinaryIO:
+        """A file of a tar layer (:mod:`.grouped`): the range of the layer that holds it, checked
+        against the file's own digest."""
+        if not member.size:  # no range to ask for
+            return verified(io.BytesIO(), member.digest, 0, what="grouped file")  # type: ignore[return-value]  # as below
+        raw = super().open_blob_range(member.within, member.offset, member.offset + member.size)
+        return verified(raw, member.digest, member.size, what="grouped file")  # type: ignore[return-value]  # a verifying read()-stream where the Store protocol names BinaryIO
+
+    def open_blob_range(self, desc: Descriptor, start: int, end: int | None = None, *,
+                        probe: bool = False) -> BlobDownload:
+        """Bytes ``[start, end)`` of a blob, or of a :class:`.grouped.Member` (that range of its layer)."""
+        if isinstance(desc, Member):
+            stop = desc.size if end is None else min(end, desc.size)
+            return super().open_blob_range(desc.within, desc.offset + start, desc.offset + stop, probe=probe)
+        return super().open_blob_range(desc, start, end, probe=probe)
 
     def delete_manifest(self, desc: Descriptor) -> None:
         self.held.forget(desc.digest)

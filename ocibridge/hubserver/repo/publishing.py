@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from ocibridge.hubserver.repo import grouped
 from ocibridge.hubserver.repo.commits import BadCommit
 from ocibridge.hubserver.repo.evidence import EvidenceFailed
 from ocibridge.hubserver.repo.landing import land
@@ -42,11 +43,13 @@ def publish(publishing: Publishing, files: Mapping[str, KnownFile], name: str, r
     ``repo`` under ``tag``, the commit's ``annotations`` on its manifest; its manifest digest.
     ``mounts``: digest -> a repository to mount that blob from; ``before_branch``: called right
     before the branch's tag moves, which it stops by raising (the writer lease's check).
-    ``dataset``: the files are a dataset's (:mod:`ocibridge.kinds.hf.repotype`): each a data layer
-    of its own (its card a doc), never packed into a tar, so that every file is a blob of its exact
-    bytes however many shards there are, and the manifest says the repository's type."""
+    ``dataset``: the files are a dataset's (:mod:`ocibridge.kinds.hf.repotype`): data layers (its
+    card a doc), grouped as push groups them (unless a group would hold a large file:
+    :data:`.grouped.GROUPED_MAX`), and the manifest says the repository's type. Where files are
+    grouped into a tar layer, the manifest records where each lies (:mod:`.grouped`), so reads
+    find one without the layer."""
     from ocibridge.chunks.chunking import ChunkPolicy
-    from ocibridge.model.builder import BuildOptions
+    from ocibridge.model.builder import BuildOptions, plan_layers
     from ocibridge.model.deliver import deliver
     from ocibridge.model.known import cheapest_hash, plan_known
 
@@ -58,11 +61,18 @@ def publish(publishing: Publishing, files: Mapping[str, KnownFile], name: str, r
     # file at all is a commit (the Hub's empty repository: the empty descriptor its one layer);
     # its chunk table in the hash the files' tables mostly have (BLAKE3, unless the head's is SHA-256)
     said = {**annotations, REPO_TYPE_KEY: DATASET} if dataset else dict(annotations)
-    options = BuildOptions(annotations=said, allow_empty=True, auto_group=not dataset)
+    options = BuildOptions(annotations=said, allow_empty=True)
     kinds = {"kind_of": _dataset_kind} if dataset else {}
     artifact = plan_known(files, name, options, ChunkPolicy(algorithm=cheapest_hash(files)), excludes=(), **kinds)
     if dataset:  # the card's dataset fields, as push hf:datasets/... maps them (kinds/hf/datasetpackage.py)
         mark_dataset(artifact.package)
+    # before the artifact is built (on its first read, by the copy): where grouped files lie, or
+    # no group at all where push's would hold a large file (grouped.py, GROUPED_MAX)
+    layers = plan_layers(artifact.package, options)
+    if grouped.too_large(layers):
+        artifact.options = replace(options, auto_group=False)
+    elif (placed := grouped.record(layers)) is not None:
+        artifact.options = replace(options, annotations={**said, grouped.GROUPED: placed})
     with _writable(repo) as store:
         reference = repo.reference(tag)
         # by digest into a registry, then its commit tag, then the branch's (landing.py); a layout,
@@ -77,6 +87,12 @@ def publish(publishing: Publishing, files: Mapping[str, KnownFile], name: str, r
 
 
 def _dataset_kind(path: str, size: int) -> Kind:
+    """A dataset file's kind; the Hub's ``.gitattributes`` (which push leaves out) is the code file
+    it is in a model, so the data files group into the very layer push makes of them."""
+    if path == ".gitattributes":
+        from ocibridge.model.classify import classify
+
+        return classify(path, size)
     return dataset_file_kind(path)
 
 
