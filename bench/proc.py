@@ -23,6 +23,12 @@ from dataclasses import dataclass, field
 GNU_TIME = "/usr/bin/time" if os.access("/usr/bin/time", os.X_OK) else shutil.which("time")
 
 
+def python_path(*first: str) -> str:
+    """``first`` ahead of the environment's own PYTHONPATH: a machine whose dependencies sit in a
+    folder of wheels on PYTHONPATH (the GPU machine's, bench/gpu/install.sh) keeps them."""
+    return os.pathsep.join(filter(None, (*first, os.environ.get("PYTHONPATH"))))
+
+
 class CommandFailed(RuntimeError):
     """A measured command exited non-zero; the message carries its stderr tail."""
 

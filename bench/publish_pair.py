@@ -23,7 +23,7 @@ import tempfile
 from pathlib import Path
 
 from . import publish
-from .proc import run_measured
+from .proc import python_path, run_measured
 from .registries import fresh_registry
 from .serve import base_env, cpu_of
 
@@ -49,7 +49,7 @@ def main() -> None:
                                             f"{reg.host}/bench/push{n}:latest", "-q"], env=env).seconds)
                 for k, checkout in enumerate(args.checkouts):
                     def with_checkout(w: Path, c: Path = checkout) -> dict[str, str]:
-                        return {**base_env(w), "PYTHONPATH": str(c)}
+                        return {**base_env(w), "PYTHONPATH": python_path(str(c))}
 
                     publish.base_env = with_checkout  # serving() starts serve with it
                     try:

@@ -26,7 +26,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from . import models, tools
-from .proc import run_measured
+from .proc import python_path, run_measured
 from .registries import fresh_registry
 
 MiB = models.MiB
@@ -95,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
 
     work = Path(tempfile.mkdtemp(prefix="ocibridge-chunks-", dir=args.workdir))
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent),
+    env = {**os.environ, "PYTHONPATH": python_path(str(Path(__file__).resolve().parent.parent)),
            "OCIBRIDGE_CACHE_DIR": str(work / "cache"), "OCIBRIDGE_DIGEST_CACHE": "0"}
     try:
         model = models.single_weight(work / "model", args.size_mib * MiB, seed=3)

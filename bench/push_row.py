@@ -21,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from . import models, tools
-from .proc import Sample, run_measured, run_quiet
+from .proc import Sample, python_path, run_measured, run_quiet
 from .registries import BenchRegistry, fresh_registry
 from .run import _loadavg, compile_package, log
 from .scenarios import REPO_ROOT, TAG, Bench, Results
@@ -68,7 +68,8 @@ def main(argv: list[str] | None = None) -> int:
 
         def ocibridge(name: str, *extra: str, checkout: str | None = None) -> Callable[[int], Sample]:
             home = checkout or str(REPO_ROOT)  # the working directory too: ``-m`` imports from it first
-            env = {**bench.env, "OCIBRIDGE_DIGEST_CACHE": "0", "OCIBRIDGE_SAMPLE_INDEX": "0", "PYTHONPATH": home}
+            env = {**bench.env, "OCIBRIDGE_DIGEST_CACHE": "0", "OCIBRIDGE_SAMPLE_INDEX": "0",
+                   "PYTHONPATH": python_path(home)}
 
             def sample(i: int) -> Sample:
                 with fresh_registry(work) as reg:
@@ -81,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
             """A copy of the model in a new directory (same name), pushed under a new tag to a
             registry that holds it: the digest cache knows no file of it, the sample index does."""
             cache = work / f"cache-copy-{i}"
-            env = {**bench.env, "OCIBRIDGE_CACHE_DIR": str(cache), "PYTHONPATH": str(REPO_ROOT)}
+            env = {**bench.env, "OCIBRIDGE_CACHE_DIR": str(cache), "PYTHONPATH": python_path(str(REPO_ROOT))}
             copy = work / f"copy-{i}" / model.root.name
             with fresh_registry(work) as reg:
                 run_quiet(tools.ocibridge("push", str(model.root), f"{reg.host}/bench/ob:{TAG}"), env=env)

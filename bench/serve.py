@@ -59,6 +59,7 @@ from pathlib import Path
 import httpx
 
 from .cpu_floor import sendfile_cpu
+from .proc import python_path
 from .registries import fresh_registry
 
 MiB = 1024 * 1024
@@ -120,7 +121,7 @@ def free_port() -> int:
 
 
 def base_env(work: Path, root: Path = ROOT) -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": str(root), "HF_HUB_DISABLE_TELEMETRY": "1",
+    return {**os.environ, "PYTHONPATH": python_path(str(root)), "HF_HUB_DISABLE_TELEMETRY": "1",
             "HF_HUB_DISABLE_PROGRESS_BARS": "1", "HF_HUB_ENABLE_HF_TRANSFER": "0",
             "DOCKER_CONFIG": str(work / "docker")}
 
