@@ -96,6 +96,20 @@ def serving(sources: list[str], *, default_tag: str = "latest", tokens: tuple[st
         sock.close()
 
 
+@contextlib.contextmanager
+def own_settings(root: Path) -> Iterator[None]:
+    """For a fixture wider than one test (a push made once per module): the registry settings file
+    cache root and accept-anything policy of its own that conftest.py's autouse fixtures give each
+    test, under ``root``."""
+    policy = root / "accept-anything-policy.json"
+    policy.write_text('{"default": [{"type": "insecureAcceptAnything"}]}')
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("OCIBRIDGE_REGISTRIES_CONF", str(root / "registries.toml"))
+        patch.setenv("OCIBRIDGE_CACHE", str(root / "ocibridge-cache"))
+        patch.setenv("OCIBRIDGE_POLICY", str(policy))
+        yield
+
+
 def point_hub_at(monkeypatch: pytest.MonkeyPatch, url: str, hub: Path, *, xet: bool = False) -> None:
     """What ``HF_ENDPOINT=url HF_HUB_CACHE=hub`` does to huggingface_hub, in this process
     (``xet``: with hf_xet, as it runs by default; else ``HF_HUB_DISABLE_XET=1``)."""
