@@ -23,8 +23,7 @@ import huggingface_hub
 import pytest
 from huggingface_hub import CommitOperationAdd, CommitOperationCopy, CommitOperationDelete, HfApi
 from huggingface_hub.errors import HfHubHTTPError
-from serving import files_of, own_settings, point_hub_at, published_files_of, serve_as_process
-from support.fixtures import new_repo
+from serving import files_of, point_hub_at, published_files_of, serve_as_process
 
 from ocibridge.cli import main
 
@@ -44,17 +43,6 @@ def serve_process(tmp_path: Path, *args: str) -> Iterator[str]:
     with serve_as_process([*args, "--no-access-log", "--token-file", str(tmp_path / "tokens.txt")], env,
                           tmp_path / "serve.log") as url:
         yield url
-
-
-@pytest.fixture(scope="module")
-def served(registry: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str, Path]]:
-    """One serve (a process) over a prefix of its own for the module's publishing tests, each of
-    which writes repositories of its own: (its URL, the prefix, its cache). The loop tests start
-    serves of their own (how it is started is what they check)."""
-    root = tmp_path_factory.mktemp("publish")
-    prefix = f"{registry.host}/{new_repo('publish')}"
-    with own_settings(root), serve_process(root, prefix) as url:
-        yield url, prefix, root / "ocibridge-cache"
 
 
 def model_dir(root: Path) -> Path:
@@ -112,12 +100,12 @@ def _store(ref: str) -> Iterator[tuple[Any, str]]:
         yield store, located.tag or "latest"
 
 
-def test_publish_through_serve_is_a_modelpack_commit(tmp_path, served, lfs_client, monkeypatch, capsys):
+def test_publish_through_serve_is_a_modelpack_commit(tmp_path, publishing_serve, lfs_client, monkeypatch, capsys):
     """create_repo, upload_folder, upload_file, create_commit (an add and a delete): each a new
     manifest under the tag, read back exactly by snapshot_download and pull, valid --strict; a
     second upload_folder of the same files sends nothing."""
     src = model_dir(tmp_path / "model")
-    url, prefix, _ = served
+    url, prefix = publishing_serve.url, publishing_serve.prefix
     point_hub_at(monkeypatch, url, tmp_path / "hub")  # Xet off: uploads over LFS
     api = HfApi(endpoint=url, token="writer-token")
     assert api.whoami()["name"] == "ci-bot"
@@ -204,11 +192,11 @@ def _layers_and_config(ref: str) -> tuple[list[tuple[str, str, dict[str, str]]],
         return [(x.digest, x.mediaType, dict(x.annotations or {})) for x in manifest.layers], config
 
 
-def test_hostile_writes_are_refused_and_change_nothing(tmp_path, served, lfs_client, monkeypatch):
+def test_hostile_writes_are_refused_and_change_nothing(tmp_path, publishing_serve, lfs_client, monkeypatch):
     """No token, a read token, another prefix's token: 401/403; a path with '..', absolute or
     NUL, an oid never uploaded, a stale parent: refused; the registry's tag is where it was."""
     src = model_dir(tmp_path / "model")
-    url, prefix, cache = served
+    url, prefix, cache = publishing_serve.url, publishing_serve.prefix, publishing_serve.cache
     ref = f"{prefix}/acme/hostile:latest"
     point_hub_at(monkeypatch, url, tmp_path / "hub")  # Xet off: uploads over LFS
     writer = HfApi(endpoint=url, token="acme-token")
@@ -304,14 +292,14 @@ def test_a_malformed_token_line_is_one_error_line(tmp_path, capsys, line, said):
     assert err.count("\n") == 1 and err.startswith(where) and said in err, err
 
 
-def test_branches_tags_history_and_commits_at_once(tmp_path, served, lfs_client, monkeypatch):
+def test_branches_tags_history_and_commits_at_once(tmp_path, publishing_serve, lfs_client, monkeypatch):
     """create_branch, an upload to it, create_tag: registry tags; list_repo_commits walks the
     parents; two commits sent at once both land, the second on the first; deletes are refused
     (405); ``hf upload`` publishes too."""
     import threading
 
     src = model_dir(tmp_path / "model")
-    url, _, _ = served
+    url = publishing_serve.url
     point_hub_at(monkeypatch, url, tmp_path / "hub")  # Xet off: uploads over LFS
     api = HfApi(endpoint=url, token="writer-token")
     api.create_repo("acme/branches")
@@ -381,11 +369,11 @@ def xet_only(monkeypatch: pytest.MonkeyPatch, url: str, hub: Path) -> None:
     monkeypatch.setattr(_commit_api, "post_lfs_batch_info", no_lfs)
 
 
-def test_publish_over_xet_commits_what_hf_xet_uploaded(tmp_path, served, monkeypatch):
+def test_publish_over_xet_commits_what_hf_xet_uploaded(tmp_path, publishing_serve, monkeypatch):
     """huggingface_hub as it runs by default (hf_xet): the files it sends over Xet (xetupload.py)
     land in the same staging, and the same commit route makes them a ModelPack artifact."""
     src = model_dir(tmp_path / "model")
-    url, prefix, _ = served
+    url, prefix = publishing_serve.url, publishing_serve.prefix
     xet_only(monkeypatch, url, tmp_path / "hub")
     api = HfApi(endpoint=url, token="writer-token")
     api.create_repo("acme/xet")
