@@ -26,8 +26,9 @@ SIZE = 2 * xet.XORB_CHUNKS * xet.XET_CHUNK + 5 * xet.XET_CHUNK + 1000  # 2 xorbs
 
 
 def pushed_big(registry, root: Path, chunks: list[str]) -> tuple[Path, str]:
-    """acme/big (weights of ~128 MiB: three xorbs, the last chunk short) pushed with ``chunks`` under
-    a prefix of its own of the registry: (its files, the prefix)."""
+    """acme/big (weights of ~128 MiB: three xorbs, the last chunk short) pushed with ``chunks``
+    under a prefix of its own, once for the module (the tests only read it, each through a serve,
+    cache and fault proxy of its own): (its files, the prefix)."""
     src = make_bert_model(root / "big", weights=1)
     (src / "model.safetensors").write_bytes(os.urandom(SIZE))
     prefix = f"{registry.host}/{new_repo()}"
@@ -36,8 +37,6 @@ def pushed_big(registry, root: Path, chunks: list[str]) -> tuple[Path, str]:
     return src, prefix
 
 
-# Pushed once for the module (a push of 128 MiB was ~2 s of each of 10 tests): the tests only read
-# it, each through a serve of its own with its own cache (cold), or through a fault proxy of its own.
 @pytest.fixture(scope="module")
 def model(registry, tmp_path_factory):
     """acme/big, its manifest binding a chunk table (as a default push does from 64 MiB)."""
@@ -46,7 +45,6 @@ def model(registry, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def untabled(registry, tmp_path_factory):
-    """acme/big pushed without a chunk table."""
     return pushed_big(registry, tmp_path_factory.mktemp("xet-untabled"), ["--no-chunks"])
 
 
