@@ -7,6 +7,7 @@ import tempfile
 
 import pytest
 from browser import browser  # noqa: F401 - the session's one headless Chromium
+from serving import publishing_serve  # noqa: F401 - one plain publishing serve: test_serve_publish.py, _hffs, ...
 from support.fixtures import (  # noqa: F401
     auth_registry,
     containerd,

@@ -13,6 +13,7 @@ site-packages links the test virtualenv's entries, less those of the distributio
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.metadata as md
 import os
@@ -111,8 +112,10 @@ def kept_distributions(doc: str) -> set[str]:
     return _closure([("ocibridge", extras), *((p, frozenset()) for p in packages)]) | VENV_OWN
 
 
-def _owners() -> dict[str, set[str]]:
-    """Each top-level entry of site-packages -> the distributions whose files are in it."""
+@functools.cache
+def _owners() -> dict[str, frozenset[str]]:
+    """Each top-level entry of site-packages -> the distributions whose files are in it (read once
+    a process: every distribution's file list, seconds, was read again for each virtualenv made)."""
     owners: dict[str, set[str]] = {}
     for dist in md.distributions():
         name = canonicalize_name(dist.metadata["Name"])
@@ -120,7 +123,7 @@ def _owners() -> dict[str, set[str]]:
             parts = Path(str(f)).parts
             if parts and parts[0] != "..":
                 owners.setdefault(parts[0], set()).add(name)
-    return owners
+    return {entry: frozenset(names) for entry, names in owners.items()}
 
 
 def reader_venv(base: Path, doc: str) -> Path:

@@ -96,6 +96,25 @@ def serving(sources: list[str], *, default_tag: str = "latest", tokens: tuple[st
         sock.close()
 
 
+def settings_of(root: Path) -> dict[str, str]:
+    """The registry settings file, cache root and accept-anything policy of its own (under
+    ``root``) that conftest.py's autouse fixtures give each test: for what a fixture wider than
+    one test runs (a push made once per module, a serve shared by several tests)."""
+    policy = root / "accept-anything-policy.json"
+    policy.write_text('{"default": [{"type": "insecureAcceptAnything"}]}')
+    return {"OCIBRIDGE_REGISTRIES_CONF": str(root / "registries.toml"),
+            "OCIBRIDGE_CACHE": str(root / "ocibridge-cache"), "OCIBRIDGE_POLICY": str(policy)}
+
+
+@contextlib.contextmanager
+def own_settings(root: Path) -> Iterator[None]:
+    """:func:`settings_of` ``root`` in this process's environment, while the block runs."""
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in settings_of(root).items():
+            patch.setenv(name, value)
+        yield
+
+
 def point_hub_at(monkeypatch: pytest.MonkeyPatch, url: str, hub: Path, *, xet: bool = False) -> None:
     """What ``HF_ENDPOINT=url HF_HUB_CACHE=hub`` does to huggingface_hub, in this process
     (``xet``: with hf_xet, as it runs by default; else ``HF_HUB_DISABLE_XET=1``)."""
@@ -212,3 +231,32 @@ def received_until_cut(url: str, token: str) -> bytes:
         for chunk in answer.iter_bytes():
             received += chunk
     return bytes(received)
+
+
+#: the shared serve's token file (tests/serve_processes.py's): a bare token reads; the others write
+PUBLISHING_TOKENS = "reader-token\nwriter-token write * ci-bot\nacme-token write acme/\n"
+
+
+@dataclass
+class SharedServe:
+    url: str
+    prefix: str  # the registry prefix it serves
+    cache: Path  # its cache root: its staging is under serve/staging
+
+
+@pytest.fixture(scope="session")
+def publishing_serve(registry: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SharedServe]:
+    """One ``ocibridge serve`` (a process, its write tokens its only flag) over a prefix of its own
+    of the session's registry, shared by the tests that publish through a plain serve: each writes
+    repositories no other test names. A test that needs flags, a restart, a log or a cache of its
+    own (what it asserts would see another test's) starts its own serve."""
+    from support.fixtures import new_repo
+
+    root = tmp_path_factory.mktemp("publishing-serve")
+    prefix = f"{registry.host}/{new_repo('publishing')}"
+    (root / "tokens.txt").write_text(PUBLISHING_TOKENS)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), **settings_of(root)}
+    with serve_as_process([prefix, "--no-access-log", "--token-file", str(root / "tokens.txt")], env,
+                          root / "serve.log") as url:
+        yield SharedServe(url, prefix, root / "ocibridge-cache")
+    assert "Traceback" not in (root / "serve.log").read_text(errors="replace")

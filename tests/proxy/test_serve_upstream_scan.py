@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx
 import huggingface_hub
 import pytest
-from huggingface_hub import HfApi
+from huggingface_hub import CommitOperationAdd, HfApi
 from serving import serve_over
 from signing_keys import key_pair
 from support.attacks import attack_tree
@@ -41,8 +41,8 @@ def scanning(proxied: Proxied, tmp_path_factory: pytest.TempPathFactory) -> Iter
     up = HfApi(endpoint=proxied.upstream, token=UP_TOKEN)
     for n, (path, data) in enumerate(ATTACKS.items()):
         up.create_repo(f"attack/a{n}")
-        up.upload_file(path_or_fileobj=b"{}", path_in_repo="config.json", repo_id=f"attack/a{n}")
-        up.upload_file(path_or_fileobj=data, path_in_repo=path, repo_id=f"attack/a{n}")
+        up.create_commit(f"attack/a{n}", [CommitOperationAdd("config.json", b"{}"), CommitOperationAdd(path, data)],
+                         commit_message="an attack")  # one commit of both: the fetch sees only main
     root = tmp_path_factory.mktemp("scanproxy")
     key, _ = key_pair(root / "keys")
     flags = ["--upstream", proxied.upstream, "--upstream-token-file", str(proxied.root / "up-token.txt"),

@@ -3,7 +3,9 @@ transformers: every read the Hub's clients make, answered from OCI, verified."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import io
 import json
 from pathlib import Path
 
@@ -18,22 +20,27 @@ from huggingface_hub.errors import (
     RepositoryNotFoundError,
     RevisionNotFoundError,
 )
-from serving import files_of, point_hub_at, serving
+from serving import files_of, own_settings, point_hub_at, serving
+from support.fixtures import new_repo
 
 from ocibridge.cli import main
 from tests.modelgen import make_bert_model
 
 
-@pytest.fixture
-def model(tmp_path, capsys, registry, unique_repo):
-    """acme/tiny under the prefix REGISTRY/unique_repo, tagged latest and v1."""
-    src = make_bert_model(tmp_path / "tiny", weights=4096)  # 1 MiB of weights: several chunks
-    ref = f"{registry.host}/{unique_repo}/acme/tiny"
-    assert main(["push", str(src), f"{ref}:latest", "-q"]) == 0
-    assert main(["tag", f"{ref}:latest", "v1"]) == 0
-    assert main(["resolve", f"{ref}:latest"]) == 0
-    digest = capsys.readouterr().out.split()[-1]
-    return src, f"{registry.host}/{unique_repo}", digest
+@pytest.fixture(scope="module")
+def model(tmp_path_factory, registry):
+    """acme/tiny under a prefix of its own of the registry, tagged latest and v1: pushed once for
+    the module (the tests only read it, each through a serve of its own, with its own cache)."""
+    root = tmp_path_factory.mktemp("serve-model")
+    src = make_bert_model(root / "tiny", weights=4096)  # 1 MiB of weights: several chunks
+    prefix = f"{registry.host}/{new_repo()}"
+    ref = f"{prefix}/acme/tiny"
+    said = io.StringIO()
+    with own_settings(root), contextlib.redirect_stdout(said):
+        assert main(["push", str(src), f"{ref}:latest", "-q"]) == 0
+        assert main(["tag", f"{ref}:latest", "v1"]) == 0
+        assert main(["resolve", f"{ref}:latest"]) == 0
+    return src, prefix, said.getvalue().split()[-1]
 
 
 @pytest.fixture
@@ -148,16 +155,14 @@ def test_not_found_answers_are_the_clients_own_errors(model, hub, monkeypatch):
             hf_hub_download("acme/tiny", "config.json", revision="v9")
 
 
-def test_a_tampered_blob_cuts_the_connection_and_nothing_is_committed(tmp_path, hub, monkeypatch, registry,
-                                                                       unique_repo, fault_proxy):
+def test_a_tampered_blob_cuts_the_connection_and_nothing_is_committed(model, hub, monkeypatch, fault_proxy):
     from support import corrupt
 
-    src = make_bert_model(tmp_path / "tiny", weights=4096)
-    assert main(["push", str(src), f"{registry.host}/{unique_repo}/acme/tiny:latest", "-q"]) == 0
+    src, prefix, _ = model
     weights = hashlib.sha256((src / "model.safetensors").read_bytes()).hexdigest()
     fault_proxy.add("GET", f"/blobs/sha256:{weights}", corrupt(offset=500_000), times=100)
     monkeypatch.setattr("time.sleep", lambda s: None)  # the client's retries, without their pauses
-    with serving([f"{fault_proxy.host}/{unique_repo}"]) as served:
+    with serving([f"{fault_proxy.host}/{prefix.split('/', 1)[1]}"]) as served:
         point_hub_at(monkeypatch, served.url, hub)
         with pytest.raises((HfHubHTTPError, httpx2.HTTPError)):  # the cut body, after its retries
             hf_hub_download("acme/tiny", "model.safetensors")

@@ -11,8 +11,9 @@ import time
 import httpx
 import pytest
 from huggingface_hub import HfFileSystem
-from serving import point_hub_at, serving
+from serving import own_settings, point_hub_at, serving
 from support.faultproxy import corrupt
+from support.fixtures import new_repo
 
 import ocibridge
 from ocibridge.cli import main
@@ -25,17 +26,22 @@ def blob_bytes(proxy) -> int:
     return sum(r.response_bytes for r in proxy.requests_matching("GET", "/blobs/"))
 
 
-@pytest.fixture
-def big(tmp_path, registry, unique_repo):
-    src = tmp_path / "big"
+@pytest.fixture(scope="module")
+def big(tmp_path_factory, registry):
+    """acme/big (a chunk table) and acme/plain (none) under a prefix of their own, pushed once for
+    the module: the tests read them, each through a serve and fault proxy of its own."""
+    root = tmp_path_factory.mktemp("ranges")
+    src = root / "big"
     src.mkdir()
     (src / "config.json").write_text('{"model_type": "bert"}')
     data = os.urandom(SIZE)
     (src / "model.safetensors").write_bytes(data)
-    ocibridge.push(str(src), f"{registry.host}/{unique_repo}/acme/big:latest")
-    plain = f"{registry.host}/{unique_repo}/acme/plain:latest"
-    assert main(["push", str(src), plain, "--no-chunks", "-q"]) == 0  # tables are the default from 64 MiB
-    return data, unique_repo
+    repo = new_repo()
+    with own_settings(root):
+        ocibridge.push(str(src), f"{registry.host}/{repo}/acme/big:latest")
+        plain = f"{registry.host}/{repo}/acme/plain:latest"
+        assert main(["push", str(src), plain, "--no-chunks", "-q"]) == 0  # tables are the default from 64 MiB
+    return data, repo
 
 
 def test_a_ranged_read_moves_a_few_chunks_not_the_blob(big, fault_proxy, monkeypatch, tmp_path):

@@ -44,6 +44,8 @@ WRITE = {"Authorization": "Bearer writer-token"}
 
 
 def serves(home: Path, prefix: str, *more: str, env: dict[str, str] = FAST) -> ServeProcess:
+    """A serve of the test's own (no module's shared one: each test kills, stops, pauses or starts
+    again the serves it holds, over a prefix nobody else writes, with lease times of its own)."""
     return ServeProcess(home, (prefix, *more), env=env)
 
 
@@ -233,17 +235,22 @@ def test_a_paused_writer_whose_lease_lapsed_moves_no_branch(registry, tmp_path, 
                     served.stop()
 
 
-def test_the_lease_repository_is_no_repo_id_and_the_times_are_checked(two, capsys):
+def test_the_lease_repository_is_no_repo_id_and_the_times_are_checked(registry, tmp_path, capsys):
     """The repo id the lease's repository stands for is refused to every write (a one-part id:
     create_repo puts a bare name under the token's namespace, a commit names it as it is) and
-    left out of listings; lease times that do not fit together are one error line."""
-    first, _, _ = two
-    with pytest.raises(HfHubHTTPError) as refused:
-        HfApi(endpoint=first.url, token="writer-token").upload_file(path_or_fileobj=b"x", path_in_repo="x.txt",
-                                                                    repo_id="ocibridge-serve")
-    assert refused.value.response.status_code == 400
-    assert "serve's own repository" in refused.value.response.headers["x-error-message"]
-    assert "ocibridge-serve" not in [m.id for m in HfApi(endpoint=first.url, token="reader-token").list_models()]
+    left out of listings; lease times that do not fit together are one error line. (One serve,
+    holding the lease: no second one is needed.)"""
+    first = serves(tmp_path / "first", f"{registry.host}/test/{uuid.uuid4().hex[:8]}").start()
+    try:
+        assert "writes on (write tokens publish)" in banner(first)
+        with pytest.raises(HfHubHTTPError) as refused:
+            HfApi(endpoint=first.url, token="writer-token").upload_file(path_or_fileobj=b"x", path_in_repo="x.txt",
+                                                                        repo_id="ocibridge-serve")
+        assert refused.value.response.status_code == 400
+        assert "serve's own repository" in refused.value.response.headers["x-error-message"]
+        assert "ocibridge-serve" not in [m.id for m in HfApi(endpoint=first.url, token="reader-token").list_models()]
+    finally:
+        first.stop()
 
     from ocibridge.cli import main
 

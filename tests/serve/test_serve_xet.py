@@ -14,7 +14,8 @@ import httpx
 import httpx2
 import pytest
 from huggingface_hub import HfApi, HfFileSystem, hf_hub_download, snapshot_download
-from serving import files_of, hub_retries_at_once, point_hub_at, serving, wait_until_healthy
+from serving import files_of, hub_retries_at_once, own_settings, point_hub_at, serving, wait_until_healthy
+from support.fixtures import new_repo
 
 from ocibridge.cli import main
 from ocibridge.hubserver.access import TOKEN_LIFE, Signer
@@ -24,16 +25,27 @@ from tests.modelgen import make_bert_model
 SIZE = 2 * xet.XORB_CHUNKS * xet.XET_CHUNK + 5 * xet.XET_CHUNK + 1000  # 2 xorbs and a short third
 
 
-@pytest.fixture
-def model(tmp_path, capsys, registry, unique_repo):
-    """acme/big (weights of ~128 MiB: three xorbs, the last chunk short) under REGISTRY/unique_repo,
-    its manifest binding a chunk table (as a default push does from 64 MiB)."""
-    src = make_bert_model(tmp_path / "big", weights=1)
+def pushed_big(registry, root: Path, chunks: list[str]) -> tuple[Path, str]:
+    """acme/big (weights of ~128 MiB: three xorbs, the last chunk short) pushed with ``chunks``
+    under a prefix of its own, once for the module (the tests only read it, each through a serve,
+    cache and fault proxy of its own): (its files, the prefix)."""
+    src = make_bert_model(root / "big", weights=1)
     (src / "model.safetensors").write_bytes(os.urandom(SIZE))
-    ref = f"{registry.host}/{unique_repo}/acme/big"
-    assert main(["push", str(src), f"{ref}:latest", "-q", "--chunks", "--chunk-threshold", "1M"]) == 0
-    capsys.readouterr()
-    return src, f"{registry.host}/{unique_repo}"
+    prefix = f"{registry.host}/{new_repo()}"
+    with own_settings(root):
+        assert main(["push", str(src), f"{prefix}/acme/big:latest", "-q", *chunks]) == 0
+    return src, prefix
+
+
+@pytest.fixture(scope="module")
+def model(registry, tmp_path_factory):
+    """acme/big, its manifest binding a chunk table (as a default push does from 64 MiB)."""
+    return pushed_big(registry, tmp_path_factory.mktemp("xet-tabled"), ["--chunks", "--chunk-threshold", "1M"])
+
+
+@pytest.fixture(scope="module")
+def untabled(registry, tmp_path_factory):
+    return pushed_big(registry, tmp_path_factory.mktemp("xet-untabled"), ["--no-chunks"])
 
 
 @pytest.fixture
@@ -103,14 +115,11 @@ def test_hf_hub_download_and_file_system_over_xet_from_a_warm_server(model, hub,
         assert entries["config.json"].xet_hash is None  # under --xet-min-size: the plain route
 
 
-def test_a_registry_blob_without_a_table_goes_over_xet_once_serve_holds_it(tmp_path, hub, monkeypatch, registry,
-                                                                           unique_repo, capsys):
+def test_a_registry_blob_without_a_table_goes_over_xet_once_serve_holds_it(tmp_path, hub, monkeypatch, untabled):
     """Without a chunk table a xorb could go out only after the whole blob is fetched (hf_xet
     gives up after 300 s without a byte): such a file is offered over Xet once serve holds it."""
-    src = make_bert_model(tmp_path / "big", weights=1)
-    (src / "model.safetensors").write_bytes(os.urandom(SIZE))
-    assert main(["push", str(src), f"{registry.host}/{unique_repo}/acme/big:latest", "-q", "--no-chunks"]) == 0
-    with serving([f"{registry.host}/{unique_repo}"], xet_min=1024 * 1024) as served:
+    src, prefix = untabled
+    with serving([prefix], xet_min=1024 * 1024) as served:
         url = f"{served.url}/acme/big/resolve/main/model.safetensors"
         assert "x-xet-hash" not in httpx.head(url).headers
         point_hub_at(monkeypatch, served.url, hub, xet=True)
@@ -169,16 +178,13 @@ def test_reconstruction_ranges_and_xorb_bytes_decode_to_the_file(model, hub, mon
 
 
 @pytest.mark.parametrize("table", [True, False], ids=["chunk-table", "no-table"])
-def test_a_tampered_blob_sends_no_wrong_byte_and_the_client_commits_nothing(tmp_path, hub, monkeypatch, registry,
-                                                                           unique_repo, fault_proxy, table):
+def test_a_tampered_blob_sends_no_wrong_byte_and_the_client_commits_nothing(hub, monkeypatch, request, fault_proxy,
+                                                                           table):
     """With a chunk table, the xorbs before the wrong chunk go out as the fetch checks them;
     without, no xorb goes out before the whole blob matched its digest."""
     from support.faultproxy import corrupt_at
 
-    src = make_bert_model(tmp_path / "big", weights=1)
-    (src / "model.safetensors").write_bytes(os.urandom(SIZE))
-    chunks = ["--chunks", "--chunk-threshold", "1M"] if table else ["--no-chunks"]
-    assert main(["push", str(src), f"{registry.host}/{unique_repo}/acme/big:latest", "-q", *chunks]) == 0
+    src, prefix = request.getfixturevalue("model" if table else "untabled")
     weights = hashlib.sha256((src / "model.safetensors").read_bytes()).hexdigest()
     # the blob's byte SIZE - 100 is wrong in every answer that carries it: a fetch in ranged parts
     # (part_governor.py, when one stream is under FAST_STREAM) asks the last part on its own
@@ -186,7 +192,7 @@ def test_a_tampered_blob_sends_no_wrong_byte_and_the_client_commits_nothing(tmp_
     fault_proxy.add("GET", f"/blobs/sha256:{weights}", corrupt_at(wrong), times=1000)
     monkeypatch.setenv("HF_XET_CLIENT_RETRY_MAX_ATTEMPTS", "1")
     hub_retries_at_once(monkeypatch)  # the plain route's cut body is resumed 8 times, cut each time
-    with serving([f"{fault_proxy.host}/{unique_repo}"], xet_min=1024 * 1024) as served:
+    with serving([f"{fault_proxy.host}/{prefix.split('/', 1)[1]}"], xet_min=1024 * 1024) as served:
         point_hub_at(monkeypatch, served.url, hub, xet=True)
         # with a table: hf_xet's error once the xorb with the wrong chunk fails; without, the file is
         # not offered over Xet while serve lacks it, and the plain route's body is cut
@@ -348,22 +354,18 @@ def test_a_client_that_leaves_mid_xorb_frees_its_turn(model, monkeypatch):
         assert whole.status_code == 200 and len(whole.content) == xet.xorb_size(SIZE, xet.ISSUED, 0)
 
 
-def test_a_xorb_that_waits_too_long_for_the_registry_is_a_503_to_ask_again(tmp_path, registry, unique_repo,
-                                                                          fault_proxy, monkeypatch, capsys):
+def test_a_xorb_that_waits_too_long_for_the_registry_is_a_503_to_ask_again(model, fault_proxy, monkeypatch):
     """hf_xet gives up on an answer silent for 300 s; serve answers 503 (which it retries)
     once a xorb's first bytes have waited FIRST_BYTE_WAIT, then serves it when they are in."""
     from support import delay
 
     from ocibridge.hubserver.xet import routes as xetroutes
 
-    src = make_bert_model(tmp_path / "big", weights=1)
-    (src / "model.safetensors").write_bytes(os.urandom(SIZE))
-    ref = f"{registry.host}/{unique_repo}/acme/big:latest"
-    assert main(["push", str(src), ref, "-q", "--chunks", "--chunk-threshold", "1M"]) == 0
+    src, prefix = model
     weights = hashlib.sha256((src / "model.safetensors").read_bytes()).hexdigest()
     fault_proxy.add("GET", f"/blobs/sha256:{weights}", delay(1.5), times=1000)
     monkeypatch.setattr(xetroutes, "FIRST_BYTE_WAIT", 0.3)
-    with serving([f"{fault_proxy.host}/{unique_repo}"], xet_min=1024 * 1024) as served:
+    with serving([f"{fault_proxy.host}/{prefix.split('/', 1)[1]}"], xet_min=1024 * 1024) as served:
         grant = httpx.get(f"{served.url}/api/models/acme/big/xet-read-token/main")
         plan = httpx.get(f"{grant.headers['x-xet-cas-url']}/v2/reconstructions/{xet.file_id(weights, SIZE)}",
                          headers={"Authorization": f"Bearer {grant.headers['x-xet-access-token']}"}).json()

@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 from huggingface_hub import HfApi, get_hf_file_metadata, hf_hub_url, snapshot_download
 from serving import point_hub_at
-from test_serve_publish import serve_process
 
 from ocibridge.cli import main
 from tests.modelgen import make_bert_model
@@ -19,26 +18,25 @@ pytest.importorskip("hf_xet")
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
 
-def test_a_small_file_published_through_serve_is_offered_over_xet(tmp_path, registry, unique_repo, monkeypatch):
-    prefix = f"{registry.host}/{unique_repo}"
+def test_a_small_file_published_through_serve_is_offered_over_xet(tmp_path, publishing_serve, monkeypatch):
+    url, prefix = publishing_serve.url, publishing_serve.prefix  # the shared one: acme/small and acme/pushed are ours
     assert main(["push", str(make_bert_model(tmp_path / "pushed")), f"{prefix}/acme/pushed:latest", "-q"]) == 0
-    with serve_process(tmp_path, prefix) as url:
-        point_hub_at(monkeypatch, url, tmp_path / "hub", xet=True)
-        api = HfApi(endpoint=url, token="writer-token")
-        api.create_repo("acme/small")
-        api.upload_file(path_or_fileobj=b"\x00binary, in git-lfs" * 10, path_in_repo="file.bin", repo_id="acme/small")
-        api.upload_file(path_or_fileobj=b"a regular file\n", path_in_repo="notes.txt", repo_id="acme/small")
-        small = get_hf_file_metadata(hf_hub_url("acme/small", "file.bin", endpoint=url), token="reader-token")
-        assert small.xet_file_data is not None and small.xet_file_data.refresh_route
-        regular = get_hf_file_metadata(hf_hub_url("acme/small", "notes.txt", endpoint=url), token="reader-token")
-        assert regular.xet_file_data is None
-        got = Path(snapshot_download("acme/small", token="reader-token"))
-        assert (got / "file.bin").read_bytes() == b"\x00binary, in git-lfs" * 10  # through hf_xet
-        entries = {e.path: e for e in api.list_repo_tree("acme/small")}
-        assert entries["file.bin"].xet_hash == small.xet_file_data.file_hash
-        assert getattr(entries["notes.txt"], "xet_hash", None) is None
-        pushed = get_hf_file_metadata(hf_hub_url("acme/pushed", "config.json", endpoint=url), token="reader-token")
-        assert pushed.xet_file_data is None  # pushed outside serve, under --xet-min-size: plain
+    point_hub_at(monkeypatch, url, tmp_path / "hub", xet=True)
+    api = HfApi(endpoint=url, token="writer-token")
+    api.create_repo("acme/small")
+    api.upload_file(path_or_fileobj=b"\x00binary, in git-lfs" * 10, path_in_repo="file.bin", repo_id="acme/small")
+    api.upload_file(path_or_fileobj=b"a regular file\n", path_in_repo="notes.txt", repo_id="acme/small")
+    small = get_hf_file_metadata(hf_hub_url("acme/small", "file.bin", endpoint=url), token="reader-token")
+    assert small.xet_file_data is not None and small.xet_file_data.refresh_route
+    regular = get_hf_file_metadata(hf_hub_url("acme/small", "notes.txt", endpoint=url), token="reader-token")
+    assert regular.xet_file_data is None
+    got = Path(snapshot_download("acme/small", token="reader-token"))
+    assert (got / "file.bin").read_bytes() == b"\x00binary, in git-lfs" * 10  # through hf_xet
+    entries = {e.path: e for e in api.list_repo_tree("acme/small")}
+    assert entries["file.bin"].xet_hash == small.xet_file_data.file_hash
+    assert getattr(entries["notes.txt"], "xet_hash", None) is None
+    pushed = get_hf_file_metadata(hf_hub_url("acme/pushed", "config.json", endpoint=url), token="reader-token")
+    assert pushed.xet_file_data is None  # pushed outside serve, under --xet-min-size: plain
 
 
 def test_anonymous_reads_go_over_xet_too(tmp_path, registry, unique_repo, monkeypatch):
