@@ -26,7 +26,9 @@ from tests.modelgen import make_bert_model
 UP_TOKEN = "up-token"
 CLIENT_TOKEN = "client-token"
 ACCEPT = "application/vnd.oci.image.manifest.v1+json"
-KEEP = 15  # seconds: longer than the pinning and copying done before the last read
+#: seconds between the two reads of a moving branch: the dry run's lifetime falls between them
+READ_GAP = 12
+KEEP = 8  # seconds: longer than the pinning and copying done before the last read
 
 
 def digest(registry: RegistryProcess, repository: str, tag: str) -> str | None:
@@ -202,14 +204,14 @@ def test_a_branch_read_keeps_its_head_the_commit_it_moved_from_goes(tmp_path, mo
                 old = landed(registry, "proxy/acme/moving", first)
                 second = upstream.upload_file(path_or_fileobj=b"moved\n", path_in_repo="MOVED.md",
                                               repo_id="acme/moving").oid
-                time.sleep(25)
+                time.sleep(READ_GAP)
                 until = time.monotonic() + 60
                 while api.model_info("acme/moving").sha != second:  # re-checked: the new head fetched
                     assert time.monotonic() < until, "main never moved"
                     time.sleep(0.5)
                 new = landed(registry, "proxy/acme/moving", second)
                 assert digest(registry, "proxy/acme/moving", "latest") == new
-            said = {r["commit"]: r for r in dry_run(registry, "20s", tmp_path)["revisions"]}
+            said = {r["commit"]: r for r in dry_run(registry, f"{READ_GAP - 4}s", tmp_path)["revisions"]}
             assert said[first]["drop"] and said[first]["digest"] == old and said[first]["tags"] == [
                 f"ocibridge-upstream-{first}", f"ocibridge-commit-{old.split(':')[1][:40]}"]
             assert not said[second]["drop"] and said[second]["why"].startswith("read "), said[second]

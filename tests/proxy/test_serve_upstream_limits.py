@@ -29,7 +29,7 @@ pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
 REPO = "acme/storm"
 #: seconds the stand-in's 429 asks for
-WINDOW = 8
+WINDOW = 5
 #: clients asking at once, in each burst
 CLIENTS = 24
 
