@@ -200,13 +200,24 @@ class FileFlight:
         with self._cond:
             f = self._open()
             self.readers += 1
+        reading = True
         try:
-            yield from self._read_from(f, start, end)
+            at = start
+            for chunk in self._read_from(f, start, end):
+                at += len(chunk)
+                if at >= end:  # done with its last bytes: a server that never asks past them (Starlette,
+                    reading = self._read_ended()  # once the client left) does not hold the push back
+                yield chunk
         finally:
-            with self._cond:
-                self.readers -= 1
-                self.last_read = time.monotonic()
-                self._cond.notify_all()
+            if reading:
+                self._read_ended()
+
+    def _read_ended(self) -> bool:
+        with self._cond:
+            self.readers -= 1
+            self.last_read = time.monotonic()
+            self._cond.notify_all()
+        return False
 
     def _read_from(self, f: Any, start: int, end: int) -> Iterator[bytes]:
         with f:
