@@ -166,8 +166,8 @@ def test_a_repository_the_upstream_gates_is_refused_here_and_an_outage_leaves_wh
 def test_one_client_asking_for_many_unknown_repositories_at_once_starts_a_bounded_number_of_fetches(
         upstreamed: Upstreamed):
     repos = [f"many/r{i:02d}" for i in range(40)]
-    for repo in repos:
-        upstreamed.publish(repo)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=8) as pool:  # made at the upstream at once
+        list(pool.map(upstreamed.publish, repos))
     slow = upstreamed.counted.add("GET", r"^/api/models/many/r\d+/tree/", delay(4), times=None)
     pid = _serve_pid(upstreamed.root / "proxy")
     baseline, peak, asking = _threads(pid), [0], threading.Event()
