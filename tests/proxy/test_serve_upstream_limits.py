@@ -45,12 +45,13 @@ def burst(proxy: str) -> list[httpx.Response]:
 
 @pytest.fixture(scope="module")
 def limited(proxied: Proxied, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[FaultProxy, str]]:
-    """A proxy of its own, whose upstream is behind a fault proxy the tests script: (it, the proxy's URL)."""
+    """A proxy of its own, whose upstream is behind a fault proxy the tests script: (it, the proxy's URL).
+    Its prefix is its own too: test_serve_upstream_quotas counts the repositories under ``/limited``."""
     root = tmp_path_factory.mktemp("limited")
     with FaultProxy(proxied.upstream) as limiting:
         flags = ["--upstream", limiting.url, "--upstream-token-file", str(proxied.root / "up-token.txt")]
         with serve_over(proxied.registry, root, f"{CLIENT_TOKEN}\n",
-                        lambda host: [f"{host}/limited", "--plain-http", *flags], HF_HUB_DISABLE_XET="1") as proxy:
+                        lambda host: [f"{host}/paused", "--plain-http", *flags], HF_HUB_DISABLE_XET="1") as proxy:
             yield limiting, proxy
 
 
@@ -100,7 +101,7 @@ def test_a_fetch_that_meets_a_429_waits_it_out_and_lands(proxied: Proxied, limit
     loaded = huggingface_hub.hf_hub_download(repo_id, "config.json", endpoint=proxy, token=CLIENT_TOKEN,
                                              cache_dir=tmp_path / "hub")
     assert Path(loaded).read_bytes() == b'{"paused": 1}'
-    proxied.named_main(f"limited/{repo_id}", commit)  # landed by the first fetch, main tagged
+    proxied.named_main(f"paused/{repo_id}", commit)  # landed by the first fetch, main tagged
     commits = limiting.requests_matching("GET", rf"/api/models/{repo_id}/commits/")
     assert [r.status for r in commits] == [429, 200], [(r.path, r.status) for r in commits]
     assert commits[1].time - commits[0].time >= 0.9  # not before the upstream's second was over
