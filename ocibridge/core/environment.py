@@ -47,6 +47,9 @@ MOUNT_STDERR_FD = "OCIBRIDGE_MOUNT_STDERR_FD"
 SERVE_LEASE_EXPIRY = "OCIBRIDGE_SERVE_LEASE_EXPIRY"
 SERVE_LEASE_RENEW = "OCIBRIDGE_SERVE_LEASE_RENEW"
 SERVE_LEASE_SETTLE = "OCIBRIDGE_SERVE_LEASE_SETTLE"
+#: seconds serve --scan quarantine keeps a model's state before reading its reports again
+#: (hubserver/repo/quarantined.py)
+SERVE_QUARANTINE_RECHECK = "OCIBRIDGE_SERVE_QUARANTINE_RECHECK"
 #: bytes of inline commit lines serve holds at once, over every commit (hubserver/writeroutes/inlinebudget.py)
 SERVE_INLINE_BUDGET = "OCIBRIDGE_SERVE_INLINE_BUDGET"
 #: the token serve --upstream sends to the upstream Hub when no --upstream-token-file names one
@@ -79,6 +82,7 @@ VARIABLES = (
     Variable(SERVE_LEASE_EXPIRY, "30 (seconds; at most 60)"),
     Variable(SERVE_LEASE_RENEW, "10 (seconds; at most a third of the expiry)"),
     Variable(SERVE_LEASE_SETTLE, "1 (seconds; at most half the renewal)"),
+    Variable(SERVE_QUARANTINE_RECHECK, "5 (seconds; at most 5)"),
     Variable(SERVE_INLINE_BUDGET, "268435456 (256 MiB)"),
     Variable(SERVE_UPSTREAM_TOKEN, "unset: no token sent to the upstream"),
     Variable(MAX_WARM_CACHE, "68719476736 (64 GiB)"),

@@ -11,11 +11,13 @@ seconds, so that reads do not ask the registry for referrers on every request.""
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from ocibridge.core import environment
 from ocibridge.errors import UsageError
 
 if TYPE_CHECKING:
@@ -24,6 +26,16 @@ if TYPE_CHECKING:
 
 #: seconds a manifest's quarantine state is kept before its reports are read again
 KEPT_FOR = 5.0
+
+
+def kept_for() -> float:
+    """``$OCIBRIDGE_SERVE_QUARANTINE_RECHECK`` when it spells seconds above 0, at most ``KEPT_FOR``
+    (a test that must see a release within a second), else ``KEPT_FOR``."""
+    try:
+        seconds = float(os.environ.get(environment.SERVE_QUARANTINE_RECHECK, ""))
+    except ValueError:
+        return KEPT_FOR
+    return seconds if 0 < seconds <= KEPT_FOR else KEPT_FOR
 
 TrustedKeys = tuple[tuple[str, "PublicKey"], ...]
 
@@ -47,9 +59,9 @@ def trusted_keys(paths: Sequence[str], own: PrivateKey | None) -> TrustedKeys:
 class QuarantineBook:
     """The quarantine state of the model manifests serve has been asked for, kept ``kept_for`` seconds."""
 
-    def __init__(self, keys: TrustedKeys, kept_for: float = KEPT_FOR):
+    def __init__(self, keys: TrustedKeys, kept: float | None = None):
         self.keys = keys
-        self.kept_for = kept_for
+        self.kept_for = kept_for() if kept is None else kept
         self._known: dict[str, tuple[float, str | None]] = {}
         self._lock = threading.Lock()
 
