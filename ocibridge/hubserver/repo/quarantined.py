@@ -11,7 +11,6 @@ seconds, so that reads do not ask the registry for referrers on every request.""
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections.abc import Sequence
@@ -26,16 +25,6 @@ if TYPE_CHECKING:
 
 #: seconds a manifest's quarantine state is kept before its reports are read again
 KEPT_FOR = 5.0
-
-
-def kept_for() -> float:
-    """``$OCIBRIDGE_SERVE_QUARANTINE_RECHECK`` when it spells seconds above 0, at most ``KEPT_FOR``
-    (a test that must see a release within a second), else ``KEPT_FOR``."""
-    try:
-        seconds = float(os.environ.get(environment.SERVE_QUARANTINE_RECHECK, ""))
-    except ValueError:
-        return KEPT_FOR
-    return seconds if 0 < seconds <= KEPT_FOR else KEPT_FOR
 
 TrustedKeys = tuple[tuple[str, "PublicKey"], ...]
 
@@ -61,7 +50,9 @@ class QuarantineBook:
 
     def __init__(self, keys: TrustedKeys, kept: float | None = None):
         self.keys = keys
-        self.kept_for = kept_for() if kept is None else kept
+        if kept is None:
+            kept = environment.seconds_at_most(environment.SERVE_STATE_KEEP, KEPT_FOR)
+        self.kept_for = kept
         self._known: dict[str, tuple[float, str | None]] = {}
         self._lock = threading.Lock()
 
