@@ -189,12 +189,7 @@ def reader_env(tmp_path: Path, venvs: Path, doc: str, registry_prefix: str) -> t
 
 def run_block(lang: str, code: str, work: Path, env: dict[str, str], timeout: int = 300) -> subprocess.CompletedProcess:
     argv = [str(Path(env["VIRTUAL_ENV"]) / "bin" / "python"), "-c"] if lang == "python" else RUNNERS[lang]
-    import time as _t
-    _s = _t.monotonic()
-    _r = subprocess.run([*argv, code], cwd=work, env=env, capture_output=True, text=True, timeout=timeout)
-    with open("/tmp/ss2_blocks.txt", "a") as _f:
-        _f.write(f"{_t.monotonic() - _s:6.2f} {code[:150]!r}\n")
-    return _r
+    return subprocess.run([*argv, code], cwd=work, env=env, capture_output=True, text=True, timeout=timeout)
 
 
 @pytest.fixture(scope="session")
