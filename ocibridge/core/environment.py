@@ -47,6 +47,9 @@ MOUNT_STDERR_FD = "OCIBRIDGE_MOUNT_STDERR_FD"
 SERVE_LEASE_EXPIRY = "OCIBRIDGE_SERVE_LEASE_EXPIRY"
 SERVE_LEASE_RENEW = "OCIBRIDGE_SERVE_LEASE_RENEW"
 SERVE_LEASE_SETTLE = "OCIBRIDGE_SERVE_LEASE_SETTLE"
+#: seconds serve believes what it read of a repository's record (private, gated, deleted:
+#: hubserver/repo/repostates.py) and of a model's quarantine (hubserver/repo/quarantined.py)
+SERVE_STATE_KEEP = "OCIBRIDGE_SERVE_STATE_KEEP"
 #: bytes of inline commit lines serve holds at once, over every commit (hubserver/writeroutes/inlinebudget.py)
 SERVE_INLINE_BUDGET = "OCIBRIDGE_SERVE_INLINE_BUDGET"
 #: the token serve --upstream sends to the upstream Hub when no --upstream-token-file names one
@@ -79,6 +82,7 @@ VARIABLES = (
     Variable(SERVE_LEASE_EXPIRY, "30 (seconds; at most 60)"),
     Variable(SERVE_LEASE_RENEW, "10 (seconds; at most a third of the expiry)"),
     Variable(SERVE_LEASE_SETTLE, "1 (seconds; at most half the renewal)"),
+    Variable(SERVE_STATE_KEEP, "5 (seconds; at most 5)"),
     Variable(SERVE_INLINE_BUDGET, "268435456 (256 MiB)"),
     Variable(SERVE_UPSTREAM_TOKEN, "unset: no token sent to the upstream"),
     Variable(MAX_WARM_CACHE, "68719476736 (64 GiB)"),
@@ -104,3 +108,13 @@ def switched_on(name: str, default: bool = True) -> bool:
     if value in ("1", "true", "yes", "on"):
         return True
     return default
+
+
+def seconds_at_most(name: str, most: float) -> float:
+    """``$name`` when it spells seconds above 0 and at most ``most`` (a test that must see a
+    change within a second), else ``most``."""
+    try:
+        seconds = float(os.environ.get(name, ""))
+    except ValueError:
+        return most
+    return seconds if 0 < seconds <= most else most

@@ -32,10 +32,14 @@ from huggingface_hub.errors import (
 from serving import point_hub_at, serve_over
 from support.faultproxy import FaultProxy, delay
 
+from ocibridge.core.environment import SERVE_STATE_KEEP
+
 TOKENS = ("alice-token user=alice write=alice/\n"
           "bob-token user=bob\n")
 #: what each manifest written at a move's destination waits at the proxy: the move is seen midway
 SLOW = 0.4
+#: seconds serve believes a repository's record (its default is 5): a private or gated one's move waits it out
+STATE_KEEP = 0.5
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -66,7 +70,8 @@ def served(registry, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Serve
     root = tmp_path_factory.mktemp("deletemove")
     prefix = f"deletemove/{uuid.uuid4().hex[:8]}"
     with FaultProxy(registry) as proxy, \
-            serve_over(registry, root, TOKENS, lambda _host: [f"{proxy.host}/{prefix}", "--plain-http"]) as url:
+            serve_over(registry, root, TOKENS, lambda _host: [f"{proxy.host}/{prefix}", "--plain-http"],
+                       **{SERVE_STATE_KEEP: str(STATE_KEEP)}) as url:
         yield Served(url, proxy, registry.url, prefix)
 
 

@@ -18,7 +18,7 @@ from huggingface_hub.errors import GatedRepoError, HfHubHTTPError
 from serving import point_hub_at, serve_over
 
 from ocibridge.cli import main
-from ocibridge.hubserver.repo.quarantined import KEPT_FOR
+from ocibridge.core.environment import SERVE_STATE_KEEP
 from ocibridge.oci.reference import parse_registry_reference
 from ocibridge.scanning.files import now
 from ocibridge.scanning.stored import attach_report, newest, stored_reports
@@ -30,6 +30,9 @@ from tests.support.attacks import torch_zip
 TOKENS = "owner-token user=owner write=qa/\nreader-token user=reader read=*\n"
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+#: seconds serve keeps a manifest's state (its default is 5): each refusal below waits it out
+KEPT_FOR = 0.5
 
 
 def reader_refused(repo: str, cache: Path) -> str:
@@ -49,7 +52,7 @@ def test_an_unsigned_clean_report_or_a_foreign_release_leaves_the_model_quaranti
     stranger_key, _ = key_pair(tmp_path / "stranger", "stranger")
     sources = lambda host: [host, "--plain-http", "--scan", "quarantine", "--sign-key", str(serve_key),  # noqa: E731
                             "--scan-verify-key", str(owner_pub)]
-    with serve_over(registry, tmp_path, TOKENS, sources) as url:
+    with serve_over(registry, tmp_path, TOKENS, sources, **{SERVE_STATE_KEEP: str(KEPT_FOR)}) as url:
         point_hub_at(monkeypatch, url, tmp_path / "hub")
         monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_DISABLE_XET", True)
         owner, reader = HfApi(endpoint=url, token="owner-token"), HfApi(endpoint=url, token="reader-token")

@@ -2,7 +2,7 @@
 reconstruction names) ends within seconds once its holder may no longer read the repository:
 made private, gated, deleted, or the token removed from the token file. Tried across replicas:
 the change goes through one serve, the grants were made by another over the same registry, which
-shares nothing else, and must see it within the refs record's freshness (:data:`KEEP`). Real
+shares nothing else, and must see it within the refs record's freshness (:data:`KEEP`, 0.5 s here). Real
 processes, huggingface_hub for the changes, raw HTTP for the grants (hf_xet's requests)."""
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import pytest
 from huggingface_hub import HfApi
 from serving import own_registry_and_serve, serve_over
 
+from ocibridge.core.environment import SERVE_STATE_KEEP
 from ocibridge.hubserver.repo.repostates import KEEP
 
 TOKENS = ("alice-token user=alice write=alice/\n"
@@ -48,7 +49,7 @@ def replicas(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Replicas]:
         return [host, "--plain-http"]
 
     with own_registry_and_serve(root, TOKENS, sources) as (writer, registry), \
-            serve_over(registry, other, TOKENS, sources) as reader:
+            serve_over(registry, other, TOKENS, sources, **{SERVE_STATE_KEEP: "0.5"}) as reader:
         yield Replicas(writer, reader, other / "tokens.txt")
 
 

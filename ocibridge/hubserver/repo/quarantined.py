@@ -16,6 +16,7 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from ocibridge.core import environment
 from ocibridge.errors import UsageError
 
 if TYPE_CHECKING:
@@ -47,9 +48,11 @@ def trusted_keys(paths: Sequence[str], own: PrivateKey | None) -> TrustedKeys:
 class QuarantineBook:
     """The quarantine state of the model manifests serve has been asked for, kept ``kept_for`` seconds."""
 
-    def __init__(self, keys: TrustedKeys, kept_for: float = KEPT_FOR):
+    def __init__(self, keys: TrustedKeys, kept: float | None = None):
         self.keys = keys
-        self.kept_for = kept_for
+        if kept is None:
+            kept = environment.seconds_at_most(environment.SERVE_STATE_KEEP, KEPT_FOR)
+        self.kept_for = kept
         self._known: dict[str, tuple[float, str | None]] = {}
         self._lock = threading.Lock()
 

@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
+from ocibridge.core import environment
 from ocibridge.core.freshcache import FreshCache
 from ocibridge.hubserver.repo.refsrecord import RecordUnread, RefsRecord, read_record
 from ocibridge.hubserver.repo.sources import repo_parts
@@ -30,9 +31,11 @@ REMEMBERED = 10_000
 class RepoStates:
     """The refs records of repositories, each read again after :data:`KEEP` seconds."""
 
-    def __init__(self, sources: Sequence[Source], *, keep: float = KEEP,
+    def __init__(self, sources: Sequence[Source], *, keep: float | None = None,
                  clock: Callable[[], float] = time.monotonic):
         self.sources = sources
+        if keep is None:
+            keep = environment.seconds_at_most(environment.SERVE_STATE_KEEP, KEEP)
         self.keep = keep
         self.clock = clock
         self._lock = threading.Lock()
