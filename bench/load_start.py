@@ -36,6 +36,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from .load_tensors import MiB, write_model
+from .proc import python_path
 from .registries import fresh_registry
 from .run import compile_package
 
@@ -129,7 +130,7 @@ def run(size_mib: int, repeat: int, work: Path, baseline: Path | None) -> list[s
 
         def probe(name: str, tree: Path) -> None:
             shutil.rmtree(cache, ignore_errors=True)
-            path = os.pathsep.join(filter(None, (str(tree), os.environ.get("PYTHONPATH"))))
+            path = python_path(str(tree))
             env = {**os.environ, "OCIBRIDGE_CACHE": str(cache), "PYTHONPATH": path}
             done = subprocess.run([py, "-c", PROBE, ref], cwd=str(tree), env=env,
                                   capture_output=True, text=True, check=True)

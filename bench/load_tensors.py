@@ -47,7 +47,7 @@ import time
 from pathlib import Path
 
 from . import landing
-from .proc import Sample, run_measured
+from .proc import Sample, python_path, run_measured
 from .registries import fresh_registry
 from .run import compile_package
 
@@ -172,8 +172,7 @@ def run(size_mib: int, count: int, work: Path, repeat: int, pages: str = "as-is"
         if baseline is not None:  # its modules warmed up as this checkout's are
             clean()
             run_measured([sys.executable, "-c", LOAD, ref], cwd=str(baseline.resolve()),
-                         env={**env, "PYTHONPATH": os.pathsep.join(
-                             filter(None, (str(baseline.resolve()), os.environ.get("PYTHONPATH"))))})
+                         env={**env, "PYTHONPATH": python_path(str(baseline.resolve()))})
         size = size_mib * MiB
 
         def measured(cmd: list[str], env: dict[str, str] | None = None) -> Sample:
@@ -185,7 +184,7 @@ def run(size_mib: int, count: int, work: Path, repeat: int, pages: str = "as-is"
             one too: ``-c`` imports from there before PYTHONPATH)."""
             clean()
             home = str(baseline.resolve()) if baseline is not None else ""
-            path = os.pathsep.join(filter(None, (home, os.environ.get("PYTHONPATH"))))
+            path = python_path(home)
             landing.prepare(pages, size)
             s = run_measured([sys.executable, "-c", LOAD, ref], cwd=home, env={**env, "PYTHONPATH": path})
             samples["base"].append(s.seconds)

@@ -30,7 +30,7 @@ from pathlib import Path
 from ocibridge.chunks.chunktable import ANNOTATION_DIGEST
 
 from . import landing, models, tools
-from .proc import Sample, Series, run_measured, run_quiet
+from .proc import Sample, Series, python_path, run_measured, run_quiet
 from .push_row import row_arguments
 from .registries import fresh_registry
 from .report import VERIFIED_FLOOR
@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
             def ocibridge(checkout: str) -> Callable[[int], Sample]:
                 # the working directory too: ``-m`` imports from it first; a fresh pull cache each
                 def run(out: Path) -> Sample:
-                    path = os.pathsep.join(filter(None, (checkout, os.environ.get("PYTHONPATH"))))
+                    path = python_path(checkout)
                     env = {**bench.env, "PYTHONPATH": path, "OCIBRIDGE_CACHE_DIR": str(out / "cache")}
                     os.sync()
                     return run_measured(tools.ocibridge("pull", ref, str(out / "model")), cwd=checkout, env=env)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from . import tools
 from .models import Model
-from .proc import CommandFailed, Sample, Series, run_measured, run_quiet
+from .proc import CommandFailed, Sample, Series, python_path, run_measured, run_quiet
 from .registries import BenchRegistry, fresh_registry
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -57,7 +57,7 @@ class Bench:
         self.log = log
         # ocibridge's digest cache lives in the work dir (never the user's); rows marked "cold"
         # turn it off so the files are hashed as on a first push.
-        path = os.pathsep.join(filter(None, (str(REPO_ROOT), os.environ.get("PYTHONPATH"))))  # + a site of wheels
+        path = python_path(str(REPO_ROOT))  # + a site of wheels
         self.env = {**os.environ, "PYTHONPATH": path, "OCIBRIDGE_CACHE_DIR": str(workdir / "cache")}
         self.has_registry_store = tools.registry_store_ready()
         self.digests: dict[Path, str] = {}
