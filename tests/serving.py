@@ -62,10 +62,11 @@ class Served:
 @contextlib.contextmanager
 def serving(sources: list[str], *, default_tag: str = "latest", tokens: tuple[str, ...] = (),
             page: int = 1000, verify: Any = None, xet_min: int | None = None,
-            public_url: str | None = None, publish: Any = None) -> Iterator[Served]:
+            public_url: str | None = None, publish: Any = None, quarantine: Any = None) -> Iterator[Served]:
     catalog = Catalog(parse_sources(sources), default_tag=default_tag, verify=verify)
     options = ServeOptions(tokens=tokens, page=page, access_log=False, xet_min=xet_min, public_url=public_url,
-                           publish=publish, lease=LeaseTimes.from_env())  # the suite's short settle: conftest.py
+                           publish=publish, lease=LeaseTimes.from_env(),  # the suite's short settle: conftest.py
+                           quarantine=quarantine)
     app = build_app(catalog, options)
     seen: list[tuple[str, str]] = []
 

@@ -1,7 +1,8 @@
 """The model page's Scan panel, against a real registry and serve: a model scanned clean by
 ``ocibridge scan REF --key`` shows its clean verdict and scanner, signed (verified once serve has
 the scanner's key); one pushed with ``push --scan quarantine`` shows flagged and each finding's
-file; one never scanned says so."""
+file; one never scanned says so. Under ``--scan quarantine`` the report is verified with the keys
+that decide the quarantine (``--scan-verify-key``), with no ``--verify-key`` at all."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import pytest
 from serving import serving
 
 from ocibridge.cli import main
+from ocibridge.hubserver.repo.quarantined import trusted_keys
 from ocibridge.signing.verify import VerifyPolicy
 from tests.modelgen import make_bert_model
 from tests.serve.test_serve_web import get, page_checks
@@ -64,7 +66,7 @@ def test_the_model_page_shows_the_newest_scan_report_its_verdict_and_findings(sc
         unsigned = _panel(page_checks(get(served.url + "/acme/unsigned")))
     assert '<span class="badge ok">clean</span>' in clean and "flagged" not in clean
     assert re.search(r'by <span class="scan-scanner">ocibridge-scan \d+\.\d+\.\d+ \(picklescan [^)]+\)</span>', clean)
-    assert "signed (serve was given no --verify-key: not verified here)" in clean
+    assert "signed (serve was given no --verify-key or --scan-verify-key: not verified here)" in clean
     assert '<tr class="scan-finding">' not in clean  # a clean tiny BERT: nothing found
     assert '<span class="badge bad">flagged</span>' in bad and "ocibridge-scan" in bad
     rows = re.findall(r'<tr class="scan-finding">(.*?)</tr>', bad)
@@ -83,3 +85,23 @@ def test_the_scan_panel_says_which_verify_key_verified_the_report(scanned):
     assert "signed, verified with serve’s --verify-key" in clean and str(pub.name) in clean, clean
     assert '<span class="badge ok">clean</span>' in clean
     assert "signed, but by none of serve’s --verify-key keys" in foreign and "verified with" not in foreign
+
+
+def test_under_scan_quarantine_the_panel_verifies_the_report_with_the_scan_verify_key(scanned):
+    """serve --scan quarantine --scan-verify-key scanner.pub, no --verify-key: the key that releases
+    a model is the key the page verifies its report with, and says so; a report signed by another
+    key is not verified by it (acme/bad, flagged and signed by that key, is held: not asked)."""
+    prefix, pub = scanned
+    with serving([prefix], quarantine=trusted_keys([str(pub)], None)) as served:
+        clean = _panel(page_checks(get(served.url + "/acme/clean")))
+        foreign = _panel(page_checks(get(served.url + "/acme/foreign")))
+    assert (f'<span class="scan-signed">signed, verified with a key serve trusts for scan reports '
+            f'(--scan-verify-key {pub})</span>') in clean, clean
+    assert (f'<span class="scan-signed">signed, but by none of the keys serve trusts for scan reports '
+            f'(--scan-verify-key {pub})</span>') in foreign, foreign
+    assert "verified with" not in foreign and "--verify-key" not in foreign.replace("--scan-verify-key", "")
+    with serving([prefix], quarantine=trusted_keys([str(pub)], None),
+                 verify=VerifyPolicy.from_files([str(pub)])) as served:  # and --verify-key: tried after
+        foreign = _panel(page_checks(get(served.url + "/acme/foreign")))
+    assert (f"signed, but by none of the keys serve trusts for scan reports (--scan-verify-key {pub}), nor by "
+            "serve’s --verify-key keys") in foreign, foreign

@@ -27,17 +27,19 @@ if TYPE_CHECKING:
 KEPT_FOR = 5.0
 
 TrustedKeys = tuple[tuple[str, "PublicKey"], ...]
+#: how a page names serve's own key among them (the key its own reports are signed with)
+OWN_KEY = "serve’s own key (--attest-key, else --sign-key)"
 
 
 def trusted_keys(paths: Sequence[str], own: PrivateKey | None) -> TrustedKeys:
-    """The keys whose reports release a model: the public keys at ``paths`` and the public half of
-    ``own`` (the key serve signs its reports with). None at all is a usage error: a model would be
-    released by whoever attaches a report."""
+    """The keys whose reports release a model, each named as its flag names it: the public keys
+    at ``paths`` and the public half of ``own`` (the key serve signs its reports with). None at
+    all is a usage error: a model would be released by whoever attaches a report."""
     from ocibridge.signing import keys
 
-    found = [(path, keys.load_public_key(path)) for path in paths]
+    found = [(f"--scan-verify-key {path}", keys.load_public_key(path)) for path in paths]
     if own is not None:
-        found.append(("serve's --sign-key", own.public_key()))
+        found.append((OWN_KEY, own.public_key()))
     if not found:
         raise UsageError("--scan quarantine releases a model on a signed scan report only: give serve "
                          "--scan-verify-key PUB (the key of whoever may release, repeatable) or --sign-key KEY "

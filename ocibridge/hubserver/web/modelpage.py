@@ -4,7 +4,8 @@ files, its card, its tags, what signs and attests it and what serve's checks sai
 The verdict is serve's own: the page is made only after :meth:`Catalog.resolve` checked the
 revision as every download is checked (the containers policy file, ``--verify-key``), so a
 refused model shows the refusal instead. Signatures are verified here with serve's own keys
-(``--verify-key``) to name who signed; without keys, they are listed as present, unverified.
+(``--verify-key``) to name who signed; without keys, they are listed as present, unverified. A
+scan report is verified first with the keys that decide ``--scan quarantine`` (scanpanel.py).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from ocibridge.errors import OcibridgeError, SignatureError
 from ocibridge.hubserver.repo.catalog import Catalog, Resolved
 from ocibridge.hubserver.repo.files import HubFile, ModelFiles, read_small
 from ocibridge.hubserver.repo.hubrefs import Refs
+from ocibridge.hubserver.repo.quarantined import TrustedKeys
 from ocibridge.hubserver.repo.reponames import type_of
 from ocibridge.hubserver.web import facts
 from ocibridge.hubserver.web.card import Card, render_card
@@ -129,8 +131,9 @@ class ModelView:
 
 
 class ModelPages:
-    def __init__(self, catalog: Catalog):
+    def __init__(self, catalog: Catalog, scan_keys: TrustedKeys | None = None):
         self.catalog = catalog
+        self.scan_keys = scan_keys  # the keys --scan quarantine trusts for scan reports; None: it is off
         self._lock = threading.Lock()
         self._kept: OrderedDict[str, tuple[float, Gathered]] = OrderedDict()
         self._refs: FreshCache[str, Refs] = FreshCache(FRESH, 4096)
@@ -204,7 +207,8 @@ class ModelPages:
         verify = as_use_policy(self.catalog.verify).keys
         return Gathered(descriptor, config, card, evidence, keys, problem, self._policy(resolved), sbom, provenance,
                         warm_rows(store, resolved.model),
-                        scan_panel(store, resolved.model, verify.keys if verify is not None else None))
+                        scan_panel(store, resolved.model, list(self.scan_keys or ()),
+                                   verify.keys if verify is not None else None))
 
     def _card(self, resolved: Resolved, files: ModelFiles) -> Card | None:
         found = next((f for p, f in files.files.items() if p.lower() in CARD_NAMES), None)

@@ -84,7 +84,7 @@ class WebPages:
         self.public_url = settings.public_url
         self.gate = serve.gate
         self.listing = Listing(serve.catalog)
-        self.models = ModelPages(serve.catalog)
+        self.models = ModelPages(serve.catalog, settings.quarantine)
 
     # -- plumbing ----------------------------------------------------------------------------
     def page(self, answer: Handler, *, repo_route: bool = False, files: bool = False) -> Handler:
