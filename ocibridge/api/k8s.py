@@ -1,9 +1,8 @@
 """``ocibridge k8s`` as Python calls: whether an image volume mounts and what the pod sees
-(:func:`k8s_check`), the directory the runtime would present (:func:`k8s_mount`), a ModelCar
-image with a KServe InferenceService (:func:`k8s_modelcar`), a Pod pinned by digest
-(:func:`k8s_volume`), a DaemonSet that pulls models on every node ahead of the workload
-(:func:`k8s_prewarm`), ``ocibridge serve`` on a cluster (:func:`k8s_serve`) and the admission
-policies matching the nodes' containers policy (:func:`k8s_policy`).
+(:func:`k8s_check`), the directory the runtime would present (:func:`k8s_mount`), a ModelCar image
+with a KServe InferenceService (:func:`k8s_modelcar`), a Pod pinned by digest (:func:`k8s_volume`),
+a DaemonSet pulling models on every node ahead of the workload (:func:`k8s_prewarm`), ``ocibridge
+serve`` on a cluster (:func:`k8s_serve`), admission policies matching the nodes' containers policy.
 
 Each reference is located once, here; the stores a call opens are closed when it returns.
 The documents are plain mappings in frozen results (:mod:`ocibridge.api.k8s_types`) whose
@@ -361,6 +360,7 @@ def k8s_serve(
     from ocibridge.hubserver.server import GRACE, parse_public_url
     from ocibridge.k8s.node_mirrors import mirrors_of, settings_toml
     from ocibridge.k8s.serve import ServeDeployment, header, objects
+    from ocibridge.k8s.servescan import pod_scan
     from ocibridge.stores.registry.pull_secret import check_secret_name, loopback_warnings, pull_secret, read_ca_pem
     from ocibridge.version import __version__
 
@@ -387,7 +387,8 @@ def k8s_serve(
         docker_config_secret=docker, image_pull_secrets=pull_secrets.names, cpu=options.cpu,
         memory=options.memory, grace=GRACE, service_type=options.service_type,
         settings=settings_toml(found) if (found := mirrors_of(hosts)) else None, upstream=_serve_upstream(options),
-        quotas=quotas_text(options.quotas) if options.quotas is not None else None)
+        quotas=quotas_text(options.quotas) if options.quotas is not None else None,
+        scan=pod_scan(options.scan, options.scan_verify_keys))
     docs = objects(d)
     secret = None
     if pull_secrets.create:

@@ -120,6 +120,8 @@ class K8sServeOptions(UpstreamPolicyOptions):
     upstream_token_secret: str | None = None  # a Secret whose key 'token' is the token sent to it
     upstream_fresh: float | None = None  # --upstream-fresh (None: serve's default)
     quotas: str | None = None  # serve --quotas: a TOML file here, read now and carried to the pods in a ConfigMap
+    scan: str = "off"  # serve --scan: refuse | quarantine | off
+    scan_verify_keys: Sequence[str] = ()  # serve --scan-verify-key: public keys here, carried in a ConfigMap
 
 
 @dataclass(frozen=True)

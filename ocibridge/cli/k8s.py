@@ -183,7 +183,7 @@ def cmd_k8s_serve(args: argparse.Namespace) -> int:
         storage_class=args.storage_class, token_secret=args.token_secret, default_tag=args.default_tag,
         public_url=args.public_url, cpu=args.cpu, memory=args.memory, upstream=args.upstream,
         upstream_token_secret=args.upstream_token_secret, upstream_fresh=args.upstream_fresh, quotas=args.quotas,
-        **upstream_policy(args))
+        scan=args.scan, scan_verify_keys=tuple(args.scan_verify_key), **upstream_policy(args))
     access = api_k8s.PodRegistryAccess(plain_http=args.plain_http, insecure=args.insecure, ca_file=args.ca_file,
                                        docker_config_secret=args.docker_config_secret,
                                        docker_config=not args.no_docker_config)
@@ -381,6 +381,13 @@ def _register_serve(ksub: Any) -> None:
     p.add_argument("--quotas", metavar="FILE",
                    help="serve --quotas: each namespace's bytes and repositories (docs/quotas.md), a TOML file "
                         "read here and carried to the pods in a ConfigMap NAME-quotas")
+    p.add_argument("--scan", choices=("refuse", "quarantine", "off"), default="off",
+                   help="serve --scan: every commit's files scanned by content before its branch's tag moves, a "
+                        "flagged one refused or quarantined (docs/scanning.md; default off)")
+    p.add_argument("--scan-verify-key", action="append", default=[], metavar="PUB",
+                   help="serve --scan-verify-key, with --scan quarantine (needed: the pods sign no reports): a "
+                        "public key read here and carried to the pods in a ConfigMap NAME-scan-keys; a scan "
+                        "report it signed may release a model (repeatable)")
     add_default_tag_flag(p, default=None)
     p.add_argument("--public-url", metavar="URL",
                    help="the URL clients reach the Service at, when an Ingress ends TLS (serve --public-url)")

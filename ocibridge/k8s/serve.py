@@ -33,6 +33,7 @@ from typing import Any
 
 from ocibridge.core import environment
 from ocibridge.errors import UsageError
+from ocibridge.k8s.servescan import PodScan
 from ocibridge.stores.registry import pull_secret as secrets  # the k8s helpers the mirror Job shares
 
 CONTAINER = "serve"
@@ -113,6 +114,7 @@ class ServeDeployment:
     trust_forwarded: tuple[str, ...] = ()  # the writer's --trust-forwarded peers
     upstream: ServeUpstream | None = None  # a proxy of an upstream Hub (every replica asks it on a miss)
     quotas: str | None = None  # the text of serve's --quotas file, in a ConfigMap NAME-quotas
+    scan: PodScan | None = None  # serve's --scan, its --scan-verify-key keys in a ConfigMap NAME-scan-keys
 
     def cache_volume(self) -> str:
         """``ReadWriteOnce``, ``ReadWriteMany`` (a claim) or ``emptyDir`` (one per replica)."""
@@ -197,7 +199,8 @@ def _meta(d: ServeDeployment) -> dict[str, Any]:
 
 
 def _one_deployment(d: ServeDeployment, ca_map: str | None) -> list[dict[str, Any]]:
-    """[its PersistentVolumeClaim,] [its registries and quotas ConfigMaps,] the Deployment of ``d`` and its Service."""
+    """[its PersistentVolumeClaim,] [its registries, quotas and scan keys ConfigMaps,] the Deployment
+    of ``d`` and its Service."""
     labels, meta = _labels(d), _meta(d)
     docs: list[dict[str, Any]] = []
     claim = None
@@ -214,6 +217,8 @@ def _one_deployment(d: ServeDeployment, ca_map: str | None) -> list[dict[str, An
     if d.quotas is not None:
         docs.append({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {**meta, "name": f"{d.name}-quotas"},
                      "data": {QUOTAS_KEY: d.quotas}})
+    if d.scan is not None and d.scan.keys:
+        docs.append(d.scan.config_map({**meta, "name": f"{d.name}-scan-keys"}))
     docs.append(_deployment(d, meta, labels, claim, ca_map))
     docs.append({"apiVersion": "v1", "kind": "Service", "metadata": meta, "spec": {
         "type": d.service_type, "selector": labels,
@@ -242,6 +247,8 @@ def serve_args(d: ServeDeployment) -> list[str]:
         args += d.upstream.args()
     if d.quotas is not None:
         args += ["--quotas", f"{QUOTAS_DIR}/{QUOTAS_KEY}"]
+    if d.scan is not None:
+        args += d.scan.args()
     return args
 
 
@@ -277,6 +284,10 @@ def _deployment(d: ServeDeployment, meta: dict[str, Any], labels: dict[str, str]
     if d.quotas is not None:
         volumes.append({"name": "quotas", "configMap": {"name": f"{d.name}-quotas"}})
         mounts.append({"name": "quotas", "mountPath": QUOTAS_DIR, "readOnly": True})
+    if d.scan is not None and d.scan.keys:
+        volume, mount = d.scan.volume(f"{d.name}-scan-keys")
+        volumes.append(volume)
+        mounts.append(mount)
     requests = {"cpu": d.cpu, "memory": d.memory}
     if not claim:  # the scheduler places each replica on a node with room for its cache
         requests["ephemeral-storage"] = d.cache_size
