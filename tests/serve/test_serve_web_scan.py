@@ -15,6 +15,7 @@ from serving import serving
 
 from ocibridge.cli import main
 from ocibridge.hubserver.repo.quarantined import trusted_keys
+from ocibridge.signing.keys import load_private_key
 from ocibridge.signing.verify import VerifyPolicy
 from tests.modelgen import make_bert_model
 from tests.serve.test_serve_web import get, page_checks
@@ -105,3 +106,14 @@ def test_under_scan_quarantine_the_panel_verifies_the_report_with_the_scan_verif
         foreign = _panel(page_checks(get(served.url + "/acme/foreign")))
     assert (f"signed, but by none of the keys serve trusts for scan reports (--scan-verify-key {pub}), nor by "
             "serve’s --verify-key keys") in foreign, foreign
+
+
+def test_a_report_signed_with_serves_own_key_is_verified_as_its_own(scanned):
+    """serve --scan quarantine --sign-key scanner.key: its own reports release a model, and the
+    page names that key as serve's own."""
+    prefix, pub = scanned
+    own = load_private_key(pub.with_suffix(".key"), b"")
+    with serving([prefix], quarantine=trusted_keys([], own)) as served:
+        clean = _panel(page_checks(get(served.url + "/acme/clean")))
+    assert ("signed, verified with a key serve trusts for scan reports (serve’s own key (--attest-key, else "
+            "--sign-key))") in clean, clean
