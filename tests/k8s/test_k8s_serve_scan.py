@@ -9,9 +9,15 @@ docs/serve-kubernetes.md's block runs as printed."""
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import subprocess
+import sys
+import time
 from pathlib import Path
 
+import httpx
 import pytest
 import yaml
 
@@ -23,6 +29,7 @@ from ocibridge.hubserver.repo.quarantined import trusted_keys
 from ocibridge.signing.keys import load_public_key, public_pem
 from tests.docrun import doc_env, reader_venvs, run_block, runnable_blocks  # noqa: F401 - fixtures used by name
 from tests.k8s.test_k8s_serve import ROOT, checked, checked_list
+from tests.serve.test_serve_cli import free_port
 from tests.signing_keys import key_pair
 
 SOURCE = "registry.internal:5000/hub"
@@ -72,6 +79,50 @@ def test_quarantine_keys_reach_the_writer_and_every_reader(tmp_path, capsys):
         assert parsed.scan_verify_key == [str(p).replace(str(here), "/etc/ocibridge-scan-keys") for p in laid_out]
         trusted = trusted_keys([str(p) for p in laid_out], None)  # what serve's --scan quarantine trusts
         assert [public_pem(k) for _, k in trusted] == [public_pem(load_public_key(p)) for p in (first, second)]
+
+
+def test_the_quarantining_container_starts_as_emitted(tmp_path, capsys, registry, unique_repo):
+    """The Deployment's args, env and mounts, laid out here (each mount a directory of the test,
+    the ConfigMap's keys its files): serve starts with --scan quarantine and its keys, and its
+    probe answers (serve stops at start on a key it cannot read, or none to trust)."""
+    _, public = key_pair(tmp_path / "keys", "release")
+    capsys.readouterr()
+    assert main(["k8s", "serve", f"{registry.host}/{unique_repo}", "--plain-http", "--scan", "quarantine",
+                 "--scan-verify-key", str(public), "--json"]) == 0
+    items = json.loads(capsys.readouterr().out)["items"]
+    [config] = [i for i in items if i["kind"] == "ConfigMap"]
+    [c] = [i for i in items if i["kind"] == "Deployment"][0]["spec"]["template"]["spec"]["containers"]
+    here = {m["mountPath"]: tmp_path / "pod" / m["name"] for m in c["volumeMounts"]}
+    for directory in here.values():
+        directory.mkdir(parents=True)
+    for key, text in config["data"].items():
+        (here["/etc/ocibridge-scan-keys"] / key).write_text(text)
+    port = free_port()
+
+    def local(text: str) -> str:
+        for path, directory in here.items():
+            if text == path or text.startswith(path + "/"):
+                return str(directory) + text[len(path):]
+        return f"127.0.0.1:{port}" if text == ":8080" else text
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT), **{e["name"]: local(e["value"]) for e in c["env"]}}
+    proc = subprocess.Popen([sys.executable, "-m", "ocibridge", *map(local, c["args"])], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            assert proc.poll() is None, proc.communicate()[1].decode()
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/healthz").status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert time.monotonic() < deadline, "serve did not start"
+            time.sleep(0.1)
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=60)
+    assert proc.returncode == 0
 
 
 def test_scan_refuse_passes_the_mode_and_carries_no_keys(tmp_path, capsys):
