@@ -41,6 +41,8 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -80,6 +82,31 @@ def serving(work: Path, source: str, log: Path | None = None) -> Iterator[tuple[
     finally:
         proc.terminate()
         proc.communicate(timeout=60)
+
+
+@contextlib.contextmanager
+def first_seen(log: Path, text: str) -> Iterator[list[float]]:
+    """The seconds from entering until ``text`` first shows in ``log`` past its size then (polled
+    every 20 ms), in the list yielded, once seen."""
+    seen: list[float] = []
+    done = threading.Event()
+    mark, start = log.stat().st_size, time.monotonic()
+
+    def watch() -> None:
+        while not done.wait(0.02):
+            with log.open("rb") as f:
+                f.seek(mark)
+                if text.encode() in f.read():
+                    seen.append(time.monotonic() - start)
+                    return
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        yield seen
+    finally:
+        done.set()
+        watcher.join()
 
 
 def peak_rss_mib(pid: int) -> float:
@@ -163,7 +190,7 @@ def curl_put(reg: BenchRegistry, path: Path, repo: str) -> Sample:
 def run(size_mib: int, work: Path, repeat: int, protocols: list[str]) -> list[str]:
     model = make_model(work / f"m{size_mib}", size_mib)
     weights = model / "model.safetensors"
-    rows: dict[str, Runs] = {name: Runs() for name in ("curl", "push", "prelude", "least", *protocols)}
+    rows: dict[str, Runs] = {name: Runs() for name in ("curl", "push", "prelude", "least", "first-xorb", *protocols)}
     before = load()
     with fresh_registry(work) as reg:
         for n in range(repeat):
@@ -179,13 +206,17 @@ def run(size_mib: int, work: Path, repeat: int, protocols: list[str]) -> list[st
             rows["prelude"].add(run_measured([sys.executable, "-c", PRELUDE, str(weights)], env=base_env(work)))
             for protocol in protocols:
                 home = work / f"hf-home-{protocol}-{n}"  # hf_xet's cache in it: nothing known from before
-                with serving(work, f"{reg.host}/bench") as (url, proc):
+                log = work / f"serve-{protocol}-{n}.log"  # when hf_xet's first xorb came
+                with serving(work, f"{reg.host}/bench", log) as (url, proc):
                     env = {**base_env(work), "HF_ENDPOINT": url, "HF_TOKEN": "bench-token", "HF_HOME": str(home)}
                     if protocol == "lfs":
                         env["HF_HUB_DISABLE_XET"] = "1"
                     s0, r0 = cpu_of(proc.pid), reg.cpu_seconds()
-                    sample = run_measured([sys.executable, "-c", UPLOAD, f"acme/{protocol}{size_mib}-{n}", str(model)],
-                                          env=env)
+                    with first_seen(log, "xorb received") as seen:
+                        sample = run_measured([sys.executable, "-c", UPLOAD, f"acme/{protocol}{size_mib}-{n}",
+                                               str(model)], env=env)
+                    if protocol == "xet" and seen:
+                        rows["first-xorb"].wall.append(seen[0])
                     rows[protocol].add(sample, serve=cpu_of(proc.pid) - s0, registry=reg.cpu_seconds() - r0,
                                        rss=peak_rss_mib(proc.pid))
                 shutil.rmtree(home, ignore_errors=True)
@@ -216,6 +247,10 @@ def table(size_mib: int, rows: dict[str, Runs], protocols: list[str], before: st
              f"{push.median('registry'):.2f} | {max(push.rss):.0f} |",
              f"| huggingface_hub before its first byte (import, SHA-256 of the file) | {prelude.shown()} | "
              f"{prelude.median() / push.median():.2f}× | {prelude.median('client'):.2f} | - | - | - |"]
+    first = rows["first-xorb"]
+    if first.wall:
+        lines.append(f"| hf_xet's first xorb at serve (import, create_repo, its first 64 MiB chunked and sent) | "
+                     f"{first.shown()} | {first.median() / push.median():.2f}× | - | - | - | - |")
     floors = []
     for protocol in protocols:
         runs, least = rows[protocol], rows[f"least-{protocol}"]
@@ -243,6 +278,13 @@ def table(size_mib: int, rows: dict[str, Runs], protocols: list[str], before: st
                    f"{least.median('client'):.2f} s serve's least work + {2 * curl.median('client'):.2f} s a receive "
                    f"and a send) / {cores} cores")
         floors.append(f"| floor of {label} | {floor:.2f} s | **{floor / push.median():.2f}×** | {why} |")
+        if protocol == "xet" and first.wall:
+            # the registry takes one blob on one thread: no byte of it before serve has the first
+            # verified xorb, then no faster than it takes curl's PUT of the same bytes
+            chain = first.median() + curl.median()
+            floors.append(f"| {label}, the registry's chain | {chain:.2f} s | **{chain / push.median():.2f}×** | "
+                          f"hf_xet's first xorb at serve {first.median():.2f} s + the registry's {curl.median():.2f} s "
+                          f"to take the bytes (curl) |")
         # the same bound with serve's CPU as measured, not its least: what the run itself needs
         used = runs.median("client") + runs.median("serve") + runs.median("registry")
         bound = used / cores

@@ -77,7 +77,7 @@ class LfsRoutes:
 
     def __init__(self, writers: Writers, repos: Repos, staging: Staging, relay_for: HandingFor,
                  relays: Callable[[str, int], bool], xet_grant: XetGrant | None = None,
-                 quotas: QuotaCheck = UNLIMITED, announce: Callable[[str, int], None] | None = None):
+                 quotas: QuotaCheck = UNLIMITED, announce: Callable[[str, list[int]], None] | None = None):
         self.writers = writers  # who may write (the write tokens)
         self.repos = repos  # what a branch holds, what is uploaded for a repository
         self.xet_grant = xet_grant  # the batch's Xet transfer, for a client that offers it (None: never)
@@ -87,7 +87,7 @@ class LfsRoutes:
         self.signer = writers.gate.uploads
         self.multipart = Multipart(staging, self.signer, writers.settings)
         self.quotas = quotas  # serve --quotas
-        self.announce = announce  # how many files preupload sends to LFS, so over Xet (xet/announced.py)
+        self.announce = announce  # the sizes of the files preupload sends to LFS, so over Xet (xet/announced.py)
 
     async def _written_list(self, request: Request, key: str, expected: str) -> tuple[str, Grant, dict[str, Any],
                                                                                    list[Any]] | Response:
@@ -113,7 +113,8 @@ class LfsRoutes:
         sent = body.get("gitIgnore")  # the .gitignore of this commit, else the branch's
         ignored = ignoring(sent if isinstance(sent, str) else
                            await in_thread(self.repos.branch_text, repo_id, branch, GITIGNORE, GITIGNORE_MAX))
-        answered = []
+        answered: list[dict[str, Any]] = []
+        sizes: list[int] = []  # of each file answered
         for item in asked:
             if not isinstance(item, dict):
                 return error(400, None, "expected {'files': [{'path', 'size', 'sample'}, ...]}")
@@ -125,8 +126,10 @@ class LfsRoutes:
             if oid is not None:
                 answer["oid"] = oid
             answered.append(answer)
+            sizes.append(size)
         if self.announce is not None:
-            self.announce(repo_id, sum(a["uploadMode"] == "lfs" and not a["shouldIgnore"] for a in answered))
+            self.announce(repo_id, [size for size, a in zip(sizes, answered, strict=True)
+                                    if a["uploadMode"] == "lfs" and not a["shouldIgnore"]])
         return JSONResponse({"files": answered, "commitOid": None})
 
     async def lfs_batch(self, request: Request) -> Response:

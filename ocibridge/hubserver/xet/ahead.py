@@ -95,6 +95,7 @@ class _Stream:
     sha256: str | None = None
     table: tuple[str, ...] | None = None
     relayed: bool = False  # sent to the registry as built, no file written
+    announced: int | None = None  # the size of the one file its preupload named (announced.py)
 
 
 class Ahead:
@@ -119,7 +120,8 @@ class Ahead:
         with self._cond:
             stream = self._streams.get(repo_id)
             if stream is None or stream.closed or stream.dead is not None:
-                stream = self._streams[repo_id] = _Stream(self.tmp / f"ahead-{uuid.uuid4().hex}")
+                stream = self._streams[repo_id] = _Stream(self.tmp / f"ahead-{uuid.uuid4().hex}",
+                                                          announced=self.announced.size(repo_id))
                 threading.Thread(target=self._build, args=(repo_id, stream), name="xet-ahead", daemon=True).start()
             stream.order.append(xorb)
             self._cond.notify_all()
@@ -219,12 +221,16 @@ class Ahead:
 
     # -- the build ------------------------------------------------------------------------------
     def _ready(self, stream: _Stream) -> bool:
-        """Whether the build may go on: a xorb verified with another begun after it (so whole), or
-        the last one with the part of it the shard names, or the end."""
+        """Whether the build may go on: a xorb verified with another begun after it, or ending
+        before the file announced does (so whole either way), or the last one with the part of it
+        the shard names, or the end."""
         k = stream.built
         if stream.dead is not None or stream.closed:
             return True
-        return len(stream.order) > k + 1 and stream.order[k] in stream.whole
+        if len(stream.order) <= k or stream.order[k] not in stream.whole:
+            return False
+        inside = stream.announced is not None and stream.size + stream.whole[stream.order[k]][1] < stream.announced
+        return inside or len(stream.order) > k + 1
 
     def _next(self, stream: _Stream) -> _Part | None:
         """The next xorb to write and its chunks to write (``None``: to its end); None: over."""
