@@ -10,7 +10,10 @@ kernel's copy of the file under the mount starts empty, as a cold mount's does.
 
     python -m bench.fusefloor SRC_DIR MOUNT_DIR     # serves SRC_DIR at MOUNT_DIR until unmounted
 
-``Floor(src, where).cat(name)``: a fresh mount, the seconds of a ``cat`` of one file, the unmount.
+``Floor(src, where).cat(name)``: a fresh mount, the seconds of a ``cat`` of one file, the unmount;
+``cat(name, beside=pull)``: the seconds until the cat and a pull run at the same time both ended,
+the fill's work and delivery's with nothing coupling them: on two cores they share the CPUs, as
+the mount's fill and answers do.
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from ocibridge.lazymount.fuseloop import MountSession
@@ -57,8 +62,9 @@ class Floor:
     def __init__(self, src: Path, where: Path, env: dict[str, str] | None = None):
         self.src, self.where, self.env = src, where, env
 
-    def cat(self, name: str) -> float:
-        """Seconds of ``cat where/name > /dev/null`` through a fresh mount (the source read first)."""
+    def cat(self, name: str, beside: Callable[[], None] | None = None) -> float:
+        """Seconds of ``cat where/name > /dev/null`` through a fresh mount (the source read first);
+        with ``beside``: run at the same time, on another thread, the seconds until both ended."""
         subprocess.run(["cat", str(self.src / name)], stdout=subprocess.DEVNULL, check=True)
         self.where.mkdir(exist_ok=True)
         server = subprocess.Popen([sys.executable, "-m", "bench.fusefloor", str(self.src), str(self.where)],
@@ -68,9 +74,13 @@ class Floor:
             assert server.stdout is not None
             if server.stdout.readline().strip() != MOUNTED:
                 raise SystemExit(f"the floor's mount did not start (exit {server.wait()})")
-            t = time.perf_counter()
-            subprocess.run(["cat", str(self.where / name)], stdout=subprocess.DEVNULL, check=True)
-            return time.perf_counter() - t
+            with ThreadPoolExecutor(1) as other:
+                t = time.perf_counter()
+                running = other.submit(beside) if beside is not None else None
+                subprocess.run(["cat", str(self.where / name)], stdout=subprocess.DEVNULL, check=True)
+                if running is not None:
+                    running.result()
+                return time.perf_counter() - t
         finally:
             if server.poll() is None:
                 unmount_directory(self.where)
