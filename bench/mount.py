@@ -94,12 +94,17 @@ class Bench:
         self.pages, self.size = pages, size
         self.cache = work / "cache"
         self.env = {**os.environ, "OCIBRIDGE_CACHE": str(self.cache)}
-        if code is not None:  # another checkout's ocibridge, in the mount's process too
-            self.env["PYTHONPATH"] = python_path(str(code.resolve()))
+        #: where its commands run: ``python -m`` puts the working directory first on the path (and the
+        #: mount's process inherits it), so another checkout's code runs only from that checkout
+        self.cwd: str | None = None
+        if code is not None:
+            self.cwd = str(code.resolve())
+            self.env["PYTHONPATH"] = python_path(self.cwd)
         self.log = open(work / "mount.log", "a")  # noqa: SIM115  # the detached mounts write here
 
     def run(self, *args: str) -> None:
-        done = subprocess.run([*OCIBRIDGE, *args], env=self.env, stdout=subprocess.DEVNULL, stderr=self.log)
+        done = subprocess.run([*OCIBRIDGE, *args], env=self.env, cwd=self.cwd, stdout=subprocess.DEVNULL,
+                              stderr=self.log)
         if done.returncode:  # say why, not only that it failed: the detached mounts' log is the only record
             self.log.flush()
             tail = (self.work / "mount.log").read_text(errors="replace")[-2000:]
