@@ -20,7 +20,7 @@ from ocibridge.errors import OcibridgeError
 from ocibridge.lazymount.mounttable import FSNAME, is_mounted, unmount_directory
 from ocibridge.lazymount.ops import ModelFS
 from ocibridge.lazymount.readahead import keep_reply_buffers, raise_read_ahead
-from ocibridge.lazymount.replies import layout_known
+from ocibridge.lazymount.replies import MAX_READ, layout_known
 
 #: how long the kernel keeps attributes and names: the tree never changes while mounted
 CACHE_SECONDS = 86400
@@ -99,7 +99,8 @@ class MountSession:
                                    "subtype": FSNAME,
                                    "kernel_cache": True, "attr_timeout": CACHE_SECONDS,
                                    "entry_timeout": CACHE_SECONDS, "negative_timeout": CACHE_SECONDS,
-                                   "max_threads": THREADS, "max_idle_threads": THREADS}
+                                   "max_threads": THREADS, "max_idle_threads": THREADS,
+                                   "max_read": MAX_READ}  # (ModelFS.init_with_config says it again)
         if self.allow_other:
             options["allow_other"] = True
 

@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from ocibridge.lazymount.replies import file_reply, memory_reply
+from ocibridge.lazymount.replies import file_reply, memory_reply, want_spliced_replies
 from ocibridge.lazymount.tree import LazyFile, MountTree, Node
 
 _WRITES = os.O_WRONLY | os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_TRUNC
@@ -101,8 +101,10 @@ class ModelFS:
         #: Python thread states kept for the binding's threads (``keep_thread_state``)
         self.thread_states = 0
 
-    def init(self, path: str) -> None:
-        """Called once the kernel has the mount: from now on it answers."""
+    def init_with_config(self, conn: Any, config: Any) -> None:
+        """Called once the kernel has the mount: from now on it answers (replies spliced:
+        ``replies.want_spliced_replies``)."""
+        want_spliced_replies(conn)
         self.ready.set()
 
     def getattr(self, path: str, fh: int | None = None) -> dict[str, Any]:

@@ -9,8 +9,13 @@ the kernel: two copies and a 256 KiB object per request, 4,096 requests per GiB.
   into where they are (a ``pread`` from the layer file, or the verified chunks copied once);
 - *a file* (:func:`file_reply`): a descriptor and an offset, which libfuse reads itself, in C,
   into the reply (no Python at all for the bytes). Only for bytes that are verified and can no
-  longer change while libfuse reads them (``lazymount.ops``). Not spliced: a cold cat of a
-  mounted GiB took as long, with more CPU, with ``FUSE_CAP_SPLICE_WRITE`` on.
+  longer change while libfuse reads them (``lazymount.ops``). Spliced (:func:`want_spliced_replies`):
+  libfuse moves the file's pages into a pipe and the kernel copies them into the reply, not a
+  ``pread`` into a buffer of its own and a ``writev`` of it (one copy, and no pinning of that
+  buffer, fewer). Its pipe must hold a reply and its header, and a pipe grows past
+  ``/proc/sys/fs/pipe-max-size`` (1 MiB by default) only for ``CAP_SYS_RESOURCE``, which root in
+  a container may lack: libfuse then gives up splicing for good. So a read asks at most
+  :data:`MAX_READ`, which fits a pipe of 1 MiB.
 
 libfuse frees both the vector and a memory buffer (``free``) once it has replied, so both come
 from the C library's ``malloc``. The layout is libfuse 3's ``fuse_common.h`` as of 3.0 to 3.16
@@ -48,6 +53,23 @@ class FuseBuf(ctypes.Structure):
 class FuseBufvec(ctypes.Structure):
     _fields_ = [("count", ctypes.c_size_t), ("idx", ctypes.c_size_t), ("off", ctypes.c_size_t),
                 ("buf", FuseBuf * 1)]
+
+
+#: ``FUSE_CAP_SPLICE_WRITE`` (``fuse_common.h``): replies may be spliced to the kernel
+CAP_SPLICE_WRITE = 1 << 7
+#: the most one read asks: a reply, its header and libfuse's margin fit a pipe of 1 MiB
+MAX_READ = 1024 * 1024 - 16 * 1024
+
+
+def want_spliced_replies(conn: Any) -> None:
+    """At ``init``: reads of at most :data:`MAX_READ` (``conn`` must say what the mount option
+    said), and replies given by descriptor spliced where the kernel can."""
+    if conn is None:
+        return
+    if hasattr(conn, "max_read"):
+        conn.max_read = MAX_READ
+    if conn.capable & CAP_SPLICE_WRITE:
+        conn.want |= CAP_SPLICE_WRITE
 
 
 def layout_known(major: int, minor: int) -> bool:

@@ -43,6 +43,16 @@ def test_each_row_reads_its_figure() -> None:
     ) == {"publish xet": 1.59, "publish lfs": 1.49}
 
 
+def test_the_mount_row_reads_its_floor_as_bench_mount_prints_it() -> None:
+    """The cat ÷ its floor: a pull and the FUSE delivery floor's cat at the same time (not the floor alone)."""
+    from bench.mount import floor_lines
+
+    row = ("| 1024 MiB | whole file, sequential: cat through the mount (throughput 1162 MiB/s) "
+           "| 0.88 s (0.87, 0.90) | pull 0.73 s (0.72, 0.75) (1406 MiB/s) | 0.83× pull's |\n")
+    assert parse_mount(row + "\n".join(floor_lines(0.73, 0.88, 0.45, 0.80))) == {"mount": 0.83, "mount floor": 1.1}
+    assert parse_mount(row + "\n".join(floor_lines(0.73, 0.88, 0.45, 0.92))) == {"mount": 0.83, "mount floor": 0.96}
+
+
 def test_an_output_without_the_figure_gives_none() -> None:
     assert parse_pull("Traceback (most recent call last):\n") == {}
     assert parse_wire(PUSH) == {"wire push": 1.10}  # the pull half never printed
@@ -67,6 +77,7 @@ def test_the_table_says_which_targets_each_pass_met() -> None:
     lines = fresh_vm.table(rows, [("first", first), ("again", again)]).splitlines()
     assert "| pull verified ÷ max(curl, OpenSSL) | 1.27× | 1.04× | ≤ 1.05× | no, yes |" in lines
     assert "| the mount's sequential read ÷ pull (throughput) | 0.95× | 0.49× | ≥ 0.9× | yes, no |" in lines
+    assert "| the mount's cat ÷ its floor, pull and a FUSE delivery at once (time) | – | – | ≤ 1.05× | –, – |" in lines
     assert "| publish through serve ÷ `ocibridge push`, Xet | 1.20× | 1.31× | ≤ 1.3× | yes, no |" in lines
     assert "| publish through serve ÷ `ocibridge push`, LFS | failed: exit 1 | 1.10× | ≤ 1.2× | –, yes |" in lines
 

@@ -12,6 +12,7 @@ import pytest
 from ocibridge.lazymount.fuseloop import THREADS, MountSession
 from ocibridge.lazymount.ops import ModelFS
 from ocibridge.lazymount.readahead import READ_AHEAD_KB, read_ahead_file
+from ocibridge.lazymount.replies import CAP_SPLICE_WRITE, MAX_READ
 from ocibridge.lazymount.tree import LazyFile, MountTree
 
 MiB = 1024 * 1024
@@ -134,9 +135,11 @@ def test_a_libfuse_whose_read_buf_is_not_known_is_answered_through_read(tmp_path
 def test_a_sequential_read_asks_1_mib_at_a_time_where_the_mount_may_raise_its_read_ahead(served, tmp_path):
     """The kernel asks a FUSE file system for at most its device's read-ahead at a time (128
     KiB; 256 KiB requests for ``cat``); each request costs a call into Python, two system calls
-    and a thread hand-off whatever its size. The mount raises its own device's read-ahead to 1
-    MiB where it may (root; ``lazymount.readahead``): 64 MiB in about 64 requests, not 256.
-    Elsewhere the kernel's setting stays, and the reads are answered all the same."""
+    and a thread hand-off whatever its size. The mount raises its own device's read-ahead to
+    just under 1 MiB (``replies.MAX_READ``, what a spliced reply may carry) where it may (root;
+    ``lazymount.readahead``): 64 MiB in about 65 requests, not 256 (nor 128, a 1 MiB window
+    cut at the largest read). Elsewhere the kernel's setting stays, and the reads are answered
+    all the same."""
     ops, reads, where = served
     setting = read_ahead_file(where)
     assert setting is not None and setting.parent.name.startswith("0:")
@@ -147,6 +150,22 @@ def test_a_sequential_read_asks_1_mib_at_a_time_where_the_mount_may_raise_its_re
     assert _cat_from_a_kept_layer(reads, where, tmp_path) == _pattern(0, SIZE)
     if os.geteuid() == 0:
         assert kb == READ_AHEAD_KB
-        assert max(asked) == MiB and len(asked) <= SIZE // MiB + 8, (len(asked), max(asked))
+        assert max(asked) == MAX_READ and len(asked) <= SIZE // MAX_READ + 8, (len(asked), max(asked))
     else:  # (not root: the kernel's read-ahead stays, 128 KiB)
         assert kb < READ_AHEAD_KB and max(asked) < MiB
+
+
+@pytest.mark.parametrize("capable", [True, False])
+def test_the_mount_asks_libfuse_to_splice_replies_of_reads_that_fit_a_pipe(capable):
+    """A reply given by descriptor is spliced (the file's pages into a pipe, copied once by the
+    kernel into the reply) where the kernel can; its pipe must hold the reply and its header,
+    so a read asks at most MAX_READ, which fits the 1 MiB a pipe grows to without privilege."""
+    import mfusepy
+
+    ops = ModelFS(MountTree(), Known(), lambda line: None)
+    conn = mfusepy.fuse_conn_info()
+    conn.capable = CAP_SPLICE_WRITE if capable else 0
+    ops.init_with_config(conn, None)
+    assert ops.ready.is_set()
+    assert conn.max_read == MAX_READ <= MiB - 4096 * 3 - 16
+    assert bool(conn.want & CAP_SPLICE_WRITE) is capable
