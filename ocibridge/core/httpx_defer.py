@@ -27,12 +27,13 @@ import sys
 import threading
 import types
 from collections.abc import Sequence
+from importlib.machinery import SourceFileLoader, SourcelessFileLoader
 from typing import Any
 
 #: the packages whose own imports are deferred while they load
 WATCHED = ("httpx", "httpcore")
 #: the loaders wrapped (a package's files, compiled or not); any other is left as it is
-FILE_LOADERS = (importlib.machinery.SourceFileLoader, importlib.machinery.SourcelessFileLoader)
+FILE_LOADERS = (SourceFileLoader, SourcelessFileLoader)
 CLI = "httpx._main"
 TRIO = "trio"
 
@@ -87,11 +88,12 @@ def _run(module: types.ModuleType) -> None:
 class _OnUse:
     """The loader of a module whose code runs at its first use (:class:`_LoadedOnUse`)."""
 
-    def __init__(self, loader: importlib.machinery.FileLoader) -> None:
+    def __init__(self, loader: SourceFileLoader | SourcelessFileLoader) -> None:
         self.loader = loader
 
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType | None:
-        return self.loader.create_module(spec)
+        made: types.ModuleType | None = self.loader.create_module(spec)  # (None: the usual module)
+        return made
 
     def exec_module(self, module: types.ModuleType) -> None:
         module.__class__ = _LoadedOnUse
@@ -109,12 +111,13 @@ class _ThisThread(threading.local):
 class _ThenDefer:
     """The watched package's own loader, with this finder's window open while it runs."""
 
-    def __init__(self, loader: importlib.machinery.FileLoader, finder: DeferHttpxExtras) -> None:
+    def __init__(self, loader: SourceFileLoader | SourcelessFileLoader, finder: DeferHttpxExtras) -> None:
         self.loader = loader
         self.finder = finder
 
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType | None:
-        return self.loader.create_module(spec)
+        made: types.ModuleType | None = self.loader.create_module(spec)  # (None: the usual module)
+        return made
 
     def exec_module(self, module: types.ModuleType) -> None:
         if module.__spec__ is not None:  # (the module keeps its real loader, as if never wrapped)
@@ -131,7 +134,7 @@ class _ThenDefer:
 
 
 class DeferHttpxExtras:
-    """The meta-path finder (by its ``find_spec``: ``importlib.abc`` costs ~7 ms of a start)."""
+    """The meta-path finder, by its ``find_spec`` (``importlib.abc``'s base class is a slow import)."""
 
     def __init__(self) -> None:
         self.here = _ThisThread()
