@@ -79,9 +79,9 @@ def _run(module: types.ModuleType) -> None:
     spec.loader = module.__loader__ = later.loader
     try:
         later.loader.exec_module(module)
-    except BaseException:
-        if sys.modules.get(spec.name) is module:
-            del sys.modules[spec.name]
+    except BaseException:  # (left for later again: the next use runs it again and raises as a failed import does)
+        types.ModuleType.__setattr__(module, "__loader__", later)
+        types.ModuleType.__setattr__(module, "__class__", _LoadedOnUse)
         raise
 
 

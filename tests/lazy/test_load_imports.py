@@ -106,3 +106,28 @@ def test_the_finder_leaves_once_httpx_and_httpcore_are_loaded():
                  "print(first, here(), httpx.__spec__.loader is httpx.__loader__,\n"
                  "      type(httpx.__loader__).__module__ != 'ocibridge.core.httpx_defer')")
     assert out.split() == ["True", "False", "True", "True"], out
+
+
+def test_a_module_left_for_later_runs_at_its_first_use_and_a_failing_one_raises_at_each(tmp_path):
+    from ocibridge.core.httpx_defer import _OnUse
+
+    (tmp_path / "counted.py").write_text("import builtins\n"
+                                         "builtins.counted_runs = getattr(builtins, 'counted_runs', 0) + 1\n"
+                                         "VALUE = 7\n")
+    (tmp_path / "broken.py").write_text("raise RuntimeError('broken at import')\n")
+    made = {}
+    for name in ("counted", "broken"):
+        spec = importlib.util.spec_from_file_location(name, tmp_path / f"{name}.py")
+        assert spec is not None and spec.loader is not None
+        spec.loader = _OnUse(spec.loader)  # type: ignore[arg-type]
+        made[name] = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(made[name])  # (what the import system does: nothing runs yet)
+    import builtins
+
+    assert not hasattr(builtins, "counted_runs")
+    assert made["counted"].VALUE == 7 and made["counted"].VALUE == 7
+    assert builtins.counted_runs == 1  # type: ignore[attr-defined]
+    del builtins.counted_runs  # type: ignore[attr-defined]
+    for _ in range(2):
+        with pytest.raises(RuntimeError, match="broken at import"):
+            getattr(made["broken"], "anything")  # noqa: B009  (the first use is what runs it)
