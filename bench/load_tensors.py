@@ -18,7 +18,8 @@ empty model cache between them:
   ``safetensors.numpy.load_file`` over the pulled file (the two wall times added);
 - ``curl``: ``curl -o /dev/null`` of the blob (the wire, nothing written);
 - ``into memory``: the blob over one plain socket, ``recv_into`` a ``numpy.empty`` of its size (the
-  wire into fresh memory, as a loader must land it: no hash, no check, no Python per byte). On a
+  wire into fresh memory, as a loader must land it: no hash, no check, no Python per byte), and
+  its exit beside load_tensors' (both free the same memory). On a
   VM the first touch of fresh memory can cost more than the wire (docs/benchmarks.md, issue 80),
   and ``curl`` to /dev/null pays none of it;
 - ``file write``, ``fresh memory``: the machine's landing floors (``bench.landing``): ``dd`` of
@@ -29,6 +30,7 @@ empty model cache between them:
 
 The floor is max(curl, hash) of each round (the issue's), and beside it max(into memory, hash):
 what landing the bytes costs on this machine at least. Medians of the rounds, every sample shown.
+``--baseline DIR`` runs another checkout's ``load``, with its timeline, in the same rounds.
 ``--pages`` names the free memory each sample lands in (``bench.landing.prepare``: ``aged`` is the
 first run after boot); the header names the machine's memory state, before and after.
 """
@@ -94,7 +96,9 @@ print(time.perf_counter() - t)
 """
 
 INTO_MEMORY = """
-import socket, sys, time
+import time
+begun = time.time()
+import socket, sys
 import numpy
 host, port = sys.argv[1].rsplit(":", 1)
 size = int(sys.argv[3])
@@ -114,7 +118,7 @@ with socket.create_connection((host, int(port))) as sock:
         got = sock.recv_into(view[at:])
         assert got, "the registry ended the body early"
         at += got
-print(time.perf_counter() - t)
+print(time.perf_counter() - t, begun, time.time())
 """
 
 
@@ -162,7 +166,8 @@ def run(size_mib: int, count: int, work: Path, repeat: int, pages: str = "as-is"
             subprocess.run(["sync"], check=True)
 
         kinds = ("load", "load_inside", "base", "base_inside", "load_start", "load_to_wire", "load_on_wire",
-                 "load_exit", "load_user", "load_sys", "pull", "load_file", "curl", "memory", "memory_inside",
+                 "load_exit", "load_user", "load_sys", "base_start", "base_to_wire", "base_on_wire", "base_exit",
+                 "base_user", "base_sys", "pull", "load_file", "curl", "memory", "memory_inside", "memory_exit",
                  "hash", "write", "touch")
         samples: dict[str, list[float]] = {k: [] for k in kinds}
         rss: dict[str, list[float]] = {"load": [], "load_file": [], "pull": []}
@@ -179,36 +184,37 @@ def run(size_mib: int, count: int, work: Path, repeat: int, pages: str = "as-is"
             landing.prepare(pages, size)
             return run_measured(cmd, env=env)
 
+        def load_timed(row: str, cwd: str | None, run_env: dict[str, str]) -> None:
+            """One load_tensors process: its wall time, and its timeline (the child's wall clocks
+            beside the parent's: the process's two ends)."""
+            clean()
+            landing.prepare(pages, size)
+            spawned = time.time()
+            s = run_measured([sys.executable, "-c", LOAD, ref], cwd=cwd, env=run_env)
+            reaped = time.time()
+            inside, nbytes, tensors, user, system, begun, ended, connected = s.stdout.split()
+            assert int(nbytes) == count * (size_mib * MiB // count // 4) * 4 and int(tensors) == count
+            samples[row].append(s.seconds)
+            samples[f"{row}_inside"].append(float(inside))
+            samples[f"{row}_start"].append(float(begun) - spawned)
+            samples[f"{row}_to_wire"].append(float(connected) - float(begun))
+            samples[f"{row}_on_wire"].append(float(ended) - float(connected))
+            samples[f"{row}_exit"].append(reaped - float(ended))
+            samples[f"{row}_user"].append(float(user))
+            samples[f"{row}_sys"].append(float(system))
+            if row == "load":
+                rss["load"].append(s.rss_mb)
+
         def load_baseline() -> None:
             """The other checkout's load_tensors, in the same round (its directory the working
             one too: ``-c`` imports from there before PYTHONPATH)."""
-            clean()
             home = str(baseline.resolve()) if baseline is not None else ""
-            path = python_path(home)
-            landing.prepare(pages, size)
-            s = run_measured([sys.executable, "-c", LOAD, ref], cwd=home, env={**env, "PYTHONPATH": path})
-            samples["base"].append(s.seconds)
-            samples["base_inside"].append(float(s.stdout.split()[0]))
+            load_timed("base", home, {**env, "PYTHONPATH": python_path(home)})
 
         for round_ in range(repeat):
             if baseline is not None and round_ % 2 == 1:  # (which goes first alternates: a round's first
                 load_baseline()  # process lands in memory the previous rows just gave back)
-            clean()
-            landing.prepare(pages, size)
-            spawned = time.time()  # (wall clocks, the child's beside the parent's: the process's two ends)
-            s = run_measured([sys.executable, "-c", LOAD, ref], env=env)
-            reaped = time.time()
-            inside, nbytes, tensors, user, system, begun, ended, connected = s.stdout.split()
-            samples["load_start"].append(float(begun) - spawned)
-            samples["load_to_wire"].append(float(connected) - float(begun))
-            samples["load_on_wire"].append(float(ended) - float(connected))
-            samples["load_exit"].append(reaped - float(ended))
-            samples["load_user"].append(float(user))
-            samples["load_sys"].append(float(system))
-            assert int(nbytes) == count * (size_mib * MiB // count // 4) * 4 and int(tensors) == count
-            samples["load"].append(s.seconds)
-            samples["load_inside"].append(float(inside))
-            rss["load"].append(s.rss_mb)
+            load_timed("load", None, env)
             if baseline is not None and round_ % 2 == 0:
                 load_baseline()
             clean()
@@ -223,8 +229,11 @@ def run(size_mib: int, count: int, work: Path, repeat: int, pages: str = "as-is"
             samples["curl"].append(s.seconds)
             s = measured([sys.executable, "-c", INTO_MEMORY, reg.host, f"/v2/{repo}/blobs/{layer.digest}",
                           str(layer.size)])
+            reaped = time.time()
+            inside_memory, _, memory_ended = s.stdout.split()
             samples["memory"].append(s.seconds)
-            samples["memory_inside"].append(float(s.stdout))
+            samples["memory_inside"].append(float(inside_memory))
+            samples["memory_exit"].append(reaped - float(memory_ended))
             landing.prepare(pages, size)
             samples["write"].append(landing.write_sample(work / "written", size).seconds)
             samples["touch"].append(measured(landing.fresh_memory(size)).seconds)
@@ -254,13 +263,18 @@ def run(size_mib: int, count: int, work: Path, repeat: int, pages: str = "as-is"
         f"| the same, CPU of the process: user / system | {show(samples['load_user'])} "
         f"/ {show(samples['load_sys'])} | |",
         *([f"| load_tensors of the baseline ({baseline}), as a process | {show(samples['base'])} "
-           f"| from the call {show(samples['base_inside'])} |"] if baseline is not None else []),
+           f"| from the call {show(samples['base_inside'])} |",
+           f"| the baseline's: the interpreter's start; first line to first connection; first connection to "
+           f"last tensor; last tensor to reaped | {show(samples['base_start'])}; {show(samples['base_to_wire'])}; "
+           f"{show(samples['base_on_wire'])}; {show(samples['base_exit'])} | CPU user / system "
+           f"{show(samples['base_user'])} / {show(samples['base_sys'])} |"] if baseline is not None else []),
         f"| ocibridge pull + safetensors.numpy.load_file, two processes | {show(pull_load)} "
         f"| pull {show(samples['pull'])}; load_file {show(samples['load_file'])} |",
         f"| curl of the blob to /dev/null | {show(samples['curl'])} | |",
         f"| the blob into fresh memory: one socket, recv_into a numpy.empty (as a process) "
         f"| {show(samples['memory'])} | inside the process, from allocating to the last byte: "
-        f"{show(samples['memory_inside'])} |",
+        f"{show(samples['memory_inside'])}; its last byte to reaped (its exit: the same memory freed) "
+        f"{show(samples['memory_exit'])} |",
         f"| {landing.FILE_WRITE}: the size into a new file on this file system | {show(samples['write'])} | |",
         f"| {landing.FRESH_MEMORY}: the size in new memory, every page written once | {show(samples['touch'])} | |",
         f"| the table's hash ({algorithm}) of the bytes in 1 MiB chunks, one thread | {show(samples['hash'])} | |",
@@ -272,7 +286,9 @@ def run(size_mib: int, count: int, work: Path, repeat: int, pages: str = "as-is"
         f"**{in_call / statistics.median(floor):.2f}×** from the call (target ≤ 1.2×); "
         f"/ landing's floor: **{load / statistics.median(landed):.2f}×** as a process",
         *([f"- the baseline's load_tensors / floor: **{_ratio(samples['base'], floor):.2f}×** as a process, "
-           f"**{_ratio(samples['base_inside'], floor):.2f}×** from the call"] if baseline is not None else []),
+           f"**{_ratio(samples['base_inside'], floor):.2f}×** from the call; / landing's floor: "
+           f"**{_ratio(samples['base'], landed):.2f}×**; / (pull + load_file): "
+           f"**{_ratio(samples['base'], pull_load):.2f}×**"] if baseline is not None else []),
         f"- peak RSS of load_tensors: **{peak:.0f} MiB** for {tensor_mib:.0f} MiB of tensors "
         f"({', '.join(f'{x:.0f}' for x in rss['load'])}); the target, 1.15 × tensors + 64 MiB: "
         f"{1.15 * tensor_mib + 64:.0f} MiB; pull's peak {max(rss['pull']):.0f} MiB, load_file's "

@@ -46,7 +46,10 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 import ocibridge.kinds  # noqa: F401  (the kinds tell places their schemes and openers: places/kinds.py)
+from ocibridge.core.httpx_defer import defer_httpx_extras
 from ocibridge.version import __version__ as __version__
+
+defer_httpx_extras()  # httpx's command-line tool and trio: loaded when used (core/httpx_defer.py)
 
 #: (module under ocibridge, the public names it defines): each public name stands here once
 #: (tests/code/test_facade.py holds this table to ``__all__``)

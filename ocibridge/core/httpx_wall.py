@@ -13,7 +13,8 @@ changes one fails that test instead of a transfer:
   answer from a body read with a bound.
 
 Nothing here runs on import. :func:`defer_cli` is called by the ``ocibridge`` command only,
-never by a program that imports ocibridge.
+never by a program that imports ocibridge (which gets ``httpx_defer``'s milder deferral: the
+same modules loaded when used, not refused).
 """
 
 from __future__ import annotations
@@ -94,8 +95,8 @@ def defer_cli() -> None:
     from asyncio later, and takes asyncio when that import fails. A finder refuses httpx's CLI
     once (nothing is put in ``sys.modules``: a later ``import httpx._main`` loads the real
     module) and trio for the process. Called by :func:`ocibridge.cli.run` only (which never
-    runs httpx's CLI nor runs under trio; a program importing ocibridge is left as it is), and a
-    no-op once httpx is imported.
+    runs httpx's CLI nor runs under trio; a program importing ocibridge has both loaded when it
+    uses them: ``httpx_defer``), and a no-op once httpx is imported.
     """
     if "httpx" in sys.modules or _CLI in sys.modules:
         return

@@ -8,7 +8,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ocibridge.errors import SignatureError
-from ocibridge.scanning.stored import newest, stored_reports
 
 if TYPE_CHECKING:
     from ocibridge.oci.models import Descriptor
@@ -18,7 +17,9 @@ if TYPE_CHECKING:
 
 def require_clean_scan(store: Store, subject: Descriptor, requirement: Requirement) -> None:
     """Raise :class:`SignatureError` (one line: why) unless the newest report of ``subject``
-    signed by a key of ``requirement`` is clean."""
+    signed by a key of ``requirement`` is clean (the reports' modules imported here: every use
+    of a model passes this judge, and only a policy that asks for a clean scan calls it)."""
+    from ocibridge.scanning.stored import newest, stored_reports
     from ocibridge.signing import keys
 
     public = [(k.name, keys.public_key_from_pem(k.read(), k.name)) for k in requirement.keys]

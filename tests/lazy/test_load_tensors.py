@@ -301,11 +301,13 @@ def test_load_tensors_holds_the_tensors_and_little_more(models):
 
 
 #: what a whole-model load has no use for, each loaded before the first byte otherwise (issue 91: 22
-#: modules): the copy of push and pull (its sample index, progress) and the lazy reader of
-#: open_model's files with its cache code (the load reads its ranges itself)
+#: modules): the copy of push and pull (its sample index, progress), the lazy reader of
+#: open_model's files with its cache code (the load reads its ranges itself), and the stored scan
+#: reports (read only under a policy that asks for a clean scan)
 LOAD_UNUSED = ("ocibridge.transfer.copy", "ocibridge.transfer.askfirst", "ocibridge.transfer.sampleindex",
                "ocibridge.lazyread.blobreader", "ocibridge.lazyread.keeper", "ocibridge.lazyread.layerfill",
-               "ocibridge.chunks.delta", "ocibridge.stores.partial")
+               "ocibridge.chunks.delta", "ocibridge.stores.partial", "ocibridge.scanning.stored",
+               "ocibridge.scanning.report")
 LOAD_PROBE = """
 import sys, ocibridge
 tensors = ocibridge.load_tensors(sys.argv[1])
