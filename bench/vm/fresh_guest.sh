@@ -26,6 +26,7 @@ options:
   --cpus N          the guest's vCPUs (default 2)
   --mem SIZE        the guest's memory, as qemu's -m takes it (default 8G)
   --disk SIZE       the scratch disk, sparse (default 24G)
+  --disk-dir DIR    the folder its file is made in, on a disk, not tmpfs (default /var/tmp)
   --again-after MIN passed to bench.fresh_vm: a second pass MIN minutes after the first began,
                     the guest staying up between them
   --out DIR         where the serial log, table.md and the benches' logs go
@@ -34,28 +35,35 @@ options:
   --timeout MIN     power the guest off after MIN minutes (default 120, + --again-after)
   --accel tcg       QEMU's emulated CPU instead of KVM: checks the flow on a machine without
                     (hardware) KVM; its figures mean nothing
+  --write           append the guest's table to docs/benchmarks.md here (bench.fresh_vm's own
+                    --write would write into the guest's memory)
   -h, --help        this text
 EOF
 }
 fail() { echo "fresh_guest.sh: $*" >&2; exit 1; }
 
-cpus=2 mem=8G disk=24G again= out= kernel= timeout_min=120 accel=kvm
+cpus=2 mem=8G disk=24G disk_dir=/var/tmp again= out= kernel= timeout_min=120 accel=kvm write=
 while [ $# -gt 0 ]; do
   case $1 in
     --cpus) cpus=${2:?}; shift 2 ;;
     --mem) mem=${2:?}; shift 2 ;;
     --disk) disk=${2:?}; shift 2 ;;
+    --disk-dir) disk_dir=${2:?}; shift 2 ;;
     --again-after) again=${2:?}; shift 2 ;;
     --out) out=${2:?}; shift 2 ;;
     --kernel) kernel=${2:?}; shift 2 ;;
     --timeout) timeout_min=${2:?}; shift 2 ;;
     --accel) accel=${2:?}; shift 2 ;;
+    --write) write=1; shift ;;
     -h|--help) usage; exit 0 ;;
     --) shift; break ;;
     *) echo "fresh_guest.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
 bench_args=("$@")
+for a in "${bench_args[@]}"; do
+  [ "$a" = --write ] && fail "--write goes before --: bench.fresh_vm's own would write into the guest's memory"
+done
 [ -n "$again" ] && bench_args+=(--again-after "$again")
 
 # -- what the host needs -------------------------------------------------------------------------
@@ -116,9 +124,14 @@ while read -r verb path _; do
 done <<<"$mods"
 (cd "$root" && find . | cpio -o -H newc --quiet | gzip -1) >"$work/initramfs.gz" || fail "building the initramfs failed"
 
-# -- the scratch disk, new each run -----------------------------------------------------------------
-truncate -s "$disk" "$work/scratch.img" || fail "cannot make a $disk scratch disk in $work"
-mkfs.ext4 -q -F -i 65536 -E lazy_itable_init=0,lazy_journal_init=0 "$work/scratch.img" \
+# -- the scratch disk, new each run: its writes go past the host's page cache (cache=none), as a cloud
+# VM's go to its volume; formatted whole now, so that no lazy init writes in the guest's first minutes
+[ "$(stat -f -c %T "$disk_dir" 2>/dev/null)" = tmpfs ] \
+  && fail "--disk-dir $disk_dir is tmpfs (memory, no O_DIRECT): give a folder on a disk"
+scratch=$(mktemp "$disk_dir/fresh-guest-scratch.XXXXXX") || fail "cannot make the scratch disk's file in $disk_dir"
+trap 'rm -rf "$work" "$scratch"' EXIT
+truncate -s "$disk" "$scratch" || fail "cannot make a $disk scratch disk in $disk_dir"
+mkfs.ext4 -q -F -i 65536 -E lazy_itable_init=0,lazy_journal_init=0 "$scratch" \
   || fail "mkfs.ext4 on the scratch disk failed"
 
 # -- the guest's arguments, then the guest -------------------------------------------------------------
@@ -137,7 +150,7 @@ timeout --foreground -k 30 "$((limit * 60))" qemu-system-x86_64 \
   -device virtio-9p-pci,fsdev=rootfs,mount_tag=rootfs \
   -fsdev "local,id=out,path=$out,security_model=none" \
   -device virtio-9p-pci,fsdev=out,mount_tag=out \
-  -drive "file=$work/scratch.img,format=raw,if=virtio,cache=none,aio=native" \
+  -drive "file=$scratch,format=raw,if=virtio,cache=none,aio=native" \
   </dev/null
 qemu_rc=$?
 
@@ -152,4 +165,7 @@ grep -a "^# pass " "$out/serial.log" 2>/dev/null | sed 's/^/fresh_guest.sh: gues
 if grep -q "skipped:\|failed:" "$out/table.md"; then
   fail "rows without a figure in the guest: $(grep -o '| [^|]* | [^|]*\(skipped\|failed\):[^|]*' "$out/table.md" | tr '\n' ';') (see $out/table.md)"
 fi
-echo "fresh_guest.sh: every row measured; table in $out/table.md, serial log in $out/serial.log, logs in $out/logs"
+if [ -n "$write" ]; then
+  cat "$out/table.md" >>"$checkout/docs/benchmarks.md" || fail "cannot append to $checkout/docs/benchmarks.md"
+fi
+echo "fresh_guest.sh: every row measured; table in $out/table.md${write:+ (appended to docs/benchmarks.md)}, serial log in $out/serial.log, logs in $out/logs"
