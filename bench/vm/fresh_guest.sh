@@ -65,6 +65,9 @@ for a in "${bench_args[@]}"; do
   [ "$a" = --write ] && fail "--write goes before --: bench.fresh_vm's own would write into the guest's memory"
 done
 [ -n "$again" ] && bench_args+=(--again-after "$again")
+again_min=$(printf '%.0f' "${again:-0}" 2>/dev/null) || fail "--again-after $again: minutes, a number"
+[[ $timeout_min =~ ^[0-9]+$ ]] || fail "--timeout $timeout_min: whole minutes"
+limit=$((timeout_min + again_min + 1))
 
 # -- what the host needs -------------------------------------------------------------------------
 command -v qemu-system-x86_64 >/dev/null || fail "no qemu-system-x86_64: apt-get install qemu-system-x86"
@@ -138,7 +141,6 @@ mkfs.ext4 -q -F -i 65536 -E lazy_itable_init=0,lazy_journal_init=0 "$scratch" \
 printf 'set --' >"$out/guest.args"
 printf ' %q' "${bench_args[@]}" >>"$out/guest.args"
 echo >>"$out/guest.args"
-limit=$((timeout_min + ${again:-0}))
 echo "fresh_guest.sh: $cpus vCPUs ($accel), $mem, kernel $kver, scratch $disk; out $out (up to $limit min)"
 timeout --foreground -k 30 "$((limit * 60))" qemu-system-x86_64 \
   -nodefaults -no-user-config "${machine[@]}" -machine q35 -smp "$cpus" -m "$mem" \

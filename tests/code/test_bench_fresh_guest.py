@@ -48,6 +48,16 @@ def test_bench_fresh_vm_own_write_is_refused_with_why() -> None:
         "fresh_guest.sh: --write goes before --: bench.fresh_vm's own would write into the guest's memory"]
 
 
+@pytest.mark.parametrize(("args", "line"), [
+    (["--again-after", "soon"], "fresh_guest.sh: --again-after soon: minutes, a number"),
+    (["--timeout", "1.5"], "fresh_guest.sh: --timeout 1.5: whole minutes"),
+])
+def test_a_wrong_figure_is_refused_before_anything_starts(args: list[str], line: str) -> None:
+    done = run(*args, "--", "--size", "64")
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines() == [line]
+
+
 def test_an_unknown_argument_is_one_line_and_exit_2() -> None:
     done = run("--nonsense")
     assert done.returncode == 2
