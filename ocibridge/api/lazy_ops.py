@@ -40,15 +40,17 @@ class LazyModel(RemoteModel):
         self.close()
 
 
-def _store(parsed: RegistryReference, transfer: TransferOptions | None,
-           stall: StallBound | None = None, pool_size: int | None = None) -> tuple[LazySource, str]:
+def _store(parsed: RegistryReference, transfer: TransferOptions | None, stall: StallBound | None = None,
+           pool_size: int | None = None, blob_homes_on_disk: bool = True) -> tuple[LazySource, str]:
     """The registry repository; with ``stall``, every piece of a blob received is told to it,
     and no request waits longer than its bound for an answer (each attempt: a fetch silent
     past a read's bound is asked again no later); ``pool_size``: at least as many connections
-    (as requests in flight: load_tensors)."""
+    (as requests in flight: load_tensors); ``blob_homes_on_disk``: as RegistryOptions'."""
     from ocibridge.stores.registry import open_repository
 
     options = (transfer or TransferOptions()).registry_options()
+    if not blob_homes_on_disk:
+        options = options.updated({"blob_homes_on_disk": False})
     if pool_size is not None and pool_size > options.pool_size:  # as many connections as requests in flight
         options = options.updated({"pool_size": pool_size})
     if stall is None or stall.seconds is None:
@@ -118,7 +120,9 @@ def opened_model(ref: str | Locator, *, transfer: TransferOptions | None = None,
                  through_cache: bool = False) -> LazyModel:
     """:func:`open_model` for the API's other readers (``load_tensors``): every check the same,
     with a connection pool of at least ``pool_size``. ``through_cache``: every blob is fetched
-    into the model cache once and read from there (the processes of a node share the fetch)."""
+    into the model cache once and read from there (the processes of a node share the fetch).
+    Neither it nor ``cache``: a read into memory that writes nothing to disk, so where its
+    manifests say blobs live is kept in this process, not in the on-disk index of mount sources."""
     from ocibridge.signing.policy_place import find_policy_file
 
     checked = verify is not None or find_policy_file() is not None  # (else nothing to check: no policy code loads)
@@ -126,7 +130,7 @@ def opened_model(ref: str | Locator, *, transfer: TransferOptions | None = None,
     assert isinstance(parsed, RegistryReference)
     keys, use = _use_policy(verify, parsed) if checked else (None, None)
     stall = StallBound(read_timeout)  # (refuses a bound of 0 or less before anything is opened)
-    store, reference = _store(parsed, transfer, stall, pool_size)
+    store, reference = _store(parsed, transfer, stall, pool_size, blob_homes_on_disk=cache or through_cache)
     try:
         chunk_store = None
         reader: LazySource = store

@@ -46,12 +46,13 @@ class BlobHomes:
         """``repository`` holds ``digest``: sent, mounted or found there."""
         self.remember_all(base, repository, [digest])
 
-    def remember_all(self, base: str, repository: str, digests: Iterable[str]) -> None:
-        """``repository`` holds every one of ``digests`` (a manifest read there names them)."""
+    def remember_all(self, base: str, repository: str, digests: Iterable[str], *, on_disk: bool = True) -> None:
+        """``repository`` holds every one of ``digests`` (a manifest read there names them);
+        ``on_disk=False``: in this process only (a read that promises to write nothing)."""
         digests = list(digests)
         self._front(base, repository, digests)
         index = self._index
-        if index is not None and self._writes is not None:
+        if on_disk and index is not None and self._writes is not None:
             where = index.file()  # the cache root of now, wherever it is when the write runs
             if where is not None:
                 self._writes.submit(lambda: index.remember(base, repository, digests, where))
@@ -112,21 +113,22 @@ class BlobHomes:
 BLOB_HOMES = BlobHomes(index=BlobIndex())
 
 
-def remember_manifest_blobs(base: str, repository: str, data: bytes, media_type: str) -> None:
+def remember_manifest_blobs(base: str, repository: str, data: bytes, media_type: str, *, on_disk: bool = True) -> None:
     """A manifest read in ``repository`` names blobs it holds (a registry takes no manifest
-    whose blobs it lacks): remembered as mount sources for later pushes."""
+    whose blobs it lacks): remembered as mount sources for later pushes (``on_disk``: as
+    :meth:`BlobHomes.remember_all`)."""
     try:
         manifest = parse_manifest_bytes(data, media_type)
     except OcibridgeError:
         return
-    remember_blobs_of(base, repository, manifest)
+    remember_blobs_of(base, repository, manifest, on_disk=on_disk)
 
 
-def remember_blobs_of(base: str, repository: str, manifest: Manifest | Index) -> None:
+def remember_blobs_of(base: str, repository: str, manifest: Manifest | Index, *, on_disk: bool = True) -> None:
     """The blobs of a manifest already parsed, remembered as :func:`remember_manifest_blobs`
     does (an index names no blobs)."""
     if isinstance(manifest, Manifest):
         digests = [d for d in (manifest.config.digest, *(layer.digest for layer in manifest.layers))
                    if d != EMPTY_DIGEST]  # the empty JSON blob (records, leases): sent, never mounted
         if digests:
-            BLOB_HOMES.remember_all(base, repository, digests)
+            BLOB_HOMES.remember_all(base, repository, digests, on_disk=on_disk)

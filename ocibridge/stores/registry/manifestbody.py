@@ -33,11 +33,11 @@ def capped_body(response: httpx.Response, too_large: str) -> bytes:
     return b"".join(parts)
 
 
-def described(base: str, repository: str, digest: str, data: bytes,
-              content_type: str | None) -> tuple[Descriptor, Manifest | Index | None]:
+def described(base: str, repository: str, digest: str, data: bytes, content_type: str | None, *,
+              on_disk: bool = True) -> tuple[Descriptor, Manifest | Index | None]:
     """A fetched manifest's descriptor (its media type from the answer, else from its bytes),
     and where its blobs live, learnt from one parse (None when the bytes are no manifest of the
-    type named: the caller's own parse says so)."""
+    type named: the caller's own parse says so); ``on_disk``: as :func:`remember_blobs_of`."""
     media_type = media_type_of(content_type)
     named = media_type if media_type in ALL_MANIFEST_TYPES else None
     try:
@@ -48,5 +48,5 @@ def described(base: str, repository: str, digest: str, data: bytes,
         node = None
     media_type = named or (node.mediaType if node is not None else None) or OCI_MANIFEST
     if node is not None:
-        remember_blobs_of(base, repository, node)
+        remember_blobs_of(base, repository, node, on_disk=on_disk)
     return Descriptor(mediaType=media_type, digest=digest, size=len(data)), node

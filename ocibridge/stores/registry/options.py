@@ -61,7 +61,7 @@ class RegistryOptions:
     Transport: plain_http, insecure, ca_file, tls, timeouts, retries, pool_size, limit_rate,
     rate_budget, user_agent, request_gate, layers (the caller's own transports, each wrapping the one below, every
     request passing them, token requests too). Credentials (read by the store opener, never by the client): username,
-    password, authfile, docker_config. Store: chunk_size, part_size, parts_in_flight.
+    password, authfile, docker_config. Store: chunk_size, part_size, parts_in_flight, blob_homes_on_disk.
     """
 
     plain_http: bool = False
@@ -90,6 +90,9 @@ class RegistryOptions:
     chunk_size: int | None = None  # PATCH uploads of this many bytes (None: one PUT)
     part_size: int | None = None  # ranged pulls: bytes per part
     parts_in_flight: int | None = None  # ranged pulls: parts at once per blob
+    # where a manifest read saw blobs goes to the on-disk index of mount sources (blobhomes.py);
+    # False: kept in this process only, for a read that promises to write nothing (load_tensors)
+    blob_homes_on_disk: bool = True
 
     @classmethod
     def of(cls, values: Mapping[str, Any]) -> RegistryOptions:

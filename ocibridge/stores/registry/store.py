@@ -169,7 +169,8 @@ class RegistryStore(ClosesOnExit):
         verify_bytes(data, desc.digest, desc.size)
         media_type = media_type_of(got.headers.get("content-type"))
         media_type = media_type if media_type in ALL_MANIFEST_TYPES else desc.mediaType
-        remember_manifest_blobs(self.client.base, self.repository, data, media_type)
+        remember_manifest_blobs(self.client.base, self.repository, data, media_type,
+                                on_disk=self.client.options.blob_homes_on_disk)
         return media_type, data
 
     def _get_manifest(self, reference: str) -> tuple[bytes, httpx.Response]:
@@ -253,7 +254,8 @@ class RegistryStore(ClosesOnExit):
         and where its blobs live, learnt from one parse (None when the bytes are no manifest: the
         caller's own parse says so): what ``resolve`` and ``read_manifest`` both do after a GET."""
         check_commit_tag(reference, digest, self.describe())
-        return described(self.client.base, self.repository, digest, data, content_type)
+        return described(self.client.base, self.repository, digest, data, content_type,
+                         on_disk=self.client.options.blob_homes_on_disk)
 
     def tags(self) -> list[str]:
         """Every tag, following ``Link: <…>; rel="next"`` pages (taglist.py)."""
