@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import ctypes
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _malloc = _libc.malloc
@@ -61,12 +61,19 @@ CAP_SPLICE_WRITE = 1 << 7
 MAX_READ = 1024 * 1024 - 16 * 1024
 
 
+@runtime_checkable
+class ReadCapped(Protocol):
+    """A connection that says the largest read (libfuse 3's ``fuse_conn_info``; 2's has none)."""
+
+    max_read: int
+
+
 def want_spliced_replies(conn: Any) -> None:
     """At ``init``: reads of at most :data:`MAX_READ` (``conn`` must say what the mount option
     said), and replies given by descriptor spliced where the kernel can."""
     if conn is None:
         return
-    if hasattr(conn, "max_read"):
+    if isinstance(conn, ReadCapped):
         conn.max_read = MAX_READ
     if conn.capable & CAP_SPLICE_WRITE:
         conn.want |= CAP_SPLICE_WRITE
