@@ -2,10 +2,12 @@
 ``ocibridge scan REF --key`` shows its clean verdict and scanner, signed (verified once serve has
 the scanner's key); one pushed with ``push --scan quarantine`` shows flagged and each finding's
 file; one never scanned says so. Under ``--scan quarantine`` the report is verified with the keys
-that decide the quarantine (``--scan-verify-key``), with no ``--verify-key`` at all."""
+that decide the quarantine (``--scan-verify-key``), with no ``--verify-key`` at all, and the panel
+shows the report the quarantine follows, naming the newer ones that do not count."""
 
 from __future__ import annotations
 
+import dataclasses
 import html as html_lib
 import re
 import uuid
@@ -15,8 +17,13 @@ from serving import serving
 
 from ocibridge.cli import main
 from ocibridge.hubserver.repo.quarantined import trusted_keys
+from ocibridge.oci.reference import parse_registry_reference
+from ocibridge.scanning.files import now
+from ocibridge.scanning.report import FileScan, Finding
+from ocibridge.scanning.stored import attach_report, stored_reports
 from ocibridge.signing.keys import load_private_key
 from ocibridge.signing.verify import VerifyPolicy
+from ocibridge.stores.registry import open_repository
 from tests.modelgen import make_bert_model
 from tests.serve.test_serve_web import get, page_checks
 from tests.signing_keys import key_pair
@@ -28,7 +35,8 @@ def scanned(tmp_path_factory, registry):
     """acme/clean (scanned clean, report and model signed by scanner.key), acme/bad (a torch
     pickle calling os.system as sub/dir/weights.dat, quarantined with its signed flagged report),
     acme/plain (never scanned), acme/unsigned (its report attached without a key), acme/foreign
-    (signed by scanner.key, its report by another key)."""
+    (signed by scanner.key, its report by another key), acme/overruled (scanned clean by
+    scanner.key, then a flagged report attached unsigned on top, then a clean one by another key)."""
     root = tmp_path_factory.mktemp("scanpage")
     prefix = f"{registry.host}/scanpage-{uuid.uuid4().hex[:10]}"
     key, pub = key_pair(root / "keys", "scanner")
@@ -49,6 +57,16 @@ def scanned(tmp_path_factory, registry):
     assert main(["push", str(make_bert_model(root / "foreign")), foreign, "-q"]) == 0
     assert main(["scan", foreign, "--key", str(other)]) == 0
     assert main(["sign", foreign, "--key", str(key)]) == 0
+    overruled = f"{prefix}/acme/overruled:latest"
+    assert main(["push", str(make_bert_model(root / "overruled")), overruled, "-q"]) == 0
+    assert main(["scan", overruled, "--key", str(key)]) == 0
+    store = open_repository(parse_registry_reference(overruled))
+    subject = store.resolve("latest")
+    trusted = stored_reports(store, subject)[-1].report
+    forged = (FileScan("pytorch_model.bin", 1, "pickle", (Finding("pytorch_model.bin", "critical", "forged: calls "
+                                                                  "os.system"),)),)
+    attach_report(store, subject, dataclasses.replace(trusted, files=forged, scanned_at=now()))
+    assert main(["scan", overruled, "--key", str(other)]) == 0
     return prefix, pub
 
 
@@ -98,6 +116,8 @@ def test_under_scan_quarantine_the_panel_verifies_the_report_with_the_scan_verif
         foreign = _panel(page_checks(get(served.url + "/acme/foreign")))
     assert (f'<span class="scan-signed">signed, verified with a key serve trusts for scan reports '
             f'(--scan-verify-key {pub})</span>') in clean, clean
+    assert '<span class="scan-decides">The newest scan report, the one --scan quarantine follows</span>' in clean
+    assert "scan-passed-over" not in clean
     assert (f'<span class="scan-signed">signed, but by none of the keys serve trusts for scan reports '
             f'(--scan-verify-key {pub})</span>') in foreign, foreign
     assert "verified with" not in foreign and "--verify-key" not in foreign.replace("--scan-verify-key", "")
@@ -117,3 +137,27 @@ def test_a_report_signed_with_serves_own_key_is_verified_as_its_own(scanned):
         clean = _panel(page_checks(get(served.url + "/acme/clean")))
     assert ("signed, verified with a key serve trusts for scan reports (serve’s own key (--attest-key, else "
             "--sign-key))") in clean, clean
+
+
+def test_under_scan_quarantine_the_panel_shows_the_report_that_decides_not_a_newer_one_that_does_not(scanned):
+    """acme/overruled: scanned clean by the trusted key, then a flagged report attached unsigned and
+    a clean one signed by another key on top. serve follows the trusted one (the model is served);
+    the page shows that one as deciding, and says the two newer ones do not count and why.
+    Without --scan quarantine the page shows the newest, as before."""
+    prefix, pub = scanned
+    with serving([prefix], quarantine=trusted_keys([str(pub)], None)) as served:
+        assert get(served.url + "/api/models/acme/overruled").status_code == 200  # not held: the clean one decides
+        page = _panel(page_checks(get(served.url + "/acme/overruled")))
+    assert ('<span class="scan-decides">The scan report --scan quarantine follows (the newest signed by a key '
+            'serve trusts)</span>: <span class="badge ok">clean</span>') in page, page
+    assert (f'<span class="scan-signed">signed, verified with a key serve trusts for scan reports '
+            f'(--scan-verify-key {pub})</span>') in page
+    assert ('<p class="scan-passed-over">2 newer reports do not count (1 unsigned, 1 signed by a key serve does '
+            'not trust): only a report signed by a key serve trusts decides --scan quarantine.</p>') in page, page
+    assert "forged" not in page and '<tr class="scan-finding">' not in page  # the unsigned report's finding
+    with serving([prefix]) as served:
+        plain = _panel(page_checks(get(served.url + "/acme/overruled")))
+    assert "The newest scan report: " in plain and "scan-decides" not in plain and "scan-passed-over" not in plain
+    assert '<span class="badge ok">clean</span>' in plain  # the newest: clean, signed by the other key
+    shown = lambda panel: re.findall(r"Referrer <code>(sha256:[0-9a-f]{64})</code>", panel)  # noqa: E731
+    assert len(shown(plain)) == 1 and shown(plain) != shown(page)  # another report than the one that decides

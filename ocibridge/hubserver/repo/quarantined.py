@@ -14,6 +14,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ocibridge.core import environment
@@ -21,7 +22,10 @@ from ocibridge.errors import UsageError
 
 if TYPE_CHECKING:
     from ocibridge.hubserver.repo.catalog import Resolved
+    from ocibridge.oci.models import Descriptor
+    from ocibridge.scanning.stored import StoredReport
     from ocibridge.signing.keys import PrivateKey, PublicKey
+    from ocibridge.stores.base import Store
 
 #: seconds a manifest's quarantine state is kept before its reports are read again
 KEPT_FOR = 5.0
@@ -45,6 +49,36 @@ def trusted_keys(paths: Sequence[str], own: PrivateKey | None) -> TrustedKeys:
                          "--scan-verify-key PUB (the key of whoever may release, repeatable) or --sign-key KEY "
                          "(its own reports signed and trusted)")
     return tuple(found)
+
+
+@dataclass(frozen=True)
+class Deciding:
+    """The scan report the quarantine follows for a model manifest, and the newer ones it does not."""
+
+    report: StoredReport | None  # None: none decides (none trusted, none flagged): the model is not held
+    trusted: bool  # signed by a trusted key; False: none is, and the newest flagged one holds the model
+    passed_over: tuple[StoredReport, ...] = ()  # newer than ``report``: unsigned, or signed by another key
+
+
+def deciding_report(store: Store, model: Descriptor, keys: TrustedKeys, largest: int | None = None) -> Deciding:
+    """The one choice of the report that decides: the quarantine holds by it, the model page shows
+    it. ``largest``: a report whose document is larger is skipped unread (a page's bound)."""
+    from ocibridge.scanning.report import FLAGGED
+    from ocibridge.scanning.stored import newest, stored_reports
+
+    every = stored_reports(store, model, largest=largest)
+    signed = any(r.signed for r in every)  # else none can be trusted: not read again
+    trusted = newest(stored_reports(store, model, list(keys), largest=largest)) if signed else None
+    found = trusted or newest([r for r in every if r.report.verdict == FLAGGED])
+    if found is None:
+        return Deciding(None, False)
+    at = _order(found)
+    return Deciding(found, trusted is not None, tuple(r for r in every if _order(r) > at))
+
+
+def _order(found: StoredReport) -> tuple[str, str]:
+    """Where a report stands among its manifest's reports (as ``stored_reports`` sorts them)."""
+    return found.report.scanned_at, found.referrer.digest
 
 
 class QuarantineBook:
@@ -72,13 +106,9 @@ class QuarantineBook:
 
     def _why(self, resolved: Resolved) -> str | None:
         from ocibridge.scanning.report import FLAGGED
-        from ocibridge.scanning.stored import newest, stored_reports
 
-        store, model = resolved.repo.store, resolved.model
-        found = newest(stored_reports(store, model, list(self.keys)))
-        if found is not None:
-            return found.report.refusal() if found.report.verdict == FLAGGED else None
-        flagged = [r for r in stored_reports(store, model) if r.report.verdict == FLAGGED]
-        if not flagged:
+        decides = deciding_report(resolved.repo.store, resolved.model, self.keys)
+        if decides.report is None or decides.report.report.verdict != FLAGGED:
             return None
-        return f"{flagged[-1].report.refusal()} (no scan report signed by a key serve trusts releases it)"
+        why = decides.report.report.refusal()
+        return why if decides.trusted else f"{why} (no scan report signed by a key serve trusts releases it)"
