@@ -36,7 +36,7 @@ def scanned(tmp_path_factory, registry):
     pickle calling os.system as sub/dir/weights.dat, quarantined with its signed flagged report),
     acme/plain (never scanned), acme/unsigned (its report attached without a key), acme/foreign
     (signed by scanner.key, its report by another key), acme/overruled (scanned clean by
-    scanner.key, then a flagged report attached unsigned on top, then a clean one by another key)."""
+    scanner.key, then a clean one by another key, then a flagged report attached unsigned on top)."""
     root = tmp_path_factory.mktemp("scanpage")
     prefix = f"{registry.host}/scanpage-{uuid.uuid4().hex[:10]}"
     key, pub = key_pair(root / "keys", "scanner")
@@ -65,8 +65,8 @@ def scanned(tmp_path_factory, registry):
     trusted = stored_reports(store, subject)[-1].report
     forged = (FileScan("pytorch_model.bin", 1, "pickle", (Finding("pytorch_model.bin", "critical", "forged: calls "
                                                                   "os.system"),)),)
-    attach_report(store, subject, dataclasses.replace(trusted, files=forged, scanned_at=now()))
     assert main(["scan", overruled, "--key", str(other)]) == 0
+    attach_report(store, subject, dataclasses.replace(trusted, files=forged, scanned_at=now()))
     return prefix, pub
 
 
@@ -140,10 +140,10 @@ def test_a_report_signed_with_serves_own_key_is_verified_as_its_own(scanned):
 
 
 def test_under_scan_quarantine_the_panel_shows_the_report_that_decides_not_a_newer_one_that_does_not(scanned):
-    """acme/overruled: scanned clean by the trusted key, then a flagged report attached unsigned and
-    a clean one signed by another key on top. serve follows the trusted one (the model is served);
-    the page shows that one as deciding, and says the two newer ones do not count and why.
-    Without --scan quarantine the page shows the newest, as before."""
+    """acme/overruled: scanned clean by the trusted key, then a clean report signed by another key
+    and a flagged one attached unsigned on top. serve follows the trusted one (the model is served);
+    the page shows that one as deciding, not the flagged newest, and says the two newer ones do not
+    count and why. Without --scan quarantine the page shows the newest, as before."""
     prefix, pub = scanned
     with serving([prefix], quarantine=trusted_keys([str(pub)], None)) as served:
         assert get(served.url + "/api/models/acme/overruled").status_code == 200  # not held: the clean one decides
@@ -158,6 +158,7 @@ def test_under_scan_quarantine_the_panel_shows_the_report_that_decides_not_a_new
     with serving([prefix]) as served:
         plain = _panel(page_checks(get(served.url + "/acme/overruled")))
     assert "The newest scan report: " in plain and "scan-decides" not in plain and "scan-passed-over" not in plain
-    assert '<span class="badge ok">clean</span>' in plain  # the newest: clean, signed by the other key
+    assert '<span class="badge bad">flagged</span>' in plain and "forged: calls os.system" in plain  # the newest
+    assert '<span class="scan-signed">unsigned</span>' in plain
     shown = lambda panel: re.findall(r"Referrer <code>(sha256:[0-9a-f]{64})</code>", panel)  # noqa: E731
     assert len(shown(plain)) == 1 and shown(plain) != shown(page)  # another report than the one that decides
