@@ -36,7 +36,8 @@ def scanned(tmp_path_factory, registry):
     pickle calling os.system as sub/dir/weights.dat, quarantined with its signed flagged report),
     acme/plain (never scanned), acme/unsigned (its report attached without a key), acme/foreign
     (signed by scanner.key, its report by another key), acme/overruled (scanned clean by
-    scanner.key, then a clean one by another key, then a flagged report attached unsigned on top)."""
+    scanner.key, then a clean one by another key, then a flagged report attached unsigned on top),
+    acme/held (three reports attached unsigned: clean, flagged, clean)."""
     root = tmp_path_factory.mktemp("scanpage")
     prefix = f"{registry.host}/scanpage-{uuid.uuid4().hex[:10]}"
     key, pub = key_pair(root / "keys", "scanner")
@@ -67,6 +68,14 @@ def scanned(tmp_path_factory, registry):
                                                                   "os.system"),)),)
     assert main(["scan", overruled, "--key", str(other)]) == 0
     attach_report(store, subject, dataclasses.replace(trusted, files=forged, scanned_at=now()))
+    held = f"{prefix}/acme/held:latest"
+    assert main(["push", str(make_bert_model(root / "held")), held, "-q"]) == 0
+    assert main(["scan", held]) == 0
+    store = open_repository(parse_registry_reference(held))
+    subject = store.resolve("latest")
+    unsigned_clean = stored_reports(store, subject)[-1].report
+    attach_report(store, subject, dataclasses.replace(unsigned_clean, files=forged, scanned_at=now()))
+    attach_report(store, subject, dataclasses.replace(unsigned_clean, scanned_at=now()))
     return prefix, pub
 
 
@@ -162,3 +171,17 @@ def test_under_scan_quarantine_the_panel_shows_the_report_that_decides_not_a_new
     assert '<span class="scan-signed">unsigned</span>' in plain
     shown = lambda panel: re.findall(r"Referrer <code>(sha256:[0-9a-f]{64})</code>", panel)  # noqa: E731
     assert len(shown(plain)) == 1 and shown(plain) != shown(page)  # another report than the one that decides
+
+
+def test_with_no_trusted_report_the_panel_shows_the_flagged_one_that_holds_the_model(scanned):
+    """acme/held: no report signed by a key serve trusts, so the newest flagged one holds the model
+    (an unsigned clean one on top lets nothing out); the page shows that one, and says why the newer does not count."""
+    prefix, pub = scanned
+    with serving([prefix], quarantine=trusted_keys([str(pub)], None)) as served:
+        assert get(served.url + "/api/models/acme/held").status_code == 403  # held
+        page = _panel(page_checks(get(served.url + "/acme/held")))
+    assert ('<span class="scan-decides">The scan report --scan quarantine follows (none is signed by a key serve '
+            'trusts: the newest flagged one holds the model)</span>: <span class="badge bad">flagged</span>') in page
+    assert "forged: calls os.system" in page and '<span class="scan-signed">unsigned</span>' in page
+    assert ('<p class="scan-passed-over">1 newer report does not count (1 unsigned): only a report signed by a key '
+            'serve trusts decides --scan quarantine.</p>') in page, page
