@@ -29,7 +29,7 @@ def _fallocate() -> Callable[[int, int, int, int], int] | None:
         call = ctypes.CDLL(None, use_errno=True).fallocate
         call.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
         call.restype = ctypes.c_int
-        return call  # type: ignore[no-any-return]
+        return call
     return None
 
 
