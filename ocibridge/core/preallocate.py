@@ -2,8 +2,8 @@
 
 Why: ext4 allocates a file written piece by piece as its pages are dirtied (delayed
 allocation: a reservation, an extent looked up and inserted, for every page written); a file
-whose blocks are taken at once is written into extents that already exist. A xorb of 64 MiB
-written in 256 KiB pieces cost serve's writer about a third less kernel CPU so.
+whose blocks are taken at once is written into extents that already exist, for less of the
+writer's kernel CPU (docs/bench-2core-serve-cpu.md).
 ``FALLOC_FL_KEEP_SIZE``: the file's size stays what is written, so a body that ends early
 leaves no zeros behind it. Not ``os.posix_fallocate``: where the file system has no
 ``fallocate``, the C library emulates it by writing a byte into every block.
