@@ -120,6 +120,47 @@ def test_a_xorb_body_that_is_not_its_hash_is_refused_and_one_cut_short_keeps_not
     assert kept(served)[name] == body
 
 
+def test_a_xorb_being_received_has_the_disk_blocks_of_its_declared_length_and_keeps_its_size(served):
+    """Its blocks are taken as its body begins (written into, not allocated a page at a time),
+    while the file's size stays what was written: a body cut short leaves no zeros, and nothing."""
+    body, name = xorb_of([os.urandom(65_536) for _ in range(64)])  # ~4 MiB
+    cas, token = grant(served)
+    where = urlsplit(cas)
+    tmp = served.app.state.serve.staging.tmp
+    for whole in (False, True):
+        s = socket.create_connection((where.hostname, where.port), timeout=30)
+        s.sendall(f"POST {where.path}/v1/xorbs/default/{name} HTTP/1.1\r\nHost: {where.netloc}\r\n"
+                  f"Authorization: Bearer {token}\r\nContent-Length: {len(body)}\r\n\r\n".encode() + body[:100_000])
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            files = [p for p in tmp.glob("upload-*") if p.is_file()]
+            if files and files[0].stat().st_blocks * 512 >= len(body):
+                break
+            time.sleep(0.02)
+        [receiving] = files
+        st = receiving.stat()
+        assert st.st_blocks * 512 >= len(body), st  # on main: only the pages written so far
+        assert st.st_size <= 100_000, st
+        if not whole:
+            s.close()  # the client goes away: nothing kept, nothing left behind
+            deadline = time.monotonic() + 20
+            while receiving.exists() and time.monotonic() < deadline:
+                time.sleep(0.02)
+            assert not receiving.exists()
+            continue
+        s.sendall(body[100_000:])
+        answer = b""
+        while not answer.rstrip().endswith(b"}"):
+            got = s.recv(65536)
+            if not got:
+                break
+            answer += got
+        s.close()
+        assert answer.startswith(b"HTTP/1.1 200"), answer
+        kept_file = served.app.state.serve.xet_upload.xorbs / name
+        assert kept_file.read_bytes() == body and kept_file.stat().st_size == len(body)
+
+
 def test_a_client_that_waits_for_100_continue_gets_it_before_its_body_is_diverted(served):
     body, name = xorb_of([os.urandom(100_000) for _ in range(3)])
     cas, token = grant(served)
