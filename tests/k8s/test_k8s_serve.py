@@ -17,6 +17,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+import yaml
 
 from ocibridge.cli import main
 from tests.k8s.test_k8s_apply import _login, _pem, own_credentials  # noqa: F401 - a fixture used by name
@@ -38,6 +39,20 @@ def checked(tmp_path: Path, text: str) -> dict[str, dict]:
 
 def checked_list(tmp_path: Path, text: str) -> list[dict]:
     return checked_documents(tmp_path, text, KINDS)
+
+
+def doc_block_configmap(doc_env, needle: str, output: str) -> tuple[Path, dict[str, str]]:
+    """Run serve-kubernetes.md's block naming ``needle`` as printed; its work folder and the data
+    of the one ConfigMap the block wrote into ``output``."""
+    from tests.docrun import run_block, runnable_blocks
+
+    work, env = doc_env("serve-kubernetes.md")
+    [(lang, code, line)] = [b for b in runnable_blocks("serve-kubernetes.md") if needle in b[1]]
+    proc = run_block(lang, code, work, env)
+    assert proc.returncode == 0, f"docs/serve-kubernetes.md:{line}\n{proc.stdout}\n{proc.stderr}"
+    docs = [d for d in yaml.safe_load_all((work / output).read_text()) if d]
+    [config] = [d for d in docs if d["kind"] == "ConfigMap"]
+    return work, config["data"]
 
 
 def _pod(docs: dict[str, dict]) -> dict:

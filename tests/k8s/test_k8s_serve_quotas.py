@@ -6,11 +6,9 @@ docs/serve-kubernetes.md's block runs as printed."""
 
 from __future__ import annotations
 
-import yaml
-
 from ocibridge.cli import main
-from tests.docrun import doc_env, reader_venvs, run_block, runnable_blocks  # noqa: F401 - fixtures used by name
-from tests.k8s.test_k8s_serve import checked, checked_list
+from tests.docrun import doc_env, reader_venvs  # noqa: F401 - fixtures used by name
+from tests.k8s.test_k8s_serve import checked, checked_list, doc_block_configmap
 
 QUOTAS = '[namespaces.acme]\nbytes = "64M"\nrepos = 2\n\n[namespaces."*"]\nbytes = "1G"\n'
 
@@ -68,10 +66,5 @@ def test_a_quotas_file_that_is_not_one_is_one_error_line(tmp_path, capsys):
 
 
 def test_the_docs_quotas_block_runs_as_printed(doc_env):  # noqa: F811
-    work, env = doc_env("serve-kubernetes.md")
-    [(lang, code, line)] = [b for b in runnable_blocks("serve-kubernetes.md") if "--quotas" in b[1]]
-    proc = run_block(lang, code, work, env)
-    assert proc.returncode == 0, f"docs/serve-kubernetes.md:{line}\n{proc.stdout}\n{proc.stderr}"
-    docs = [d for d in yaml.safe_load_all((work / "serve-quotas.yaml").read_text()) if d]
-    [config] = [d for d in docs if d["kind"] == "ConfigMap"]
-    assert config["data"] == {"quotas.toml": (work / "quotas.toml").read_text()}
+    work, data = doc_block_configmap(doc_env, "--quotas", "serve-quotas.yaml")
+    assert data == {"quotas.toml": (work / "quotas.toml").read_text()}

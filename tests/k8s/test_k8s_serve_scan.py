@@ -19,7 +19,6 @@ from pathlib import Path
 
 import httpx
 import pytest
-import yaml
 
 import ocibridge.api.k8s as api_k8s
 from ocibridge.cli import main
@@ -27,8 +26,8 @@ from ocibridge.cli.parser import build_parser
 from ocibridge.errors import UsageError
 from ocibridge.hubserver.repo.quarantined import trusted_keys
 from ocibridge.signing.keys import load_public_key, public_pem
-from tests.docrun import doc_env, reader_venvs, run_block, runnable_blocks  # noqa: F401 - fixtures used by name
-from tests.k8s.test_k8s_serve import ROOT, checked, checked_list
+from tests.docrun import doc_env, reader_venvs  # noqa: F401 - fixtures used by name
+from tests.k8s.test_k8s_serve import ROOT, checked, checked_list, doc_block_configmap
 from tests.serve.test_serve_cli import free_port
 from tests.signing_keys import key_pair
 
@@ -177,10 +176,5 @@ def test_the_image_has_the_scanner():
 
 
 def test_the_docs_scan_block_runs_as_printed(doc_env):  # noqa: F811
-    work, env = doc_env("serve-kubernetes.md")
-    [(lang, code, line)] = [b for b in runnable_blocks("serve-kubernetes.md") if "--scan-verify-key" in b[1]]
-    proc = run_block(lang, code, work, env)
-    assert proc.returncode == 0, f"docs/serve-kubernetes.md:{line}\n{proc.stdout}\n{proc.stderr}"
-    docs = [d for d in yaml.safe_load_all((work / "serve-scan.yaml").read_text()) if d]
-    [config] = [d for d in docs if d["kind"] == "ConfigMap"]
-    assert config["data"] == {"releaser.pub": (work / "releaser.pub").read_text()}
+    work, data = doc_block_configmap(doc_env, "--scan-verify-key", "serve-scan.yaml")
+    assert data == {"releaser.pub": (work / "releaser.pub").read_text()}
