@@ -16,20 +16,17 @@ ANNOTATION_MANIFEST_DIGEST = "io.ollama.manifest.digest"  # digest of the Ollama
 MANIFEST_FILE = "ollama-manifest.json"
 CONFIG_FILE = "ollama-config.json"
 
-#: kind → (path of the first such layer, suffix added to the stem for later ones, ModelPack kind)
+#: kind → (path of the first such layer, ModelPack kind), for the kinds :func:`default_path`'s rule
+#: (the kind is the path, a config) does not fit; template, system, prompt, tokenizer and
+#: tokenizer.config follow the rule, as any kind Ollama adds later does
 LAYER_PATHS: dict[str, tuple[str, Kind]] = {
     "model": ("model.gguf", Kind.WEIGHT),
     "adapter": ("adapter.gguf", Kind.WEIGHT),
     "projector": ("projector.gguf", Kind.WEIGHT),
-    "template": ("template", Kind.WEIGHT_CONFIG),
-    "system": ("system", Kind.WEIGHT_CONFIG),
     "params": ("params.json", Kind.WEIGHT_CONFIG),
     "messages": ("messages.json", Kind.WEIGHT_CONFIG),
     "license": ("license", Kind.DOC),
-    "prompt": ("prompt", Kind.WEIGHT_CONFIG),
     "config": ("ollama-layer-config.json", Kind.WEIGHT_CONFIG),
-    "tokenizer": ("tokenizer", Kind.WEIGHT_CONFIG),
-    "tokenizer.config": ("tokenizer.config", Kind.WEIGHT_CONFIG),
 }
 #: Kinds whose layers carry their own file name (``name`` field or media-type parameter).
 NAMED_KINDS = {"tensor": Kind.WEIGHT, "json": Kind.WEIGHT_CONFIG}
@@ -58,5 +55,5 @@ def numbered(path: str, n: int) -> str:
 
 
 def default_path(kind: str) -> tuple[str, Kind]:
-    """Path and kind of an Ollama layer kind without a name; unknown kinds are kept as config."""
+    """Path and kind of an Ollama layer kind without a name: the table's, else the kind itself as a config."""
     return LAYER_PATHS.get(kind, (kind, Kind.WEIGHT_CONFIG))
