@@ -60,15 +60,16 @@ class Deciding:
     passed_over: tuple[StoredReport, ...] = ()  # newer than ``report``: unsigned, or signed by another key
 
 
-def deciding_report(store: Store, model: Descriptor, keys: TrustedKeys, largest: int | None = None) -> Deciding:
+def deciding_report(store: Store, model: Descriptor, keys: TrustedKeys) -> Deciding:
     """The one choice of the report that decides: the quarantine holds by it, the model page shows
-    it. ``largest``: a report whose document is larger is skipped unread (a page's bound)."""
+    it, both reading reports within the one bound (``stored.REPORT_MAX``), however large a page
+    may show."""
     from ocibridge.scanning.report import FLAGGED
     from ocibridge.scanning.stored import newest, stored_reports
 
-    every = stored_reports(store, model, largest=largest)
+    every = stored_reports(store, model)
     signed = any(r.signed for r in every)  # else none can be trusted: not read again
-    trusted = newest(stored_reports(store, model, list(keys), largest=largest)) if signed else None
+    trusted = newest(stored_reports(store, model, list(keys))) if signed else None
     found = trusted or newest([r for r in every if r.report.verdict == FLAGGED])
     if found is None:
         return Deciding(None, False)
