@@ -39,7 +39,8 @@ def scanned(tmp_path_factory, registry):
     acme/plain (never scanned), acme/unsigned (its report attached without a key), acme/foreign
     (signed by scanner.key, its report by another key), acme/overruled (scanned clean by
     scanner.key, then a clean one by another key, then a flagged report attached unsigned on top),
-    acme/held (three reports attached unsigned: clean, flagged, clean), acme/large (scanned clean by
+    acme/held (three reports attached unsigned: clean, flagged, clean), acme/twin (acme/bad's
+    manifest pushed again, a clean report signed by scanner.key beside it), acme/large (scanned clean by
     scanner.key, then a flagged report of 40,000 files signed by scanner.key: a document over the
     page's 4 MiB)."""
     root = tmp_path_factory.mktemp("scanpage")
@@ -53,6 +54,13 @@ def scanned(tmp_path_factory, registry):
     write_tree(bad, {"sub/dir/weights.dat": torch_zip()})
     assert main(["push", str(bad), f"{prefix}/acme/bad:latest", "--scan", "quarantine", "--scan-key", str(key),
                  "-q"]) == 0
+    twin = f"{prefix}/acme/twin:latest"  # acme/bad's manifest, released in its own repository
+    assert main(["push", str(bad), twin, "-q"]) == 0
+    store = open_repository(parse_registry_reference(twin))
+    subject = store.resolve("latest")
+    scanned_bad = stored_reports(open_repository(parse_registry_reference(f"{prefix}/acme/bad:latest")), subject)
+    attach_report(store, subject, dataclasses.replace(scanned_bad[-1].report, scanned_at=now(), files=tuple(
+        FileScan(f.path, f.size, f.format) for f in scanned_bad[-1].report.files)), load_private_key(key, b""))
     assert main(["push", str(make_bert_model(root / "plain")), f"{prefix}/acme/plain:latest", "-q"]) == 0
     unsigned = f"{prefix}/acme/unsigned:latest"
     assert main(["push", str(make_bert_model(root / "unsigned")), unsigned, "-q"]) == 0
@@ -226,3 +234,21 @@ def test_a_deciding_report_too_large_for_the_page_is_still_the_one_the_panel_nam
     with serving([prefix]) as served:  # without --scan quarantine: the newest, the same one
         plain = _panel(page_checks(get(served.url + "/acme/large")))
     assert f"Referrer <code>{big}</code>" in plain and '<p class="scan-withheld">' in plain
+
+
+def test_one_manifest_in_two_repositories_is_held_by_the_reports_of_each(scanned):
+    """acme/twin holds acme/bad's very manifest, released there by a clean report signed by the
+    trusted key; acme/bad's own flagged report still holds it in acme/bad, however soon after the
+    other is asked (serve keeps a manifest's state a few seconds: in its repository, as its
+    referrers are), and each page names its own repository's report."""
+    prefix, _ = scanned
+    (twin, bad) = (open_repository(parse_registry_reference(f"{prefix}/acme/{name}:latest")).resolve("latest")
+                   for name in ("twin", "bad"))
+    assert twin.digest == bad.digest
+    with serving([prefix], quarantine=trusted_keys([str(scanned[1])], None)) as served:
+        assert get(served.url + "/api/models/acme/twin").status_code == 200
+        assert get(served.url + "/api/models/acme/bad").status_code == 403
+        assert get(served.url + "/api/models/acme/twin").status_code == 200
+        twin_page = _panel(page_checks(get(served.url + "/acme/twin")))
+        bad_page = _panel(page_checks(get(served.url + "/acme/bad")))
+    assert '<span class="badge ok">clean</span>' in twin_page and '<span class="badge bad">flagged</span>' in bad_page

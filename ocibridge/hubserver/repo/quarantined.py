@@ -83,7 +83,8 @@ def _order(found: StoredReport) -> tuple[str, str]:
 
 
 class QuarantineBook:
-    """The quarantine state of the model manifests serve has been asked for, kept ``kept_for`` seconds."""
+    """The quarantine state of the model manifests serve has been asked for, each in its
+    repository, kept ``kept_for`` seconds."""
 
     def __init__(self, keys: TrustedKeys, kept: float | None = None):
         self.keys = keys
@@ -95,14 +96,15 @@ class QuarantineBook:
 
     def held(self, resolved: Resolved) -> str | None:
         """Why the revision's model is quarantined (its finding), None when it is not."""
-        digest, now = resolved.model.digest, time.monotonic()
+        # by repository too: one manifest pushed to two holds the reports of each (referrers are a repository's)
+        key, now = f"{resolved.repo.shown}@{resolved.model.digest}", time.monotonic()
         with self._lock:
-            known = self._known.get(digest)
+            known = self._known.get(key)
         if known is not None and now - known[0] < self.kept_for:
             return known[1]
         why = self._why(resolved)
         with self._lock:
-            self._known[digest] = (now, why)
+            self._known[key] = (now, why)
         return why
 
     def _why(self, resolved: Resolved) -> str | None:
