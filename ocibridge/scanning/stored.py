@@ -2,7 +2,11 @@
 evidence is (an in-toto attestation of predicate type ``https://ocibridge.dev/scan/v1`` in a
 sigstore bundle) when a key is given, else attached as a plain document
 (``application/vnd.ocibridge.scan.v1+json``). Of several, the newest (``scannedAt``) counts: a
-rescan by a later scanner adds one, it never rewrites another."""
+rescan by a later scanner adds one, it never rewrites another.
+
+Every reader of reports (``scan``, ``inspect``, a use policy, ``serve --scan quarantine``, the
+model page's Scan panel) reads them within one bound, :data:`REPORT_MAX`: a report past it is
+skipped unread by all alike, so the page never names another report than the quarantine follows."""
 
 from __future__ import annotations
 
@@ -11,15 +15,22 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ocibridge.core import boundedjson
+from ocibridge.core.limits import read_capped
 from ocibridge.errors import SignatureError
+from ocibridge.oci.digest import verify_bytes
 from ocibridge.oci.models import Descriptor, Manifest, parse_manifest_bytes
 from ocibridge.scanning.report import PREDICATE_TYPE, REPORT_MEDIA_TYPE, ScanReport, report_from_dict
-from ocibridge.stores.base import Store, WritableStore, referrers_read
+from ocibridge.stores.base import MAX_MANIFEST_BYTES, Store, WritableStore, referrers_read
 
 if TYPE_CHECKING:
     from ocibridge.signing import keys
 
 Keys = list[tuple[str, "keys.PublicKey"]]
+
+#: bytes of a scan report's document read (larger: skipped unread, by every reader alike). A
+#: report lists every file scanned, and signed its statement is base64 in a bundle: a model of
+#: some 30,000 files passes the 4 MiB a manifest or a page's document is read within.
+REPORT_MAX = 16 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -31,6 +42,7 @@ class StoredReport:
     report: ScanReport
     signed: bool
     verified_by: str | None = None
+    size: int = 0  # bytes of its document (a signed one's bundle): a page may be too small to show it all
 
     def as_dict(self) -> dict[str, object]:
         return {"digest": self.referrer.digest, "verdict": self.report.verdict, "signed": self.signed,
@@ -49,12 +61,11 @@ def attach_report(store: WritableStore, subject: Descriptor, report: ScanReport,
     return attach_document(store, subject, REPORT_MEDIA_TYPE, data)
 
 
-def stored_reports(store: Store, subject: Descriptor, keys: Keys | None = None, *,
-                   largest: int | None = None) -> list[StoredReport]:
-    """Every scan report of ``subject``, oldest first. With ``keys``, only signed reports whose
-    signature verifies with one of them and whose statement names ``subject`` (the others are
-    anyone's word); without, every report, read unverified (what ``inspect`` lists). ``largest``:
-    a report whose document is larger is skipped unread (a page's bound on anyone's referrer)."""
+def stored_reports(store: Store, subject: Descriptor, keys: Keys | None = None) -> list[StoredReport]:
+    """Every scan report of ``subject`` within :data:`REPORT_MAX`, oldest first. With ``keys``,
+    only signed reports whose signature verifies with one of them and whose statement names
+    ``subject`` (the others are anyone's word); without, every report, read unverified (what
+    ``inspect`` lists)."""
     from ocibridge.signing.sigstorebundle import PREDICATE_ANNOTATION, is_bundle_type
 
     found = []
@@ -70,9 +81,9 @@ def stored_reports(store: Store, subject: Descriptor, keys: Keys | None = None, 
             continue
         if signed and (node.annotations or {}).get(PREDICATE_ANNOTATION) != PREDICATE_TYPE:
             continue
-        if largest is not None and node.layers[0].size > largest:
+        if node.layers[0].size > REPORT_MAX:
             continue
-        data = store.fetch_bytes(node.layers[0])
+        data = _document(store, node.layers[0])
         try:
             doc, signer = _signed_report(data, subject, keys) if signed else (boundedjson.loads(data), None)
             report = report_from_dict(doc)
@@ -80,8 +91,18 @@ def stored_reports(store: Store, subject: Descriptor, keys: Keys | None = None, 
             continue  # not a report of this subject, or not signed by a key asked: not counted
         if keys is not None and signer is None:
             continue
-        found.append(StoredReport(ref, report, signed, signer))
+        found.append(StoredReport(ref, report, signed, signer, len(data)))
     return sorted(found, key=lambda r: (r.report.scanned_at, r.referrer.digest))
+
+
+def _document(store: Store, layer: Descriptor) -> bytes:
+    """A report's document whole, checked against its digest: past a manifest's bound (which
+    ``fetch_bytes`` refuses) it is read through ``open_blob``, no further than it says it is."""
+    if layer.size <= MAX_MANIFEST_BYTES:
+        return store.fetch_bytes(layer)
+    with store.open_blob(layer) as reader:
+        data = read_capped(reader, layer.size)
+    return verify_bytes(data, layer.digest, layer.size)
 
 
 def newest(reports: list[StoredReport]) -> StoredReport | None:

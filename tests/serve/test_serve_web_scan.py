@@ -17,10 +17,12 @@ from serving import serving
 
 from ocibridge.cli import main
 from ocibridge.hubserver.repo.quarantined import trusted_keys
+from ocibridge.hubserver.web.facts import DOCUMENT_MAX
+from ocibridge.oci.models import parse_manifest_bytes
 from ocibridge.oci.reference import parse_registry_reference
 from ocibridge.scanning.files import now
 from ocibridge.scanning.report import FileScan, Finding
-from ocibridge.scanning.stored import attach_report, stored_reports
+from ocibridge.scanning.stored import REPORT_MAX, attach_report, stored_reports
 from ocibridge.signing.keys import load_private_key
 from ocibridge.signing.verify import VerifyPolicy
 from ocibridge.stores.registry import open_repository
@@ -37,7 +39,10 @@ def scanned(tmp_path_factory, registry):
     acme/plain (never scanned), acme/unsigned (its report attached without a key), acme/foreign
     (signed by scanner.key, its report by another key), acme/overruled (scanned clean by
     scanner.key, then a clean one by another key, then a flagged report attached unsigned on top),
-    acme/held (three reports attached unsigned: clean, flagged, clean)."""
+    acme/held (three reports attached unsigned: clean, flagged, clean), acme/twin (acme/bad's
+    manifest pushed again, a clean report signed by scanner.key beside it), acme/large (scanned clean by
+    scanner.key, then a flagged report of 40,000 files signed by scanner.key: a document over the
+    page's 4 MiB)."""
     root = tmp_path_factory.mktemp("scanpage")
     prefix = f"{registry.host}/scanpage-{uuid.uuid4().hex[:10]}"
     key, pub = key_pair(root / "keys", "scanner")
@@ -49,6 +54,13 @@ def scanned(tmp_path_factory, registry):
     write_tree(bad, {"sub/dir/weights.dat": torch_zip()})
     assert main(["push", str(bad), f"{prefix}/acme/bad:latest", "--scan", "quarantine", "--scan-key", str(key),
                  "-q"]) == 0
+    twin = f"{prefix}/acme/twin:latest"  # acme/bad's manifest, released in its own repository
+    assert main(["push", str(bad), twin, "-q"]) == 0
+    store = open_repository(parse_registry_reference(twin))
+    subject = store.resolve("latest")
+    scanned_bad = stored_reports(open_repository(parse_registry_reference(f"{prefix}/acme/bad:latest")), subject)
+    attach_report(store, subject, dataclasses.replace(scanned_bad[-1].report, scanned_at=now(), files=tuple(
+        FileScan(f.path, f.size, f.format) for f in scanned_bad[-1].report.files)), load_private_key(key, b""))
     assert main(["push", str(make_bert_model(root / "plain")), f"{prefix}/acme/plain:latest", "-q"]) == 0
     unsigned = f"{prefix}/acme/unsigned:latest"
     assert main(["push", str(make_bert_model(root / "unsigned")), unsigned, "-q"]) == 0
@@ -76,6 +88,15 @@ def scanned(tmp_path_factory, registry):
     unsigned_clean = stored_reports(store, subject)[-1].report
     attach_report(store, subject, dataclasses.replace(unsigned_clean, files=forged, scanned_at=now()))
     attach_report(store, subject, dataclasses.replace(unsigned_clean, scanned_at=now()))
+    large = f"{prefix}/acme/large:latest"
+    assert main(["push", str(make_bert_model(root / "large")), large, "-q"]) == 0
+    assert main(["scan", large, "--key", str(key)]) == 0
+    store = open_repository(parse_registry_reference(large))
+    subject = store.resolve("latest")
+    shards = tuple(FileScan(f"shards/part-{i:06d}.safetensors", 1024, "safetensors") for i in range(40_000))
+    attach_report(store, subject, dataclasses.replace(stored_reports(store, subject)[-1].report,
+                                                      files=forged + shards, scanned_at=now()),
+                  load_private_key(key, b""))
     return prefix, pub
 
 
@@ -185,3 +206,49 @@ def test_with_no_trusted_report_the_panel_shows_the_flagged_one_that_holds_the_m
     assert "forged: calls os.system" in page and '<span class="scan-signed">unsigned</span>' in page
     assert ('<p class="scan-passed-over">1 newer report does not count (1 unsigned): only a report signed by a key '
             'serve trusts decides --scan quarantine.</p>') in page, page
+
+
+def test_a_deciding_report_too_large_for_the_page_is_still_the_one_the_panel_names(scanned):
+    """acme/large: its newest trusted report, flagged, is a signed document over the page's 4 MiB
+    (40,000 files) and within the scan reports' one limit. The quarantine holds the model by it,
+    and the panel names that one (digest, verdict, the key that signed it), saying its findings
+    are not shown for its size: not the older clean report, nor "Not scanned"."""
+    prefix, pub = scanned
+    store = open_repository(parse_registry_reference(f"{prefix}/acme/large:latest"))
+    layers = {r.digest: parse_manifest_bytes(store.fetch_bytes(r), r.mediaType).layers[0]  # type: ignore[union-attr]
+              for r in store.referrers(store.resolve("latest"))}
+    (big,) = [digest for digest, layer in layers.items() if layer.size > DOCUMENT_MAX]
+    size = layers[big].size
+    assert size <= REPORT_MAX
+    with serving([prefix], quarantine=trusted_keys([str(pub)], None)) as served:
+        assert get(served.url + "/api/models/acme/large").status_code == 403  # held by the large one
+        page = _panel(page_checks(get(served.url + "/acme/large")))
+    assert ('<span class="scan-decides">The newest scan report, the one --scan quarantine follows</span>: '
+            '<span class="badge bad">flagged</span> (40001 files)') in page, page
+    assert f"Referrer <code>{big}</code>" in page
+    assert (f'<span class="scan-signed">signed, verified with a key serve trusts for scan reports '
+            f'(--scan-verify-key {pub})</span>') in page
+    assert (f'<p class="scan-withheld">Its findings are not shown: the report is {size:,} bytes, more than '
+            f'the {DOCUMENT_MAX:,} this page renders') in page, page
+    assert '<tr class="scan-finding">' not in page and "forged" not in page
+    with serving([prefix]) as served:  # without --scan quarantine: the newest, the same one
+        plain = _panel(page_checks(get(served.url + "/acme/large")))
+    assert f"Referrer <code>{big}</code>" in plain and '<p class="scan-withheld">' in plain
+
+
+def test_one_manifest_in_two_repositories_is_held_by_the_reports_of_each(scanned):
+    """acme/twin holds acme/bad's very manifest, released there by a clean report signed by the
+    trusted key; acme/bad's own flagged report still holds it in acme/bad, however soon after the
+    other is asked (serve keeps a manifest's state a few seconds: in its repository, as its
+    referrers are), and each page names its own repository's report."""
+    prefix, _ = scanned
+    (twin, bad) = (open_repository(parse_registry_reference(f"{prefix}/acme/{name}:latest")).resolve("latest")
+                   for name in ("twin", "bad"))
+    assert twin.digest == bad.digest
+    with serving([prefix], quarantine=trusted_keys([str(scanned[1])], None)) as served:
+        assert get(served.url + "/api/models/acme/twin").status_code == 200
+        assert get(served.url + "/api/models/acme/bad").status_code == 403
+        assert get(served.url + "/api/models/acme/twin").status_code == 200
+        twin_page = _panel(page_checks(get(served.url + "/acme/twin")))
+        bad_page = _panel(page_checks(get(served.url + "/acme/bad")))
+    assert '<span class="badge ok">clean</span>' in twin_page and '<span class="badge bad">flagged</span>' in bad_page

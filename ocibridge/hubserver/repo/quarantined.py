@@ -60,15 +60,16 @@ class Deciding:
     passed_over: tuple[StoredReport, ...] = ()  # newer than ``report``: unsigned, or signed by another key
 
 
-def deciding_report(store: Store, model: Descriptor, keys: TrustedKeys, largest: int | None = None) -> Deciding:
+def deciding_report(store: Store, model: Descriptor, keys: TrustedKeys) -> Deciding:
     """The one choice of the report that decides: the quarantine holds by it, the model page shows
-    it. ``largest``: a report whose document is larger is skipped unread (a page's bound)."""
+    it, both reading reports within the one bound (``stored.REPORT_MAX``), however large a page
+    may show."""
     from ocibridge.scanning.report import FLAGGED
     from ocibridge.scanning.stored import newest, stored_reports
 
-    every = stored_reports(store, model, largest=largest)
+    every = stored_reports(store, model)
     signed = any(r.signed for r in every)  # else none can be trusted: not read again
-    trusted = newest(stored_reports(store, model, list(keys), largest=largest)) if signed else None
+    trusted = newest(stored_reports(store, model, list(keys))) if signed else None
     found = trusted or newest([r for r in every if r.report.verdict == FLAGGED])
     if found is None:
         return Deciding(None, False)
@@ -82,7 +83,8 @@ def _order(found: StoredReport) -> tuple[str, str]:
 
 
 class QuarantineBook:
-    """The quarantine state of the model manifests serve has been asked for, kept ``kept_for`` seconds."""
+    """The quarantine state of the model manifests serve has been asked for, each in its
+    repository, kept ``kept_for`` seconds."""
 
     def __init__(self, keys: TrustedKeys, kept: float | None = None):
         self.keys = keys
@@ -94,14 +96,15 @@ class QuarantineBook:
 
     def held(self, resolved: Resolved) -> str | None:
         """Why the revision's model is quarantined (its finding), None when it is not."""
-        digest, now = resolved.model.digest, time.monotonic()
+        # by repository too: one manifest pushed to two holds the reports of each (referrers are a repository's)
+        key, now = f"{resolved.repo.shown}@{resolved.model.digest}", time.monotonic()
         with self._lock:
-            known = self._known.get(digest)
+            known = self._known.get(key)
         if known is not None and now - known[0] < self.kept_for:
             return known[1]
         why = self._why(resolved)
         with self._lock:
-            self._known[digest] = (now, why)
+            self._known[key] = (now, why)
         return why
 
     def _why(self, resolved: Resolved) -> str | None:

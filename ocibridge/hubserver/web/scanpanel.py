@@ -3,7 +3,9 @@ its page shows it: the scanner, when, the verdict, each finding, and whether the
 and by which key serve trusts it: first the keys that decide ``--scan quarantine``
 (``--scan-verify-key``, serve's own key), then ``--verify-key`` (a report signed by another key is
 anyone's word). Under ``--scan quarantine`` the panel shows the report the quarantine follows
-instead (so the page never contradicts what serve does), and says how many newer ones do not count."""
+instead (so the page never contradicts what serve does), and says how many newer ones do not count.
+Reports are read as the quarantine reads them (``stored.REPORT_MAX``); one larger than the page
+renders (``DOCUMENT_MAX``) is still named, its findings left out, saying so."""
 
 from __future__ import annotations
 
@@ -35,6 +37,7 @@ class ScanPanel:
     problem: str = ""
     decides: str = ""  # under --scan quarantine, how the report shown decides it (lead); "": it does not
     passed_over: str = ""  # the newer reports that do not count, in words; "" when none
+    withheld: str = ""  # why its findings are not shown (its size), in words; "" when they are
 
 
 def _decides(trusted: bool, newer: tuple[StoredReport, ...]) -> tuple[str, str]:
@@ -69,26 +72,34 @@ def scan_panel(store: Store, model: Descriptor, scan_keys: Keys | None, verify_k
         trusts.append((verify_keys, "serve’s --verify-key {}", "serve’s --verify-key keys"))
     decides = passed_over = verified_with = ""
     try:
-        deciding = deciding_report(store, model, tuple(scan_keys), DOCUMENT_MAX) if scan_keys else None
+        deciding = deciding_report(store, model, tuple(scan_keys)) if scan_keys else None
         if deciding is not None and deciding.report is not None:
             found: StoredReport | None = deciding.report
             decides, passed_over = _decides(deciding.trusted, deciding.passed_over)
             if deciding.trusted and deciding.report.verified_by:  # read with the keys --scan quarantine trusts
                 verified_with = trusts[0][1].format(deciding.report.verified_by)
         else:
-            found = newest(stored_reports(store, model, largest=DOCUMENT_MAX))
+            found = newest(stored_reports(store, model))
         if found is None:
             return None
         for keys, named, _ in trusts if found.signed and not verified_with else ():
-            vouched = {r.referrer.digest: r.verified_by for r in stored_reports(store, model, keys,
-                                                                                largest=DOCUMENT_MAX)}
+            vouched = {r.referrer.digest: r.verified_by for r in stored_reports(store, model, keys)}
             by = vouched.get(found.referrer.digest)
             if by:
                 verified_with = named.format(by)
                 break
     except OcibridgeError as e:
         return ScanPanel(problem=str(e))
-    report = found.report
+    report, withheld = found.report, _withheld(found)
     return ScanPanel(found.referrer.digest, report.scanner.describe(), report.scanned_at, report.verdict,
-                     len(report.files), tuple(report.findings), found.signed, verified_with,
-                     ", nor by ".join(checked for _, _, checked in trusts), "", decides, passed_over)
+                     len(report.files), () if withheld else tuple(report.findings), found.signed, verified_with,
+                     ", nor by ".join(checked for _, _, checked in trusts), "", decides, passed_over, withheld)
+
+
+def _withheld(found: StoredReport) -> str:
+    """Why the page leaves out a report's findings: its document is larger than a page renders
+    (the report is still the one named, as the quarantine reads it)."""
+    if found.size <= DOCUMENT_MAX:
+        return ""
+    return (f"Its findings are not shown: the report is {found.size:,} bytes, more than the {DOCUMENT_MAX:,} "
+            "this page renders (ocibridge.scan_reports(REF) reads it whole).")
