@@ -42,7 +42,7 @@ def scanned(tmp_path_factory, registry):
     acme/held (three reports attached unsigned: clean, flagged, clean), acme/twin (acme/bad's
     manifest pushed again, a clean report signed by scanner.key beside it), acme/large (scanned clean by
     scanner.key, then a flagged report of 40,000 files signed by scanner.key: a document over the
-    page's 4 MiB)."""
+    page's 4 MiB), acme/released (acme/bad's files, quarantined, then released by ``scan --release``)."""
     root = tmp_path_factory.mktemp("scanpage")
     prefix = f"{registry.host}/scanpage-{uuid.uuid4().hex[:10]}"
     key, pub = key_pair(root / "keys", "scanner")
@@ -97,6 +97,9 @@ def scanned(tmp_path_factory, registry):
     attach_report(store, subject, dataclasses.replace(stored_reports(store, subject)[-1].report,
                                                       files=forged + shards, scanned_at=now()),
                   load_private_key(key, b""))
+    released = f"{prefix}/acme/released:latest"  # flagged, then released by its owner: findings kept
+    assert main(["push", str(bad), released, "--scan", "quarantine", "--scan-key", str(key), "-q"]) == 0
+    assert main(["scan", released, "--key", str(key), "--release"]) == 0
     return prefix, pub
 
 
@@ -252,3 +255,15 @@ def test_one_manifest_in_two_repositories_is_held_by_the_reports_of_each(scanned
         twin_page = _panel(page_checks(get(served.url + "/acme/twin")))
         bad_page = _panel(page_checks(get(served.url + "/acme/bad")))
     assert '<span class="badge ok">clean</span>' in twin_page and '<span class="badge bad">flagged</span>' in bad_page
+
+
+def test_a_released_report_is_drawn_as_released_not_as_flagged_and_keeps_its_findings(scanned):
+    """A report its owner released (``scan --release``) is neither clean nor holding the model:
+    its badge is its own, and the findings it was released with stay listed."""
+    prefix, _ = scanned
+    with serving([prefix]) as served:
+        page = _panel(page_checks(get(served.url + "/acme/released")))
+    assert '<span class="badge warn">released</span>' in page, page
+    assert '<span class="badge bad">' not in page
+    rows = re.findall(r'<tr class="scan-finding">(.*?)</tr>', page)
+    assert any(r.startswith("<td>sub/dir/weights.dat (archive/data.pkl)</td><td>critical</td>") for r in rows), rows
