@@ -92,16 +92,17 @@ def _located(ref: str | Locator) -> Locator:
 
 
 def _documents(secret: dict[str, Any] | None, docs: Sequence[dict[str, Any]], *, header: str,
-               warnings: Sequence[str] = (), pinned: Sequence[str] = ()) -> KubernetesDocuments:
+               warnings: Sequence[str] = (), pinned: Sequence[str] = (),
+               holding: Sequence[str] = ()) -> KubernetesDocuments:
     """The documents a call built, the pull Secret it created (``pull_secrets.create``) first so
     ``kubectl apply`` makes it before what pulls with it, and the closing warning that the
-    output then holds credentials: one builder for every call that may create the Secret."""
+    output then holds credentials (``holding``: the warnings of other secrets it holds): one
+    builder for every call that may create the Secret."""
     from ocibridge.stores.registry.pull_secret import CREDENTIALS_WARNING
 
-    return KubernetesDocuments(
-        (*([secret] if secret else []), *docs), header=header, warnings=tuple(warnings),
-        closing_warnings=(CREDENTIALS_WARNING,) if secret is not None else (), pinned=tuple(pinned),
-        holds_credentials=secret is not None)
+    closing = (*((CREDENTIALS_WARNING,) if secret is not None else ()), *holding)
+    return KubernetesDocuments((*([secret] if secret else []), *docs), header=header, warnings=tuple(warnings),
+                               closing_warnings=closing, pinned=tuple(pinned), holds_credentials=bool(closing))
 
 
 @closes_its_stores
@@ -361,6 +362,7 @@ def k8s_serve(
     from ocibridge.k8s.node_mirrors import mirrors_of, settings_toml
     from ocibridge.k8s.serve import ServeDeployment, header, objects
     from ocibridge.k8s.servescan import pod_scan
+    from ocibridge.k8s.servesign import WARNING, pod_sign
     from ocibridge.stores.registry.pull_secret import check_secret_name, loopback_warnings, pull_secret, read_ca_pem
     from ocibridge.version import __version__
 
@@ -382,19 +384,17 @@ def k8s_serve(
         cache_size=options.cache_size, storage_class=options.storage_class,
         cache_access_mode=options.cache_access_mode, token_secret=options.token_secret,
         default_tag=options.default_tag, plain_http=access.plain_http, public_url=parse_public_url(options.public_url),
-        insecure=access.insecure,
-        ca_pem=read_ca_pem(Path(access.ca_file), "--ca-file") if access.ca_file else None,
+        insecure=access.insecure, ca_pem=read_ca_pem(Path(access.ca_file), "--ca-file") if access.ca_file else None,
         docker_config_secret=docker, image_pull_secrets=pull_secrets.names, cpu=options.cpu,
         memory=options.memory, grace=GRACE, service_type=options.service_type,
         settings=settings_toml(found) if (found := mirrors_of(hosts)) else None, upstream=_serve_upstream(options),
         quotas=quotas_text(options.quotas) if options.quotas is not None else None,
-        scan=pod_scan(options.scan, options.scan_verify_keys))
+        sign=(sign := pod_sign(options.sign_key, options.sign_form, f"{options.name}-sign-key")),
+        scan=pod_scan(options.scan, options.scan_verify_keys, signs=sign is not None))
     docs = objects(d)
-    secret = None
-    if pull_secrets.create:
-        assert docker is not None
-        secret = pull_secret(docker, hosts, namespace=options.namespace)
-    return _documents(secret, docs, header=header(d), warnings=loopback_warnings(hosts))
+    secret = pull_secret(docker, hosts, namespace=options.namespace) if pull_secrets.create and docker else None
+    return _documents(secret, docs, header=header(d), warnings=loopback_warnings(hosts),
+                      holding=[WARNING] if sign else [])
 
 
 def k8s_policy(

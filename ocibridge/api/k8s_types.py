@@ -122,6 +122,8 @@ class K8sServeOptions(UpstreamPolicyOptions):
     quotas: str | None = None  # serve --quotas: a TOML file here, read now and carried to the pods in a ConfigMap
     scan: str = "off"  # serve --scan: refuse | quarantine | off
     scan_verify_keys: Sequence[str] = ()  # serve --scan-verify-key: public keys here, carried in a ConfigMap
+    sign_key: str | None = None  # serve --sign-key: a private key here ($COSIGN_PASSWORD), carried in a Secret
+    sign_form: str | None = None  # serve --sign-form: classic, bundle or both (None: serve's default, both)
 
 
 @dataclass(frozen=True)

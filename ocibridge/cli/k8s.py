@@ -183,7 +183,8 @@ def cmd_k8s_serve(args: argparse.Namespace) -> int:
         storage_class=args.storage_class, token_secret=args.token_secret, default_tag=args.default_tag,
         public_url=args.public_url, cpu=args.cpu, memory=args.memory, upstream=args.upstream,
         upstream_token_secret=args.upstream_token_secret, upstream_fresh=args.upstream_fresh, quotas=args.quotas,
-        scan=args.scan, scan_verify_keys=tuple(args.scan_verify_key), **upstream_policy(args))
+        scan=args.scan, scan_verify_keys=tuple(args.scan_verify_key), sign_key=args.sign_key,
+        sign_form=args.sign_form, **upstream_policy(args))
     access = api_k8s.PodRegistryAccess(plain_http=args.plain_http, insecure=args.insecure, ca_file=args.ca_file,
                                        docker_config_secret=args.docker_config_secret,
                                        docker_config=not args.no_docker_config)
@@ -385,9 +386,15 @@ def _register_serve(ksub: Any) -> None:
                    help="serve --scan: every commit's files scanned by content before its branch's tag moves, a "
                         "flagged one refused or quarantined (docs/scanning.md; default off)")
     p.add_argument("--scan-verify-key", action="append", default=[], metavar="PUB",
-                   help="serve --scan-verify-key, with --scan quarantine (needed: the pods sign no reports): a "
-                        "public key read here and carried to the pods in a ConfigMap NAME-scan-keys; a scan "
-                        "report it signed may release a model (repeatable)")
+                   help="serve --scan-verify-key, with --scan quarantine (needed unless --sign-key signs the "
+                        "pods' own reports): a public key read here and carried to the pods in a ConfigMap "
+                        "NAME-scan-keys; a scan report it signed may release a model (repeatable)")
+    p.add_argument("--sign-key", metavar="KEY",
+                   help="serve --sign-key: every commit published is signed (ECDSA P-256 PEM or a cosign key "
+                        "file; its password in $COSIGN_PASSWORD); the key, loaded here, and its password are "
+                        "carried in a Secret NAME-sign-key mounted read-only (the output then holds them)")
+    p.add_argument("--sign-form", choices=("classic", "bundle", "both"), default=None,
+                   help="serve --sign-form: classic (.sig tag), bundle (OCI 1.1 referrer) or both (default)")
     add_default_tag_flag(p, default=None)
     p.add_argument("--public-url", metavar="URL",
                    help="the URL clients reach the Service at, when an Ingress ends TLS (serve --public-url)")

@@ -34,6 +34,7 @@ from typing import Any
 from ocibridge.core import environment
 from ocibridge.errors import UsageError
 from ocibridge.k8s.servescan import PodScan
+from ocibridge.k8s.servesign import PodSign
 from ocibridge.stores.registry import pull_secret as secrets  # the k8s helpers the mirror Job shares
 
 CONTAINER = "serve"
@@ -115,6 +116,7 @@ class ServeDeployment:
     upstream: ServeUpstream | None = None  # a proxy of an upstream Hub (every replica asks it on a miss)
     quotas: str | None = None  # the text of serve's --quotas file, in a ConfigMap NAME-quotas
     scan: PodScan | None = None  # serve's --scan, its --scan-verify-key keys in a ConfigMap NAME-scan-keys
+    sign: PodSign | None = None  # serve's --sign-key, the key in a Secret NAME-sign-key (the writer's alone)
 
     def cache_volume(self) -> str:
         """``ReadWriteOnce``, ``ReadWriteMany`` (a claim) or ``emptyDir`` (one per replica)."""
@@ -159,8 +161,8 @@ def check(d: ServeDeployment) -> None:
 
 
 def objects(d: ServeDeployment) -> list[dict[str, Any]]:
-    """[CA ConfigMap,] [PersistentVolumeClaim,] Deployment, Service (a docker config Secret,
-    built by the caller from the stored login, goes before them); with several replicas, the
+    """[CA ConfigMap,] [--sign-key Secret,] [PersistentVolumeClaim,] Deployment, Service (a docker
+    config Secret, built by the caller from the stored login, goes before them); with several replicas, the
     writer's claim, Deployment, Service and NetworkPolicy before the readers' (:func:`_replicated`)."""
     check(d)
     docs: list[dict[str, Any]] = []
@@ -168,6 +170,8 @@ def objects(d: ServeDeployment) -> list[dict[str, Any]]:
     if d.ca_pem is not None:
         ca_map = f"{d.name}-ca"
         docs.append(secrets.ca_config_map({**_meta(d), "name": ca_map}, [d.ca_pem]))
+    if d.sign is not None:
+        docs.append(d.sign.secret_document(_meta(d)))
     if d.replicas > 1 and d.writer is None:
         return docs + _replicated(d, ca_map)
     return docs + _one_deployment(d, ca_map)
@@ -175,11 +179,13 @@ def objects(d: ServeDeployment) -> list[dict[str, Any]]:
 
 def _replicated(d: ServeDeployment, ca_map: str | None) -> list[dict[str, Any]]:
     """One writer (its claim, ``Recreate``) and its Service, a NetworkPolicy opening it to the
-    readers only, then ``d.replicas`` readers sending their writes to it, behind ``d.name``."""
+    readers only, then ``d.replicas`` readers sending their writes to it, behind ``d.name``. The
+    writer alone commits, so it alone holds ``--sign-key``; the readers trust its reports."""
     writer_name = f"{d.name}-writer"
     writer = replace(d, name=writer_name, replicas=1, cache_access_mode="ReadWriteOnce", service_type="ClusterIP",
                      labels={**d.labels, COMPONENT: "writer"}, trust_forwarded=() if d.public_url else ANY_PEER)
-    readers = replace(d, labels={**d.labels, COMPONENT: "reader"}, writer=f"http://{writer_name}:{d.port}")
+    readers = replace(d, labels={**d.labels, COMPONENT: "reader"}, writer=f"http://{writer_name}:{d.port}",
+                      sign=None, scan=d.scan.trusting(d.sign.public) if d.scan and d.sign else d.scan)
     policy = {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy", "metadata": _meta(writer), "spec": {
         "podSelector": {"matchLabels": _labels(writer)}, "policyTypes": ["Ingress"],
         "ingress": [{"from": [{"podSelector": {"matchLabels": _labels(readers)}}],
@@ -249,6 +255,8 @@ def serve_args(d: ServeDeployment) -> list[str]:
         args += ["--quotas", f"{QUOTAS_DIR}/{QUOTAS_KEY}"]
     if d.scan is not None:
         args += d.scan.args()
+    if d.sign is not None:
+        args += d.sign.args()
     return args
 
 
@@ -288,6 +296,11 @@ def _deployment(d: ServeDeployment, meta: dict[str, Any], labels: dict[str, str]
         volume, mount = d.scan.volume(f"{d.name}-scan-keys")
         volumes.append(volume)
         mounts.append(mount)
+    if d.sign is not None:
+        volume, mount = d.sign.volume()
+        volumes.append(volume)
+        mounts.append(mount)
+        env += d.sign.env()
     requests = {"cpu": d.cpu, "memory": d.memory}
     if not claim:  # the scheduler places each replica on a node with room for its cache
         requests["ephemeral-storage"] = d.cache_size

@@ -1,14 +1,15 @@
 """``k8s serve --scan``: serve's content scan on the pods (``serve --scan``, docs/scanning.md), and
 for ``--scan quarantine`` the public keys whose scan reports release a model. Each key is read
 and checked here, carried in a ConfigMap (public keys: nothing secret) mounted read-only, and
-named to serve by its mounted path. Quarantine without a key to trust is refused here, as serve
-refuses it at start: the pods would never become ready."""
+named to serve by its mounted path. Quarantine without a key to trust (nor ``--sign-key``, whose
+own reports serve trusts) is refused here, as serve refuses it at start: the pods would never
+become ready."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import PurePath
 from typing import Any
 
@@ -17,6 +18,8 @@ from ocibridge.errors import UsageError
 #: where the ``--scan-verify-key`` ConfigMap is mounted (a directory of its own)
 SCAN_KEYS_DIR = "/etc/ocibridge-scan-keys"
 MODES = ("refuse", "quarantine", "off")
+#: the ConfigMap's key of the ``--sign-key``'s public half, where a reader trusts the writer's reports
+OWN_KEY = "serve-sign-key.pub"
 #: what a ConfigMap's key may hold
 _KEY_CHARACTERS = re.compile(r"[^-._a-zA-Z0-9]")
 
@@ -35,6 +38,13 @@ class PodScan:
             args += ["--scan-verify-key", f"{SCAN_KEYS_DIR}/{name}"]
         return args
 
+    def trusting(self, public_pem: str) -> PodScan:
+        """This scan on a pod that does not sign, trusting the reports signed by the key of
+        ``public_pem`` too (the writer's ``--sign-key``); unchanged unless it quarantines."""
+        if self.mode != "quarantine":
+            return self
+        return replace(self, keys=(*self.keys, (_unused(OWN_KEY, dict(self.keys)), public_pem)))
+
     def config_map(self, meta: dict[str, Any]) -> dict[str, Any]:
         return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": dict(self.keys)}
 
@@ -44,25 +54,32 @@ class PodScan:
                 {"name": "scan-keys", "mountPath": SCAN_KEYS_DIR, "readOnly": True})
 
 
-def pod_scan(mode: str, key_paths: Sequence[str]) -> PodScan | None:
-    """``--scan MODE`` and its ``--scan-verify-key`` files, checked as serve checks them; None:
-    off. A key is read here and carried as its public key's PEM (a certificate gives its key)."""
+def pod_scan(mode: str, key_paths: Sequence[str], signs: bool = False) -> PodScan | None:
+    """``--scan MODE`` and its ``--scan-verify-key`` files, checked as serve checks them (``signs``:
+    serve has ``--sign-key``, whose reports it trusts); None: off. A key is read here and carried
+    as its public key's PEM (a certificate gives its key)."""
     if mode not in MODES:
         raise UsageError(f"--scan {mode}: one of refuse, quarantine, off")
     if key_paths and mode != "quarantine":
         raise UsageError("--scan-verify-key goes with --scan quarantine: the keys whose reports release a model")
     if mode == "off":
         return None
-    if mode == "quarantine" and not key_paths:
+    if mode == "quarantine" and not key_paths and not signs:
         raise UsageError("--scan quarantine releases a model on a signed scan report only: give k8s serve "
-                         "--scan-verify-key PUB (the key of whoever may release, repeatable)")
+                         "--scan-verify-key PUB (the key of whoever may release, repeatable) or --sign-key KEY "
+                         "(its own reports signed and trusted)")
     keys: dict[str, str] = {}
     for path in key_paths:
-        name, number = _KEY_CHARACTERS.sub("-", PurePath(path).name), 0
-        while name in keys or name.strip(".") == "":  # two keys of one name, or none usable
-            name, number = f"key-{number}.pub", number + 1
-        keys[name] = _public_pem(path)
+        keys[_unused(_KEY_CHARACTERS.sub("-", PurePath(path).name), keys)] = _public_pem(path)
     return PodScan(mode, tuple(keys.items()))
+
+
+def _unused(name: str, keys: dict[str, str]) -> str:
+    """``name``, else ``key-N.pub``: two keys of one name, or none usable."""
+    number = 0
+    while name in keys or name.strip(".") == "":
+        name, number = f"key-{number}.pub", number + 1
+    return name
 
 
 def _public_pem(path: str) -> str:

@@ -78,7 +78,12 @@ def load_private_key(path: str | os.PathLike[str], password: bytes | None = None
                      any_curve: bool = False) -> PrivateKey:
     """A P-256 private key from PEM (P-384 and P-521 too with ``any_curve``, for the OMS form);
     the password defaults to ``$COSIGN_PASSWORD``."""
-    data = _read(path, "key")
+    return private_key_from_pem(_read(path, "key"), path, password, any_curve=any_curve)
+
+
+def private_key_from_pem(data: bytes, path: str | os.PathLike[str], password: bytes | None = None, *,
+                         any_curve: bool = False) -> PrivateKey:
+    """:func:`load_private_key` of bytes already read (``path`` names them in messages)."""
     if password is None and os.environ.get(PASSWORD_ENV) is not None:
         password = os.environ[PASSWORD_ENV].encode()
     if any(b"BEGIN " + kind in data for kind in COSIGN_PEM_TYPES):
