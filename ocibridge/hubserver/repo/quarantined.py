@@ -29,6 +29,8 @@ if TYPE_CHECKING:
 
 #: seconds a manifest's quarantine state is kept before its reports are read again
 KEPT_FOR = 5.0
+#: states kept at most (the oldest go first): a server asked for many manifests stays bounded
+KNOWN_MAX = 4096
 
 TrustedKeys = tuple[tuple[str, "PublicKey"], ...]
 #: how a page names serve's own key among them (the key its own reports are signed with)
@@ -104,7 +106,10 @@ class QuarantineBook:
             return known[1]
         why = self._why(resolved)
         with self._lock:
+            self._known.pop(key, None)  # to the end: the dict stays in the order states were read
             self._known[key] = (now, why)
+            while len(self._known) > KNOWN_MAX:
+                del self._known[next(iter(self._known))]
         return why
 
     def _why(self, resolved: Resolved) -> str | None:
