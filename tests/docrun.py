@@ -47,7 +47,7 @@ VENV_OWN = {"pip", "setuptools", "wheel"}
 #: the pages serve.md indexes whose blocks run, in the order a reader's shell runs them: the first
 #: pushes ``acme/tiny``, which the others read
 SERVE_PAGES = ("serve-day.md", "serve-xet.md", "serve-publish.md", "serve-replicas.md", "serve-proxy.md",
-               "serve-history.md", "serve-access.md", "serve-kubernetes.md")
+               "serve-history.md", "serve-access.md", "serve-kubernetes.md", "serve-kubernetes-keys.md")
 
 
 def doc_text(doc: str) -> str:

@@ -124,6 +124,7 @@ class K8sServeOptions(UpstreamPolicyOptions):
     scan_verify_keys: Sequence[str] = ()  # serve --scan-verify-key: public keys here, carried in a ConfigMap
     sign_key: str | None = None  # serve --sign-key: a private key here ($COSIGN_PASSWORD), carried in a Secret
     sign_form: str | None = None  # serve --sign-form: classic, bundle or both (None: serve's default, both)
+    sign_key_secret: str | None = None  # instead of sign_key: a Secret the cluster has (keys sign.key, password)
 
 
 @dataclass(frozen=True)

@@ -184,7 +184,7 @@ def cmd_k8s_serve(args: argparse.Namespace) -> int:
         public_url=args.public_url, cpu=args.cpu, memory=args.memory, upstream=args.upstream,
         upstream_token_secret=args.upstream_token_secret, upstream_fresh=args.upstream_fresh, quotas=args.quotas,
         scan=args.scan, scan_verify_keys=tuple(args.scan_verify_key), sign_key=args.sign_key,
-        sign_form=args.sign_form, **upstream_policy(args))
+        sign_key_secret=args.sign_key_secret, sign_form=args.sign_form, **upstream_policy(args))
     access = api_k8s.PodRegistryAccess(plain_http=args.plain_http, insecure=args.insecure, ca_file=args.ca_file,
                                        docker_config_secret=args.docker_config_secret,
                                        docker_config=not args.no_docker_config)
@@ -393,6 +393,10 @@ def _register_serve(ksub: Any) -> None:
                    help="serve --sign-key: every commit published is signed (ECDSA P-256 PEM or a cosign key "
                         "file; its password in $COSIGN_PASSWORD); the key, loaded here, and its password are "
                         "carried in a Secret NAME-sign-key mounted read-only (the output then holds them)")
+    p.add_argument("--sign-key-secret", metavar="SECRET",
+                   help="instead of --sign-key: a Secret already in the cluster whose key 'sign.key' is the "
+                        "private key (and 'password', if any, its password), mounted read-only; nothing secret "
+                        "is printed")
     p.add_argument("--sign-form", choices=("classic", "bundle", "both"), default=None,
                    help="serve --sign-form: classic (.sig tag), bundle (OCI 1.1 referrer) or both (default)")
     add_default_tag_flag(p, default=None)

@@ -116,7 +116,7 @@ class ServeDeployment:
     upstream: ServeUpstream | None = None  # a proxy of an upstream Hub (every replica asks it on a miss)
     quotas: str | None = None  # the text of serve's --quotas file, in a ConfigMap NAME-quotas
     scan: PodScan | None = None  # serve's --scan, its --scan-verify-key keys in a ConfigMap NAME-scan-keys
-    sign: PodSign | None = None  # serve's --sign-key, the key in a Secret NAME-sign-key (the writer's alone)
+    sign: PodSign | None = None  # serve's --sign-key, the key in a Secret (NAME-sign-key or named; the writer's alone)
 
     def cache_volume(self) -> str:
         """``ReadWriteOnce``, ``ReadWriteMany`` (a claim) or ``emptyDir`` (one per replica)."""
@@ -158,6 +158,11 @@ def check(d: ServeDeployment) -> None:
         raise UsageError(f"--image {d.image!r} is not an image reference")
     if d.default_tag is not None and (not d.default_tag or any(c.isspace() for c in d.default_tag)):
         raise UsageError(f"--default-tag {d.default_tag!r} is not a tag")
+    if (d.replicas > 1 and d.writer is None and d.sign and d.sign.public is None and d.scan
+            and d.scan.mode == "quarantine" and not d.scan.keys):
+        raise UsageError("--scan quarantine with --replicas and --sign-key-secret: the readers trust the writer's "
+                         "scan reports by its public key, which the Secret keeps from here; give --scan-verify-key "
+                         "PUB (the public half of the Secret's sign.key)")
 
 
 def objects(d: ServeDeployment) -> list[dict[str, Any]]:
@@ -170,8 +175,8 @@ def objects(d: ServeDeployment) -> list[dict[str, Any]]:
     if d.ca_pem is not None:
         ca_map = f"{d.name}-ca"
         docs.append(secrets.ca_config_map({**_meta(d), "name": ca_map}, [d.ca_pem]))
-    if d.sign is not None:
-        docs.append(d.sign.secret_document(_meta(d)))
+    if d.sign is not None and (sign_secret := d.sign.secret_document(_meta(d))) is not None:
+        docs.append(sign_secret)
     if d.replicas > 1 and d.writer is None:
         return docs + _replicated(d, ca_map)
     return docs + _one_deployment(d, ca_map)
@@ -184,8 +189,9 @@ def _replicated(d: ServeDeployment, ca_map: str | None) -> list[dict[str, Any]]:
     writer_name = f"{d.name}-writer"
     writer = replace(d, name=writer_name, replicas=1, cache_access_mode="ReadWriteOnce", service_type="ClusterIP",
                      labels={**d.labels, COMPONENT: "writer"}, trust_forwarded=() if d.public_url else ANY_PEER)
+    public = d.sign.public if d.sign else None  # None from a named Secret: check() wants --scan-verify-key then
     readers = replace(d, labels={**d.labels, COMPONENT: "reader"}, writer=f"http://{writer_name}:{d.port}",
-                      sign=None, scan=d.scan.trusting(d.sign.public) if d.scan and d.sign else d.scan)
+                      sign=None, scan=d.scan.trusting(public) if d.scan and public else d.scan)
     policy = {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy", "metadata": _meta(writer), "spec": {
         "podSelector": {"matchLabels": _labels(writer)}, "policyTypes": ["Ingress"],
         "ingress": [{"from": [{"podSelector": {"matchLabels": _labels(readers)}}],

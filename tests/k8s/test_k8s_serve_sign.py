@@ -190,6 +190,21 @@ def test_commits_published_through_the_emitted_container_are_signed(tmp_path, ca
     secrets = {i["metadata"]["name"]: secret_data(i) for i in items if i["kind"] == "Secret"}
     secrets["hf-tokens"] = {"tokens": b"writer-token write * ci-bot\n"}  # the Secret --token-secret names
     pod = [i for i in items if i["kind"] == "Deployment"][0]["spec"]["template"]["spec"]
+    publish_through_the_pod(pod, secrets, tmp_path, monkeypatch, "acme/signed",
+                            expect_env={"COSIGN_PASSWORD": "commit-key-password"})
+    capsys.readouterr()
+    assert main(["verify", f"{prefix}/acme/signed:latest", "--key", str(public)]) == 0, \
+        capsys.readouterr().err
+    other, _ = key_pair(tmp_path / "other", "other")
+    assert main(["verify", f"{prefix}/acme/signed:latest", "--key", str(other.with_suffix(".pub"))]) != 0
+
+
+def publish_through_the_pod(pod: dict, secrets: dict[str, dict[str, bytes]], tmp_path: Path, monkeypatch,
+                            repo: str, expect_env: dict[str, str | None]) -> None:
+    """serve started from ``pod``'s container as the kubelet starts it: each mount a directory of
+    the test, the ``secrets``' keys its files, each env value set or read from its secretKeyRef
+    (an optional one whose key is missing: unset); a token ``writer-token`` in ``hf-tokens``
+    publishes ``repo`` through it with huggingface_hub. ``expect_env``: what the env must set."""
     [c] = pod["containers"]
     here = {m["mountPath"]: tmp_path / "pod" / m["name"] for m in c["volumeMounts"]}
     for volume in pod["volumes"]:
@@ -206,36 +221,34 @@ def test_commits_published_through_the_emitted_container_are_signed(tmp_path, ca
                 return str(directory) + text[len(path):]
         return text
 
-    def value(e: dict) -> str:
+    def value(e: dict) -> str | None:
         if "value" in e:
             return local(e["value"])
         ref = e["valueFrom"]["secretKeyRef"]
+        if ref.get("optional") and ref["key"] not in secrets[ref["name"]]:
+            return None
         return secrets[ref["name"]][ref["key"]].decode()
 
     environ = {k: v for k, v in os.environ.items() if k != "COSIGN_PASSWORD"}  # the pod's env alone sets it
-    env = {**environ, "PYTHONPATH": str(ROOT), **{e["name"]: value(e) for e in c["env"]}}
-    assert env["COSIGN_PASSWORD"] == "commit-key-password"
+    env = {**environ, "PYTHONPATH": str(ROOT),
+           **{e["name"]: found for e in c["env"] if (found := value(e)) is not None}}
+    assert {k: env.get(k) for k in expect_env} == expect_env
     args = [local(a) for a in c["args"]]
     assert args[0] == "serve"
     with serve_as_process([*args[1:], "--no-access-log"], env, tmp_path / "serve.log") as url:  # its --listen last
         point_hub_at(monkeypatch, url, tmp_path / "hub")
         api = HfApi(endpoint=url, token="writer-token")
-        api.create_repo("acme/signed")
-        api.upload_file(path_or_fileobj=b"# signed in the pod\n", path_in_repo="README.md", repo_id="acme/signed")
-    capsys.readouterr()
-    assert main(["verify", f"{prefix}/acme/signed:latest", "--key", str(public)]) == 0, \
-        capsys.readouterr().err
-    other, _ = key_pair(tmp_path / "other", "other")
-    assert main(["verify", f"{prefix}/acme/signed:latest", "--key", str(other.with_suffix(".pub"))]) != 0
+        api.create_repo(repo)
+        api.upload_file(path_or_fileobj=b"# signed in the pod\n", path_in_repo="README.md", repo_id=repo)
 
 
 def test_the_docs_sign_block_runs_as_printed(doc_env):  # noqa: F811
     from tests.docrun import run_block, runnable_blocks
 
-    work, env = doc_env("serve-kubernetes.md")
-    [(lang, code, line)] = [b for b in runnable_blocks("serve-kubernetes.md") if "--sign-key" in b[1]]
+    work, env = doc_env("serve-kubernetes-keys.md")
+    [(lang, code, line)] = [b for b in runnable_blocks("serve-kubernetes-keys.md") if "--sign-key signer" in b[1]]
     proc = run_block(lang, code, work, env)
-    assert proc.returncode == 0, f"docs/serve-kubernetes.md:{line}\n{proc.stdout}\n{proc.stderr}"
+    assert proc.returncode == 0, f"docs/serve-kubernetes-keys.md:{line}\n{proc.stdout}\n{proc.stderr}"
     docs = [d for d in yaml.safe_load_all((work / "serve-sign.yaml").read_text()) if d]
     [secret] = [d for d in docs if d["kind"] == "Secret"]
     assert secret_data(secret)["sign.key"] == (work / "signer.key").read_bytes()
