@@ -362,7 +362,7 @@ def k8s_serve(
     from ocibridge.k8s.node_mirrors import mirrors_of, settings_toml
     from ocibridge.k8s.serve import ServeDeployment, header, objects
     from ocibridge.k8s.servescan import pod_scan
-    from ocibridge.k8s.servesign import pod_sign
+    from ocibridge.k8s.servesign import pod_evidence
     from ocibridge.stores.registry.pull_secret import check_secret_name, loopback_warnings, pull_secret, read_ca_pem
     from ocibridge.version import __version__
 
@@ -389,12 +389,12 @@ def k8s_serve(
         memory=options.memory, grace=GRACE, service_type=options.service_type,
         settings=settings_toml(found) if (found := mirrors_of(hosts)) else None, upstream=_serve_upstream(options),
         quotas=quotas_text(options.quotas) if options.quotas is not None else None,
-        sign=(sign := pod_sign(options.sign_key, options.sign_form, options.name, options.sign_key_secret)),
-        scan=pod_scan(options.scan, options.scan_verify_keys, signs=sign is not None))
+        evidence=(evidence := pod_evidence(options.name, **options.evidence_flags())),
+        scan=pod_scan(options.scan, options.scan_verify_keys, signs=bool(evidence and evidence.own())))
     docs = objects(d)
     secret = pull_secret(docker, hosts, namespace=options.namespace) if pull_secrets.create and docker else None
     return _documents(secret, docs, header=header(d), warnings=loopback_warnings(hosts),
-                      holding=sign.warnings() if sign else [])
+                      holding=evidence.warnings() if evidence else [])
 
 
 def k8s_policy(

@@ -125,6 +125,15 @@ class K8sServeOptions(UpstreamPolicyOptions):
     sign_key: str | None = None  # serve --sign-key: a private key here ($COSIGN_PASSWORD), carried in a Secret
     sign_form: str | None = None  # serve --sign-form: classic, bundle or both (None: serve's default, both)
     sign_key_secret: str | None = None  # instead of sign_key: a Secret the cluster has (keys sign.key, password)
+    sbom: bool = False  # serve --sbom: each commit's AI-BOM (the image needs ocibridge[evidence])
+    provenance: bool = False  # serve --provenance: each commit's SLSA provenance
+    attest_key: str | None = None  # serve --attest-key (with sbom or provenance): as sign_key, a Secret NAME-attest-key
+    attest_key_secret: str | None = None  # instead of attest_key: a Secret the cluster has (keys attest.key, password)
+
+    def evidence_flags(self) -> dict[str, Any]:
+        """serve's evidence flags, as :func:`ocibridge.k8s.servesign.pod_evidence` takes them."""
+        return {name: getattr(self, name) for name in ("sign_key", "sign_key_secret", "sign_form", "sbom",
+                                                       "provenance", "attest_key", "attest_key_secret")}
 
 
 @dataclass(frozen=True)

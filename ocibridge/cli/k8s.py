@@ -184,7 +184,8 @@ def cmd_k8s_serve(args: argparse.Namespace) -> int:
         public_url=args.public_url, cpu=args.cpu, memory=args.memory, upstream=args.upstream,
         upstream_token_secret=args.upstream_token_secret, upstream_fresh=args.upstream_fresh, quotas=args.quotas,
         scan=args.scan, scan_verify_keys=tuple(args.scan_verify_key), sign_key=args.sign_key,
-        sign_key_secret=args.sign_key_secret, sign_form=args.sign_form, **upstream_policy(args))
+        sign_key_secret=args.sign_key_secret, sign_form=args.sign_form, sbom=args.sbom, provenance=args.provenance,
+        attest_key=args.attest_key, attest_key_secret=args.attest_key_secret, **upstream_policy(args))
     access = api_k8s.PodRegistryAccess(plain_http=args.plain_http, insecure=args.insecure, ca_file=args.ca_file,
                                        docker_config_secret=args.docker_config_secret,
                                        docker_config=not args.no_docker_config)
@@ -386,8 +387,9 @@ def _register_serve(ksub: Any) -> None:
                    help="serve --scan: every commit's files scanned by content before its branch's tag moves, a "
                         "flagged one refused or quarantined (docs/scanning.md; default off)")
     p.add_argument("--scan-verify-key", action="append", default=[], metavar="PUB",
-                   help="serve --scan-verify-key, with --scan quarantine (needed unless --sign-key signs the "
-                        "pods' own reports): a public key read here and carried to the pods in a ConfigMap "
+                   help="serve --scan-verify-key, with --scan quarantine (needed unless the pods sign "
+                        "their own reports with --sign-key or --attest-key, and with --replicas and a key's "
+                        "-secret): a public key read here and carried to the pods in a ConfigMap "
                         "NAME-scan-keys; a scan report it signed may release a model (repeatable)")
     p.add_argument("--sign-key", metavar="KEY",
                    help="serve --sign-key: every commit published is signed (ECDSA P-256 PEM or a cosign key "
@@ -399,6 +401,16 @@ def _register_serve(ksub: Any) -> None:
                         "is printed")
     p.add_argument("--sign-form", choices=("classic", "bundle", "both"), default=None,
                    help="serve --sign-form: classic (.sig tag), bundle (OCI 1.1 referrer) or both (default)")
+    p.add_argument("--sbom", action="store_true",
+                   help="serve --sbom: each commit's AI-BOM attached (the image needs ocibridge[evidence])")
+    p.add_argument("--provenance", action="store_true", help="serve --provenance: each commit's SLSA provenance")
+    p.add_argument("--attest-key", metavar="KEY",
+                   help="serve --attest-key, with --sbom or --provenance: their attestations and the pods' scan "
+                        "reports signed with this key (else --sign-key's), carried as --sign-key's in a Secret "
+                        "NAME-attest-key (the output then holds it)")
+    p.add_argument("--attest-key-secret", metavar="SECRET",
+                   help="instead of --attest-key: a Secret already in the cluster whose key 'attest.key' is the "
+                        "private key (and 'password', if any), mounted read-only; nothing secret is printed")
     add_default_tag_flag(p, default=None)
     p.add_argument("--public-url", metavar="URL",
                    help="the URL clients reach the Service at, when an Ingress ends TLS (serve --public-url)")

@@ -34,7 +34,7 @@ from typing import Any
 from ocibridge.core import environment
 from ocibridge.errors import UsageError
 from ocibridge.k8s.servescan import PodScan
-from ocibridge.k8s.servesign import PodSign
+from ocibridge.k8s.servesign import PodEvidence
 from ocibridge.stores.registry import pull_secret as secrets  # the k8s helpers the mirror Job shares
 
 CONTAINER = "serve"
@@ -116,7 +116,7 @@ class ServeDeployment:
     upstream: ServeUpstream | None = None  # a proxy of an upstream Hub (every replica asks it on a miss)
     quotas: str | None = None  # the text of serve's --quotas file, in a ConfigMap NAME-quotas
     scan: PodScan | None = None  # serve's --scan, its --scan-verify-key keys in a ConfigMap NAME-scan-keys
-    sign: PodSign | None = None  # serve's --sign-key, the key in a Secret (NAME-sign-key or named; the writer's alone)
+    evidence: PodEvidence | None = None  # --sign-key, --sbom, --provenance, --attest-key (the writer's alone)
 
     def cache_volume(self) -> str:
         """``ReadWriteOnce``, ``ReadWriteMany`` (a claim) or ``emptyDir`` (one per replica)."""
@@ -158,15 +158,16 @@ def check(d: ServeDeployment) -> None:
         raise UsageError(f"--image {d.image!r} is not an image reference")
     if d.default_tag is not None and (not d.default_tag or any(c.isspace() for c in d.default_tag)):
         raise UsageError(f"--default-tag {d.default_tag!r} is not a tag")
-    if (d.replicas > 1 and d.writer is None and d.sign and d.sign.public is None and d.scan
+    own = d.evidence.own() if d.evidence else None
+    if (d.replicas > 1 and d.writer is None and own and own.public is None and d.scan
             and d.scan.mode == "quarantine" and not d.scan.keys):
-        raise UsageError("--scan quarantine with --replicas and --sign-key-secret: the readers trust the writer's "
-                         "scan reports by its public key, which the Secret keeps from here; give --scan-verify-key "
-                         "PUB (the public half of the Secret's sign.key)")
+        raise UsageError(f"--scan quarantine with --replicas and {own.kind.flag}-secret: the readers trust the "
+                         "writer's scan reports by its public key, which the Secret keeps from here; give "
+                         f"--scan-verify-key PUB (the public half of the Secret's {own.kind.file})")
 
 
 def objects(d: ServeDeployment) -> list[dict[str, Any]]:
-    """[CA ConfigMap,] [--sign-key Secret,] [PersistentVolumeClaim,] Deployment, Service (a docker
+    """[CA ConfigMap,] [--sign-key and --attest-key Secrets,] [PersistentVolumeClaim,] Deployment, Service (a docker
     config Secret, built by the caller from the stored login, goes before them); with several replicas, the
     writer's claim, Deployment, Service and NetworkPolicy before the readers' (:func:`_replicated`)."""
     check(d)
@@ -175,8 +176,8 @@ def objects(d: ServeDeployment) -> list[dict[str, Any]]:
     if d.ca_pem is not None:
         ca_map = f"{d.name}-ca"
         docs.append(secrets.ca_config_map({**_meta(d), "name": ca_map}, [d.ca_pem]))
-    if d.sign is not None and (sign_secret := d.sign.secret_document(_meta(d))) is not None:
-        docs.append(sign_secret)
+    if d.evidence is not None:
+        docs += d.evidence.secret_documents(_meta(d))
     if d.replicas > 1 and d.writer is None:
         return docs + _replicated(d, ca_map)
     return docs + _one_deployment(d, ca_map)
@@ -185,13 +186,13 @@ def objects(d: ServeDeployment) -> list[dict[str, Any]]:
 def _replicated(d: ServeDeployment, ca_map: str | None) -> list[dict[str, Any]]:
     """One writer (its claim, ``Recreate``) and its Service, a NetworkPolicy opening it to the
     readers only, then ``d.replicas`` readers sending their writes to it, behind ``d.name``. The
-    writer alone commits, so it alone holds ``--sign-key``; the readers trust its reports."""
+    writer alone commits, so it alone holds ``--sign-key`` and ``--attest-key``; the readers trust its reports."""
     writer_name = f"{d.name}-writer"
     writer = replace(d, name=writer_name, replicas=1, cache_access_mode="ReadWriteOnce", service_type="ClusterIP",
                      labels={**d.labels, COMPONENT: "writer"}, trust_forwarded=() if d.public_url else ANY_PEER)
-    public = d.sign.public if d.sign else None  # None from a named Secret: check() wants --scan-verify-key then
+    own = d.evidence.own() if d.evidence else None  # its public half None from a named Secret (see check())
     readers = replace(d, labels={**d.labels, COMPONENT: "reader"}, writer=f"http://{writer_name}:{d.port}",
-                      sign=None, scan=d.scan.trusting(public) if d.scan and public else d.scan)
+                      evidence=None, scan=d.scan.trusting(own.public) if d.scan and own and own.public else d.scan)
     policy = {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy", "metadata": _meta(writer), "spec": {
         "podSelector": {"matchLabels": _labels(writer)}, "policyTypes": ["Ingress"],
         "ingress": [{"from": [{"podSelector": {"matchLabels": _labels(readers)}}],
@@ -261,8 +262,8 @@ def serve_args(d: ServeDeployment) -> list[str]:
         args += ["--quotas", f"{QUOTAS_DIR}/{QUOTAS_KEY}"]
     if d.scan is not None:
         args += d.scan.args()
-    if d.sign is not None:
-        args += d.sign.args()
+    if d.evidence is not None:
+        args += d.evidence.args()
     return args
 
 
@@ -302,11 +303,11 @@ def _deployment(d: ServeDeployment, meta: dict[str, Any], labels: dict[str, str]
         volume, mount = d.scan.volume(f"{d.name}-scan-keys")
         volumes.append(volume)
         mounts.append(mount)
-    if d.sign is not None:
-        volume, mount = d.sign.volume()
-        volumes.append(volume)
-        mounts.append(mount)
-        env += d.sign.env()
+    if d.evidence is not None:
+        for volume, mount in d.evidence.volumes():
+            volumes.append(volume)
+            mounts.append(mount)
+        env += d.evidence.env()
     requests = {"cpu": d.cpu, "memory": d.memory}
     if not claim:  # the scheduler places each replica on a node with room for its cache
         requests["ephemeral-storage"] = d.cache_size

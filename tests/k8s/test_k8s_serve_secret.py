@@ -33,9 +33,10 @@ pytestmark = pytest.mark.filterwarnings("ignore:Use 'content=<...>' to upload ra
 PASSWORD = "commit-key-password"
 
 
-def kubectl_secret(tmp_path: Path, name: str, key: Path, password: str | None) -> dict[str, bytes]:
+def kubectl_secret(tmp_path: Path, name: str, key: Path, password: str | None,
+                   file: str = "sign.key") -> dict[str, bytes]:
     """The data of the Secret ``kubectl create secret generic`` makes, as the docs make it."""
-    argv = ["kubectl", "create", "secret", "generic", name, f"--from-file=sign.key={key}",
+    argv = ["kubectl", "create", "secret", "generic", name, f"--from-file={file}={key}",
             *([f"--from-literal=password={password}"] if password else []), "--dry-run=client", "-o", "yaml"]
     made = yaml.safe_load(subprocess.run(argv, check=True, capture_output=True, text=True, cwd=tmp_path).stdout)
     return {k: base64.b64decode(v) for k, v in made["data"].items()}
@@ -161,7 +162,7 @@ def test_the_docs_secret_block_runs_as_printed(doc_env):  # noqa: F811
     from tests.docrun import run_block, runnable_blocks
 
     work, env = doc_env("serve-kubernetes-keys.md")
-    [(lang, code, line)] = [b for b in runnable_blocks("serve-kubernetes-keys.md") if "--sign-key-secret" in b[1]]
+    [(lang, code, line)] = [b for b in runnable_blocks("serve-kubernetes-keys.md") if "generic commit-signer" in b[1]]
     proc = run_block(lang, code, work, env)
     assert proc.returncode == 0, f"docs/serve-kubernetes-keys.md:{line}\n{proc.stdout}\n{proc.stderr}"
     made = yaml.safe_load((work / "commit-signer-secret.yaml").read_text())
