@@ -175,6 +175,13 @@ def test_the_image_has_the_scanner():
     assert "import starlette, uvicorn, mfusepy, picklescan" in text  # the build fails without it
 
 
+def test_the_image_has_the_evidence_extra():
+    """The pods' serve --sbom needs ocibridge[evidence] (cyclonedx-python-lib, packageurl-python)."""
+    text = (ROOT / "Containerfile").read_text()
+    assert re.search(r"/src\[[a-z,]*\bevidence\b[a-z,]*\]", text)
+    assert re.search(r"python3 -c 'import [a-z, ]*\bcyclonedx, packageurl'", text)  # the build fails without it
+
+
 def test_the_docs_scan_block_runs_as_printed(doc_env):  # noqa: F811
     work, data = doc_block_configmap(doc_env, "--scan-verify-key", "serve-scan.yaml")
     assert data == {"releaser.pub": (work / "releaser.pub").read_text()}
