@@ -125,7 +125,7 @@ def test_the_command_uses_the_one_finder_and_its_refusals_leave_both_tools_worki
                  "except SystemExit as e:\n"
                  "    assert not e.code, e.code\n"
                  "ours = [f for f in sys.meta_path if type(f).__module__.startswith('ocibridge')]\n"
-                 "print('FINDERS', [(type(f).__name__, f.for_command) for f in ours])\n"
+                 "print('FINDERS', [(type(f).__name__, getattr(f, 'for_command', None)) for f in ours])\n"
                  "before = set(sys.modules)\n"
                  "import httpx, httpcore\n"
                  "added = set(sys.modules) - before\n"
