@@ -39,7 +39,7 @@ Deferral = Literal["refused", "loaded when used"]
 #: (in a program that imports ocibridge, in the ``ocibridge`` command)
 DEFERRED: dict[str, tuple[Deferral, Deferral]] = {
     "httpx._main": ("refused", "refused"),  # httpx's command-line tool: click, rich, pygments
-    "trio": ("loaded when used", "refused"),  # httpcore's test for trio: trio itself and its ctypes
+    "trio": ("loaded when used", "refused"),  # httpcore's test for trio (which brings subprocess, ctypes)
 }
 #: the packages whose own imports are deferred while they load
 WATCHED = ("httpx", "httpcore")
@@ -75,7 +75,7 @@ class _LoadedOnUse(types.ModuleType):
 
 
 _RUNNING = threading.Lock()
-_LEAVING = threading.Lock()
+_COUNTING = threading.Lock()
 
 
 def _run(module: types.ModuleType) -> None:
@@ -127,6 +127,7 @@ class _ThenDefer:
         self.finder = finder
 
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType | None:
+        self.finder.begun()  # (before the module is put in sys.modules, where another thread may see it)
         made: types.ModuleType | None = self.loader.create_module(spec)  # (None: the usual module)
         return made
 
@@ -138,7 +139,7 @@ class _ThenDefer:
         try:
             self.loader.exec_module(module)
         finally:
-            self.finder.here.loading -= 1
+            self.finder.closed()
         if module.__name__ == "httpx" and self.finder.cli_refused:
             module.main = httpx_cli  # type: ignore[attr-defined]
         self.finder.leave_when_done()
@@ -152,6 +153,7 @@ class DeferHttpxExtras:
         self.here = _ThisThread()
         self.cli_refused = False
         self.for_command = for_command
+        self.loads = 0  # watched packages made and not yet run, or running, in any thread (under _COUNTING)
 
     def find_spec(self, name: str, path: Sequence[str] | None = None,
                   target: types.ModuleType | None = None) -> importlib.machinery.ModuleSpec | None:
@@ -165,7 +167,8 @@ class DeferHttpxExtras:
             return self._lazy(name)
         if name == CLI:
             self.cli_refused = True
-        raise ModuleNotFoundError(f"{name} is put off while httpx loads (ocibridge.core.httpx_defer)", name=name)
+        raise ModuleNotFoundError(f"{name} is put off while httpx and httpcore load (ocibridge.core.httpx_defer)",
+                                  name=name)
 
     def _elsewhere(self, name: str) -> importlib.machinery.ModuleSpec | None:
         """The spec the other finders give ``name``."""
@@ -187,11 +190,21 @@ class DeferHttpxExtras:
             spec.loader = _OnUse(spec.loader)  # type: ignore[assignment]
         return spec
 
+    def begun(self) -> None:
+        with _COUNTING:
+            self.loads += 1
+
+    def closed(self) -> None:
+        self.here.loading -= 1
+        with _COUNTING:
+            self.loads -= 1
+
     def leave_when_done(self) -> None:
-        if all(name in sys.modules for name in WATCHED):
-            with _LEAVING:
-                if self in sys.meta_path:
-                    sys.meta_path.remove(self)
+        """Leave once both packages are loaded and neither is still being loaded by another
+        thread (whose ``__init__`` would import its extras with this finder gone)."""
+        with _COUNTING:
+            if not self.loads and all(name in sys.modules for name in WATCHED) and self in sys.meta_path:
+                sys.meta_path.remove(self)
 
 
 def defer_httpx_extras(for_command: bool = False) -> None:

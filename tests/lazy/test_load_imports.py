@@ -147,6 +147,26 @@ def test_the_command_uses_the_one_finder_and_its_refusals_leave_both_tools_worki
                       "TRIO module True"], out
 
 
+@needs_cli
+def test_httpx_and_httpcore_imported_at_once_by_threads_still_leave_the_cli_out():
+    """A thread that finishes httpcore while another still runs httpx's ``__init__`` does not
+    take the finder away from it (httpx would then import its tool); each of three runs."""
+    code = ("import sys, threading, ocibridge\n"
+            "from ocibridge.core.httpx_defer import DeferHttpxExtras\n"
+            "start = threading.Barrier(4)\n"
+            "def load(name):\n"
+            "    start.wait()\n"
+            "    __import__(name)\n"
+            "threads = [threading.Thread(target=load, args=(n,)) for n in ('httpx', 'httpcore') * 2]\n"
+            "[t.start() for t in threads]\n"
+            "[t.join() for t in threads]\n"
+            "import httpx\n"
+            f"print(sorted(m for m in {CLI_MODULES!r} if m in sys.modules), type(httpx.main).__name__,\n"
+            "      any(isinstance(f, DeferHttpxExtras) for f in sys.meta_path))")
+    for _ in range(3):
+        assert python(code).split() == ["[]", "function", "False"]
+
+
 def test_a_module_left_for_later_runs_at_its_first_use_and_a_failing_one_raises_at_each(tmp_path):
     from ocibridge.core.httpx_defer import _OnUse
 
