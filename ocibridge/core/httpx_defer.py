@@ -31,9 +31,12 @@ import threading
 import types
 from collections.abc import Sequence
 from importlib.machinery import SourceFileLoader, SourcelessFileLoader
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any
 
-Deferral = Literal["refused", "loaded when used"]
+if TYPE_CHECKING:  # (for mypy only: nothing made at import)
+    from typing import Literal
+
+    Deferral = Literal["refused", "loaded when used"]
 
 #: what httpx and httpcore import as they load that neither needs, and how each is put off:
 #: (in a program that imports ocibridge, in the ``ocibridge`` command)
