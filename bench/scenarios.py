@@ -21,7 +21,8 @@ from .registries import BenchRegistry, fresh_registry
 REPO_ROOT = Path(__file__).resolve().parent.parent
 TAG = "v1"
 #: the imports every registry command needs before its first request, nothing of ocibridge's own
-STARTUP_FLOOR = "import ocibridge.core.httpx_wall as w; w.defer_cli(); import httpx, httpcore, h11"
+STARTUP_FLOOR = ("import ocibridge.core.httpx_defer as d; d.defer_httpx_extras(for_command=True); "
+                 "import httpx, httpcore, h11")
 
 SampleFn = Callable[[int], Sample]
 

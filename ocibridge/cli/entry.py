@@ -20,7 +20,7 @@ from typing import NoReturn, TextIO
 from ocibridge.cli.common import EXIT_FAILURE, EXIT_USAGE
 from ocibridge.cli.parser import build_parser
 from ocibridge.core import interrupt, notices
-from ocibridge.core.httpx_wall import defer_cli
+from ocibridge.core.httpx_defer import defer_httpx_extras
 from ocibridge.core.terminal import one_line
 from ocibridge.errors import InvalidReference, OcibridgeError, RegistryError, UsageError
 
@@ -222,7 +222,7 @@ def run() -> NoReturn:
     # 700 allocations walked them ~50 times for nothing (13 ms of a copy, 6 ms at 20,000).
     gc.set_threshold(20_000, 10, 10)
     gc.callbacks.append(_freeze_start_up)
-    defer_cli()
+    defer_httpx_extras(for_command=True)
     code = main()
     if code == EXIT_INTERRUPTED:
         for stream in (sys.stdout, sys.stderr):

@@ -1,22 +1,25 @@
-"""httpx's command-line tool and trio, loaded when something uses them, not whenever a program
-that imports ocibridge first imports httpx.
+"""httpx's command-line tool and trio, kept out of the start of a program that imports ocibridge
+and of the ``ocibridge`` command: one finder, on ``sys.meta_path`` only until httpx and httpcore
+are loaded.
 
 httpx's ``__init__`` imports its command-line tool (click, rich, pygments) wherever those are
 installed, and httpcore imports trio wherever it is installed (to tell trio from asyncio when an
-async call comes); a program loading a model uses neither, and they were the largest share of
-its imports before its first request, and of the objects its exit tears down. While httpx or
-httpcore runs its own ``__init__`` (and only then), a finder:
+async call comes); a program loading a model uses neither, nor does the command, and they were
+the largest share of the imports before the first request, and of the objects the exit tears
+down. While httpx or httpcore runs its own ``__init__`` (and only then), the finder puts off
+each name of :data:`DEFERRED` as that table says:
 
-- lets ``import trio`` return a module whose code runs at the first use of one of its names
-  (by httpcore under trio, or by the program); not ``importlib.util.LazyLoader``'s, which a
-  second ``import trio`` (httpcore has two) loads at once by reading its ``__spec__``;
-- refuses ``httpx._main``, so httpx takes its fallback, which is then replaced by
-  :func:`httpx_cli`, which imports the real tool when called (a later ``import httpx._main``
-  loads it too: nothing is left in ``sys.modules``).
+- refused: httpx then takes its fallback ``main``, replaced by :func:`httpx_cli`, which imports
+  the real tool when called; httpcore takes asyncio alone. Nothing is left in ``sys.modules``,
+  so a later ``import httpx._main`` or ``import trio`` loads the real module;
+- loaded when used: ``import trio`` returns a module whose code runs at the first use of one of
+  its names (by httpcore under trio, or by the program); not ``importlib.util.LazyLoader``'s,
+  which a second ``import trio`` (httpcore has two) loads at once by reading its ``__spec__``.
 
-The finder leaves ``sys.meta_path`` once httpx and httpcore are both loaded, and is not put
-there when httpx already was. The ``ocibridge`` command refuses trio outright instead
-(``httpx_wall.defer_cli``, run first).
+``import ocibridge`` puts the finder there for a program; the command's entry point, run before
+httpx is imported, switches it to the command's column (the command never runs under trio, and
+an unrun module in ``sys.modules`` still runs for anything that reads its names). The finder is
+not put there when httpx already was loaded.
 """
 
 from __future__ import annotations
@@ -28,14 +31,24 @@ import threading
 import types
 from collections.abc import Sequence
 from importlib.machinery import SourceFileLoader, SourcelessFileLoader
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+if TYPE_CHECKING:  # (for mypy only: nothing made at import)
+    from typing import Literal
+
+    Deferral = Literal["refused", "loaded when used"]
+
+#: what httpx and httpcore import as they load that neither needs, and how each is put off:
+#: (in a program that imports ocibridge, in the ``ocibridge`` command)
+DEFERRED: dict[str, tuple[Deferral, Deferral]] = {
+    "httpx._main": ("refused", "refused"),  # httpx's command-line tool: click, rich, pygments
+    "trio": ("loaded when used", "refused"),  # httpcore's test for trio (which brings subprocess, ctypes)
+}
 #: the packages whose own imports are deferred while they load
 WATCHED = ("httpx", "httpcore")
 #: the loaders wrapped (a package's files, compiled or not); any other is left as it is
 FILE_LOADERS = (SourceFileLoader, SourcelessFileLoader)
 CLI = "httpx._main"
-TRIO = "trio"
 
 
 def httpx_cli(*args: Any, **kwargs: Any) -> Any:
@@ -65,6 +78,7 @@ class _LoadedOnUse(types.ModuleType):
 
 
 _RUNNING = threading.Lock()
+_COUNTING = threading.Lock()
 
 
 def _run(module: types.ModuleType) -> None:
@@ -116,6 +130,7 @@ class _ThenDefer:
         self.finder = finder
 
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType | None:
+        self.finder.begun()  # (before the module is put in sys.modules, where another thread may see it)
         made: types.ModuleType | None = self.loader.create_module(spec)  # (None: the usual module)
         return made
 
@@ -127,18 +142,21 @@ class _ThenDefer:
         try:
             self.loader.exec_module(module)
         finally:
-            self.finder.here.loading -= 1
+            self.finder.closed()
         if module.__name__ == "httpx" and self.finder.cli_refused:
             module.main = httpx_cli  # type: ignore[attr-defined]
         self.finder.leave_when_done()
 
 
 class DeferHttpxExtras:
-    """The meta-path finder, by its ``find_spec`` (``importlib.abc``'s base class is a slow import)."""
+    """The meta-path finder, by its ``find_spec`` (``importlib.abc``'s base class is a slow import);
+    ``for_command`` picks the command's column of :data:`DEFERRED`."""
 
-    def __init__(self) -> None:
+    def __init__(self, for_command: bool = False) -> None:
         self.here = _ThisThread()
         self.cli_refused = False
+        self.for_command = for_command
+        self.loads = 0  # watched packages made and not yet run, or running, in any thread (under _COUNTING)
 
     def find_spec(self, name: str, path: Sequence[str] | None = None,
                   target: types.ModuleType | None = None) -> importlib.machinery.ModuleSpec | None:
@@ -146,14 +164,14 @@ class DeferHttpxExtras:
             return None
         if name in WATCHED:
             return self._wrapped(name)
-        if not self.here.loading:
+        if not self.here.loading or name not in DEFERRED:
             return None
+        if DEFERRED[name][1 if self.for_command else 0] == "loaded when used":
+            return self._lazy(name)
         if name == CLI:
             self.cli_refused = True
-            raise ModuleNotFoundError(f"{CLI} is imported when httpx.main is called", name=name)
-        if name == TRIO:
-            return self._lazy(name)
-        return None
+        raise ModuleNotFoundError(f"{name} is put off while httpx and httpcore load (ocibridge.core.httpx_defer)",
+                                  name=name)
 
     def _elsewhere(self, name: str) -> importlib.machinery.ModuleSpec | None:
         """The spec the other finders give ``name``."""
@@ -175,14 +193,31 @@ class DeferHttpxExtras:
             spec.loader = _OnUse(spec.loader)  # type: ignore[assignment]
         return spec
 
+    def begun(self) -> None:
+        with _COUNTING:
+            self.loads += 1
+
+    def closed(self) -> None:
+        self.here.loading -= 1
+        with _COUNTING:
+            self.loads -= 1
+
     def leave_when_done(self) -> None:
-        if all(name in sys.modules for name in WATCHED) and self in sys.meta_path:
-            sys.meta_path.remove(self)
+        """Leave once both packages are loaded and neither is still being loaded by another
+        thread (whose ``__init__`` would import its extras with this finder gone)."""
+        with _COUNTING:
+            if not self.loads and all(name in sys.modules for name in WATCHED) and self in sys.meta_path:
+                sys.meta_path.remove(self)
 
 
-def defer_httpx_extras() -> None:
-    """Put the finder first on ``sys.meta_path``, unless httpx is loaded already (a no-op then)."""
+def defer_httpx_extras(for_command: bool = False) -> None:
+    """Put the finder first on ``sys.meta_path`` (``for_command``: the ``ocibridge`` command's entry
+    point, which also switches a finder ``import ocibridge`` put there), unless httpx is loaded
+    already (a no-op then)."""
     if "httpx" in sys.modules:
         return
-    if not any(isinstance(finder, DeferHttpxExtras) for finder in sys.meta_path):
-        sys.meta_path.insert(0, DeferHttpxExtras())
+    finder = next((found for found in sys.meta_path if isinstance(found, DeferHttpxExtras)), None)
+    if finder is None:
+        sys.meta_path.insert(0, DeferHttpxExtras(for_command))
+    elif for_command:
+        finder.for_command = True

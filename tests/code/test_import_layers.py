@@ -256,7 +256,7 @@ def test_peers_do_not_import_each_other(module):
 CLI_MAY_IMPORT = (
     "ocibridge", "ocibridge.api", "ocibridge.cli", "ocibridge.errors", "ocibridge.version",
     "ocibridge.core.terminal", "ocibridge.core.termwidth", "ocibridge.core.lazyimport", "ocibridge.core.interrupt",
-    "ocibridge.core.notices", "ocibridge.core.httpx_wall", "ocibridge.transfer.progress_modes",
+    "ocibridge.core.notices", "ocibridge.core.httpx_defer", "ocibridge.transfer.progress_modes",
 )
 
 

@@ -2,7 +2,8 @@
 (click, rich, pygments) nor trio, which httpx and httpcore import wherever they are installed:
 both are start-up time before the first request and objects to tear down at exit. Both still
 work when the program uses them: ``httpx.main`` runs httpx's tool, trio loads at its first use
-and httpx runs under it, and a program that imported httpx first is left as it was."""
+and httpx runs under it, and a program that imported httpx first is left as it was. The
+``ocibridge`` command keeps both out by the same finder, refusing trio instead."""
 
 from __future__ import annotations
 
@@ -106,6 +107,64 @@ def test_the_finder_leaves_once_httpx_and_httpcore_are_loaded():
                  "print(first, here(), httpx.__spec__.loader is httpx.__loader__,\n"
                  "      type(httpx.__loader__).__module__ != 'ocibridge.core.httpx_defer')")
     assert out.split() == ["True", "False", "True", "True"], out
+
+
+@needs_cli
+@needs_trio
+def test_the_command_uses_the_one_finder_and_its_refusals_leave_both_tools_working():
+    """The console entry point (``--version``: before httpx is imported) keeps one finder of
+    ocibridge's on ``sys.meta_path``, switched to the command's column: httpx and httpcore then
+    load without httpx's tool, trio or a module of ocibridge's, the finder leaves, and both tools
+    still work when used: ``httpx.main`` is the real tool, a later ``import trio`` the real trio."""
+    out = python("import sys\n"
+                 "from ocibridge.cli.entry import run\n"
+                 "from ocibridge.core.httpx_defer import DeferHttpxExtras\n"
+                 "sys.argv = ['ocibridge', '--version']\n"
+                 "try:\n"
+                 "    run()\n"
+                 "except SystemExit as e:\n"
+                 "    assert not e.code, e.code\n"
+                 "ours = [f for f in sys.meta_path if type(f).__module__.startswith('ocibridge')]\n"
+                 "print('FINDERS', [(type(f).__name__, getattr(f, 'for_command', None)) for f in ours])\n"
+                 "before = set(sys.modules)\n"
+                 "import httpx, httpcore\n"
+                 "added = set(sys.modules) - before\n"
+                 f"kept_out = {CLI_MODULES + ('trio',)!r}\n"
+                 "print('LOADED', sorted(m for m in added if m in kept_out or m.startswith('ocibridge')))\n"
+                 "print('LEFT', not any(isinstance(f, DeferHttpxExtras) for f in sys.meta_path))\n"
+                 "sys.argv = ['httpx', '--help']\n"
+                 "try:\n"
+                 "    httpx.main()\n"
+                 "except SystemExit as e:\n"
+                 "    print('HTTPX exit', e.code)\n"
+                 "import trio\n"
+                 "trio.run(trio.sleep, 0)\n"
+                 "print('TRIO', type(trio).__name__, 'trio._core' in sys.modules)\n")
+    assert "Usage: httpx <URL> [OPTIONS]" in out, out
+    marks = ("FINDERS", "LOADED", "LEFT", "HTTPX", "TRIO")
+    marked = [line for line in out.splitlines() if line.split(" ", 1)[0] in marks]
+    assert marked == ["FINDERS [('DeferHttpxExtras', True)]", "LOADED []", "LEFT True", "HTTPX exit 0",
+                      "TRIO module True"], out
+
+
+@needs_cli
+def test_httpx_and_httpcore_imported_at_once_by_threads_still_leave_the_cli_out():
+    """A thread that finishes httpcore while another still runs httpx's ``__init__`` does not
+    take the finder away from it (httpx would then import its tool); each of three runs."""
+    code = ("import sys, threading, ocibridge\n"
+            "from ocibridge.core.httpx_defer import DeferHttpxExtras\n"
+            "start = threading.Barrier(4)\n"
+            "def load(name):\n"
+            "    start.wait()\n"
+            "    __import__(name)\n"
+            "threads = [threading.Thread(target=load, args=(n,)) for n in ('httpx', 'httpcore') * 2]\n"
+            "[t.start() for t in threads]\n"
+            "[t.join() for t in threads]\n"
+            "import httpx\n"
+            f"print(sorted(m for m in {CLI_MODULES!r} if m in sys.modules), type(httpx.main).__name__,\n"
+            "      any(isinstance(f, DeferHttpxExtras) for f in sys.meta_path))")
+    for _ in range(3):
+        assert python(code).split() == ["[]", "function", "False"]
 
 
 def test_a_module_left_for_later_runs_at_its_first_use_and_a_failing_one_raises_at_each(tmp_path):

@@ -65,15 +65,3 @@ def test_importing_ocibridge_plants_nothing_in_sys_modules():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr
 
-
-def test_the_command_defers_httpx_cli():
-    """The console entry point keeps httpx's CLI module out of its start, and writes no module
-    of its own into ``sys.modules`` to do it: the CLI's refusal is used once (trio's stays)."""
-    code = ("import sys; from ocibridge.core.httpx_wall import defer_cli; before = set(sys.modules); "
-            "defer_cli(); assert set(sys.modules) == before; import httpx; "
-            "assert 'httpx._main' not in sys.modules and 'rich' not in sys.modules; "
-            "assert all(f.cli_refused for f in sys.meta_path if 'httpx_wall' in type(f).__module__), sys.meta_path; "
-            "print('deferred')")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip() == "deferred"

@@ -22,8 +22,8 @@ UNUSED = ("cryptography", "rich", "click", "pygments", "ocibridge.kinds.carton",
           "ocibridge.stores.partial", "ocibridge.stores.inorder_hash", "ocibridge.stores.part_governor")
 PROBE = """
 import sys
-from ocibridge.core.httpx_wall import defer_cli
-defer_cli()  # as the console entry point (cli.run) does first
+from ocibridge.core.httpx_defer import defer_httpx_extras
+defer_httpx_extras(for_command=True)  # as the console entry point (cli.run) does first
 from ocibridge.cli import main
 try:
     main({args!r})
@@ -58,7 +58,7 @@ def test_copy_within_a_registry_loads_no_unused_package(registry, unique_repo):
 def test_httpx_cli_still_loads_after_the_deferral():
     """Only httpx's own first import of its CLI module is refused: a later import loads the
     real module (no failed or stand-in module was left in ``sys.modules``)."""
-    probe = ("from ocibridge.core.httpx_wall import defer_cli\ndefer_cli()\n"
+    probe = ("from ocibridge.core.httpx_defer import defer_httpx_extras\ndefer_httpx_extras(for_command=True)\n"
              "import ocibridge.stores.registry, httpx, sys\n"
              "assert 'rich' not in sys.modules\n"
              "import httpx._main\n"
@@ -76,7 +76,7 @@ def test_trio_is_left_out_of_the_command_and_of_no_program_importing_ocibridge()
     import importlib.util
 
     assert importlib.util.find_spec("trio") is not None  # installed: else this proves nothing
-    command = ("from ocibridge.core.httpx_wall import defer_cli\ndefer_cli()\n"
+    command = ("from ocibridge.core.httpx_defer import defer_httpx_extras\ndefer_httpx_extras(for_command=True)\n"
                "import httpx, httpcore, sys\n"
                "assert 'trio' not in sys.modules\n")
     program = "import ocibridge.stores.registry, httpx, httpcore, sys\nassert 'trio' in sys.modules\n"
