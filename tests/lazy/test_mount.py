@@ -220,13 +220,16 @@ def test_a_blob_the_registry_never_answers_is_eio_within_the_read_timeout(model,
 @pytest.mark.parametrize("path, rate", [("weights.bin", 200_000), ("extra.bin", 100_000)])  # 1 MiB chunk; 200 kB
 def test_a_slow_registry_that_keeps_sending_is_waited_for(model, fault_proxy, tmp_path, path, rate):
     """The bound is the registry's silence, not the read's length: a fetch paced to arrive in
-    several times ``--read-timeout`` (a 64 KiB piece every third or two thirds of it) reads."""
+    several times ``--read-timeout`` (a 64 KiB piece every third or two thirds of it) reads.
+    Unbuffered: Python's buffer is the mount's block size (1 MiB), whose read-ahead reaches into
+    weights.bin's next chunks, a paced fetch each more than the first one shows."""
     repo, pulled = model
     ref = f"{fault_proxy.host}/{repo}:v1"
     env = mount_env(tmp_path)
     fault_proxy.add("GET", f"/blobs/{digest_of(ref, path, env)}", throttle(rate), times=None)
     log = tmp_path / "mount.log"
-    with Mount(ref, tmp_path / "mnt", env, log, "--read-timeout", "1") as m, open(m.where / path, "rb") as f:
+    with Mount(ref, tmp_path / "mnt", env, log, "--read-timeout", "1") as m, \
+            open(m.where / path, "rb", buffering=0) as f:
         started = time.monotonic()
         assert f.read(4096) == (pulled / path).read_bytes()[:4096]
         assert time.monotonic() - started > 1.5
