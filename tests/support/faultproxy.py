@@ -102,9 +102,11 @@ class LoseResponse:
 
 @dataclass(frozen=True)
 class Delay:
-    """Wait `seconds` before forwarding (for client timeouts)."""
+    """Wait `seconds` before forwarding (for client timeouts), or until `release` is set (a
+    request kept on its way while a test looks, for no longer than it needs)."""
 
     seconds: float
+    release: threading.Event | None = None
     name: str = "delay"
 
 
@@ -253,8 +255,8 @@ class _QuietServer(ThreadingHTTPServer):
         super().handle_error(request, client_address)  # type: ignore[arg-type]  # socketserver types them loosely
 
 
-def delay(seconds: float) -> Delay:
-    return Delay(seconds)
+def delay(seconds: float, release: threading.Event | None = None) -> Delay:
+    return Delay(seconds, release)
 
 
 def throttle(rate: float, unpaced: int = 0) -> Throttle:
@@ -547,7 +549,10 @@ def _make_handler(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
                     self._answer(rec, action)
                     return
                 if isinstance(action, Delay):
-                    time.sleep(action.seconds)
+                    if action.release is None:
+                        time.sleep(action.seconds)
+                    else:
+                        action.release.wait(action.seconds)
                 if isinstance(action, Hold) and action.after is None and not action.answered:
                     action.release.wait()
                     raise _Cut("held, then cut before the upstream saw it")
