@@ -114,10 +114,12 @@ class Delay:
 class Throttle:
     """Forward, but pace the request and response bodies to `rate` bytes per second (a slow
     link: long transfers to interrupt, to count, to resume); the first `unpaced` bytes of each
-    body at once (what a test waits for before it interrupts, with no wait for them)."""
+    body at once (what a test waits for before it interrupts, with no wait for them), and the
+    rest once `release` is set (the test has seen what it needed the slow link for)."""
 
     rate: float
     unpaced: int = 0
+    release: threading.Event | None = None
     name: str = "throttle"
 
 
@@ -259,8 +261,8 @@ def delay(seconds: float, release: threading.Event | None = None) -> Delay:
     return Delay(seconds, release)
 
 
-def throttle(rate: float, unpaced: int = 0) -> Throttle:
-    return Throttle(rate, unpaced)
+def throttle(rate: float, unpaced: int = 0, release: threading.Event | None = None) -> Throttle:
+    return Throttle(rate, unpaced, release)
 
 
 def buffer_request(rate: float | None = None) -> BufferRequest:
@@ -278,6 +280,8 @@ def reroute(path: str) -> Reroute:
 def _pace(action: Action | None, n: int, done: int) -> None:
     """Sleep for the ``n`` bytes just sent at the action's rate (``done``: the body's bytes so far,
     these too), past a throttle's unpaced bytes."""
+    if isinstance(action, Throttle) and action.release is not None and action.release.is_set():
+        return
     if isinstance(action, Throttle) and action.unpaced:
         n = min(n, max(0, done - action.unpaced))
     if isinstance(action, (Throttle, BufferRequest)) and action.rate and n:
