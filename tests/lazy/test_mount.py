@@ -256,19 +256,6 @@ def test_checking_a_large_file_read_whole_is_no_stall(registry, tmp_path):
     assert "(EIO)" not in log.read_text()
 
 
-def test_the_default_read_timeout_is_30_seconds(default_timeout_read, model):  # noqa: F811
-    """Without ``--read-timeout``, a read the registry never answers is EIO after 30 s (the
-    read began with the module: :func:`default_timeout_read`)."""
-    _, pulled = model
-    seen = default_timeout_read
-    seen["thread"].join(timeout=120)
-    assert "failure" not in seen, seen["failure"]
-    error, took = seen.get("error"), seen["took"]
-    assert isinstance(error, OSError) and error.errno == errno.EIO and took >= 30, (error, took)  # not before it
-    assert seen["config.json"] == (pulled / "config.json").read_bytes()
-    assert "weights.bin: " in seen["log"] and ": no answer for 30 s: the read gives up (EIO)" in seen["log"]
-
-
 @pytest.mark.parametrize("given", ["0", "-1", "nan", "inf"])
 def test_a_read_timeout_that_is_no_bound_is_one_line(model, registry, tmp_path, given):
     repo, _ = model
@@ -579,3 +566,17 @@ def test_a_mount_leaves_another_programs_dead_mount_to_its_owner(model, registry
             if not is_mounted(where):
                 break
             subprocess.run(["fusermount3", "-uz", str(where)], capture_output=True, check=False)
+
+
+def test_the_default_read_timeout_is_30_seconds(default_timeout_read, model):  # noqa: F811
+    """Without ``--read-timeout``, a read the registry never answers is EIO after 30 s (the
+    read began with the module: :func:`default_timeout_read`; the module's last test, so that
+    every other one runs while it waits)."""
+    _, pulled = model
+    seen = default_timeout_read
+    seen["thread"].join(timeout=120)
+    assert "failure" not in seen, seen["failure"]
+    error, took = seen.get("error"), seen["took"]
+    assert isinstance(error, OSError) and error.errno == errno.EIO and took >= 30, (error, took)  # not before it
+    assert seen["config.json"] == (pulled / "config.json").read_bytes()
+    assert "weights.bin: " in seen["log"] and ": no answer for 30 s: the read gives up (EIO)" in seen["log"]
