@@ -9,6 +9,7 @@ import fcntl
 import json
 import os
 import signal
+import threading
 import time
 from pathlib import Path
 
@@ -148,7 +149,8 @@ def test_what_a_running_pull_holds_stays(fault_proxy, unique_repo, tmp_path):
     ref = f"{fault_proxy.host}/{unique_repo}:b"
     assert main(["push", str(model), ref, "-q"]) == 0
     big = Descriptor.for_bytes(OCI_LAYER_TAR, (model / "weights.bin").read_bytes())
-    fault_proxy.add("GET", f"/blobs/{big.digest}", throttle(1024 * 1024), times=1)
+    pruned = threading.Event()  # the rest of the blob at once, once the prune ran beside the pull
+    fault_proxy.add("GET", f"/blobs/{big.digest}", throttle(1024 * 1024, release=pruned), times=1)
     running = _start(["pull", ref, "-o", str(tmp_path / "b-out"), "--concurrency", "1"])
     try:
         _wait_for_bytes(fault_proxy, big, 256 * 1024, running)  # of 4 MiB at 1 MiB/s: seconds to spare
@@ -156,9 +158,11 @@ def test_what_a_running_pull_holds_stays(fault_proxy, unique_repo, tmp_path):
         assert writing.exists()
         done = ocibridge.prune_cache(older_than=0)
         assert writing.exists()  # under the running pull's lock
+        assert running.poll() is None  # (the pull ran beside the prune)
         assert all(p.exists() for p in stopped_complete)  # complete files stay while a pull runs
         assert not stopped.exists() and done.pulls == 1  # the stopped pull's partial download went
         assert done.pulls_held >= 1 + len(stopped_complete)
+        pruned.set()
         _, err = running.communicate(timeout=30)
         assert running.returncode == 0, err
     finally:

@@ -220,13 +220,16 @@ def test_a_blob_the_registry_never_answers_is_eio_within_the_read_timeout(model,
 @pytest.mark.parametrize("path, rate", [("weights.bin", 200_000), ("extra.bin", 100_000)])  # 1 MiB chunk; 200 kB
 def test_a_slow_registry_that_keeps_sending_is_waited_for(model, fault_proxy, tmp_path, path, rate):
     """The bound is the registry's silence, not the read's length: a fetch paced to arrive in
-    several times ``--read-timeout`` (a 64 KiB piece every third or two thirds of it) reads."""
+    several times ``--read-timeout`` (a 64 KiB piece every third or two thirds of it) reads.
+    Unbuffered: Python's buffer is the mount's block size (1 MiB), whose read-ahead reaches into
+    weights.bin's next chunks, a paced fetch each more than the first one shows."""
     repo, pulled = model
     ref = f"{fault_proxy.host}/{repo}:v1"
     env = mount_env(tmp_path)
     fault_proxy.add("GET", f"/blobs/{digest_of(ref, path, env)}", throttle(rate), times=None)
     log = tmp_path / "mount.log"
-    with Mount(ref, tmp_path / "mnt", env, log, "--read-timeout", "1") as m, open(m.where / path, "rb") as f:
+    with Mount(ref, tmp_path / "mnt", env, log, "--read-timeout", "1") as m, \
+            open(m.where / path, "rb", buffering=0) as f:
         started = time.monotonic()
         assert f.read(4096) == (pulled / path).read_bytes()[:4096]
         assert time.monotonic() - started > 1.5
@@ -251,19 +254,6 @@ def test_checking_a_large_file_read_whole_is_no_stall(registry, tmp_path):
     with Mount(ref, tmp_path / "again", env, log, "--read-timeout", "0.2") as m, open(m.where / "big.bin", "rb") as f:
         assert f.read(4096) == bytes(4096)  # (a file closed before the umount, even when the read fails)
     assert "(EIO)" not in log.read_text()
-
-
-def test_the_default_read_timeout_is_30_seconds(default_timeout_read, model):  # noqa: F811
-    """Without ``--read-timeout``, a read the registry never answers is EIO after 30 s (the
-    read began with the module: :func:`default_timeout_read`)."""
-    _, pulled = model
-    seen = default_timeout_read
-    seen["thread"].join(timeout=120)
-    assert "failure" not in seen, seen["failure"]
-    error, took = seen.get("error"), seen["took"]
-    assert isinstance(error, OSError) and error.errno == errno.EIO and took >= 30, (error, took)  # not before it
-    assert seen["config.json"] == (pulled / "config.json").read_bytes()
-    assert "weights.bin: " in seen["log"] and ": no answer for 30 s: the read gives up (EIO)" in seen["log"]
 
 
 @pytest.mark.parametrize("given", ["0", "-1", "nan", "inf"])
@@ -576,3 +566,17 @@ def test_a_mount_leaves_another_programs_dead_mount_to_its_owner(model, registry
             if not is_mounted(where):
                 break
             subprocess.run(["fusermount3", "-uz", str(where)], capture_output=True, check=False)
+
+
+def test_the_default_read_timeout_is_30_seconds(default_timeout_read, model):  # noqa: F811
+    """Without ``--read-timeout``, a read the registry never answers is EIO after 30 s (the
+    read began with the module: :func:`default_timeout_read`; the module's last test, so that
+    every other one runs while it waits)."""
+    _, pulled = model
+    seen = default_timeout_read
+    seen["thread"].join(timeout=120)
+    assert "failure" not in seen, seen["failure"]
+    error, took = seen.get("error"), seen["took"]
+    assert isinstance(error, OSError) and error.errno == errno.EIO and took >= 30, (error, took)  # not before it
+    assert seen["config.json"] == (pulled / "config.json").read_bytes()
+    assert "weights.bin: " in seen["log"] and ": no answer for 30 s: the read gives up (EIO)" in seen["log"]

@@ -2,7 +2,8 @@
 for the lifetime loses its tags, the registry's own ``garbage-collect --delete-untagged`` frees its
 blobs, and the next request fetches it again as the same digest; one a person tagged (pinned) or
 copied to another repository (promoted) is kept. The proxy's registry is its own: the collection
-stops it, which the session's shared registry cannot be."""
+stops it, which the session's shared registry cannot be; the upstream is the session's stand-in Hub
+(upstream_proxy.py), the repositories made there this module's."""
 
 from __future__ import annotations
 
@@ -17,18 +18,25 @@ import httpx
 import huggingface_hub
 import pytest
 from huggingface_hub import HfApi
-from serving import ROOT, own_registry_and_serve, serve_over
+from serving import ROOT, serve_over
 from support.registry import RegistryProcess, garbage_collect
+from upstream_proxy import UP_TOKEN, Proxied
 
+import ocibridge
+from ocibridge.api.copy import TransferOptions
 from ocibridge.stores.tombstones import TOMBSTONE_DIGEST
 from tests.modelgen import make_bert_model
 
-UP_TOKEN = "up-token"
+pytestmark = pytest.mark.filterwarnings("ignore:Use 'content=<...>' to upload raw bytes:DeprecationWarning")
+
 CLIENT_TOKEN = "client-token"
 ACCEPT = "application/vnd.oci.image.manifest.v1+json"
-#: seconds between the two reads of a moving branch: the dry run's lifetime falls between them
-READ_GAP = 12
-KEEP = 8  # seconds: longer than the pinning and copying done before the last read
+#: seconds between the two reads of a moving branch: the dry run's lifetime (2 s less) falls between
+#: them, the last read younger than it while serve stops and the dry run starts within 5 s of it
+#: (a read's time is kept to the second)
+READ_GAP = 8
+#: seconds: longer than a promoted revision's landing and copy, and a pinned one's tag, after its read
+KEEP = 6
 
 
 def digest(registry: RegistryProcess, repository: str, tag: str) -> str | None:
@@ -66,84 +74,82 @@ def dry_run(registry: RegistryProcess, keep: str, root: Path) -> dict:
     return dict(json.loads(done.stdout))
 
 
-def test_an_unread_revision_goes_and_comes_back_a_pinned_or_promoted_one_stays(tmp_path, monkeypatch):
+def test_an_unread_revision_goes_and_comes_back_a_pinned_or_promoted_one_stays(tmp_path, monkeypatch,
+                                                                               proxied: Proxied):
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_DISABLE_XET", True)
     (tmp_path / "up-token.txt").write_text(UP_TOKEN + "\n")
-    with own_registry_and_serve(tmp_path / "up", f"{UP_TOKEN} write\n",
-                                lambda host: [f"{host}/up", "--plain-http"]) as (up, _):
-        upstream = HfApi(endpoint=up, token=UP_TOKEN)
-        commits = {}
-        for name in ("gone", "again", "pinned", "promoted"):
-            upstream.create_repo(f"acme/{name}")
-            commits[name] = upstream.upload_folder(repo_id=f"acme/{name}",
-                                                   folder_path=make_bert_model(tmp_path / "models" / name)).oid
-        registry = RegistryProcess(tmp_path / "proxy-registry")
-        (tmp_path / "proxy").mkdir()
-        audit = tmp_path / "audit.jsonl"
-        flags = ["--upstream", up, "--upstream-token-file", str(tmp_path / "up-token.txt"),
-                 "--audit-log", str(audit)]
-        try:
-            with serve_over(registry, tmp_path / "proxy", f"{CLIENT_TOKEN} write\n",
-                            lambda host: [f"{host}/proxy", "--plain-http", *flags, "--upstream-keep", f"{KEEP}s"],
-                            HF_HUB_DISABLE_XET="1") as proxy:
-                api = HfApi(endpoint=proxy, token=CLIENT_TOKEN)
+    up = proxied.upstream  # the session's stand-in Hub: the repositories here are this module's
+    upstream = HfApi(endpoint=up, token=UP_TOKEN)
+    commits = {}
+    for name in ("gone", "again", "pinned", "promoted"):
+        upstream.create_repo(f"acme/{name}")
+        commits[name] = upstream.upload_folder(repo_id=f"acme/{name}",
+                                               folder_path=make_bert_model(tmp_path / "models" / name)).oid
+    registry = RegistryProcess(tmp_path / "proxy-registry")
+    (tmp_path / "proxy").mkdir()
+    audit = tmp_path / "audit.jsonl"
+    flags = ["--upstream", up, "--upstream-token-file", str(tmp_path / "up-token.txt"),
+             "--audit-log", str(audit)]
+    try:
+        with serve_over(registry, tmp_path / "proxy", f"{CLIENT_TOKEN} write\n",
+                        lambda host: [f"{host}/proxy", "--plain-http", *flags, "--upstream-keep", f"{KEEP}s"],
+                        HF_HUB_DISABLE_XET="1") as proxy:
+            api = HfApi(endpoint=proxy, token=CLIENT_TOKEN)
 
-                def read(name: str) -> str:
-                    fresh = tmp_path / "hub" / f"{name}-{time.monotonic_ns()}"  # the bytes asked of the proxy
-                    path = huggingface_hub.hf_hub_download(f"acme/{name}", "model.safetensors", endpoint=proxy,
-                                                           token=CLIENT_TOKEN, cache_dir=fresh)
-                    assert Path(path).read_bytes() == (tmp_path / "models" / name / "model.safetensors").read_bytes()
-                    return landed(registry, f"proxy/acme/{name}", commits[name])
+            def read(name: str) -> str:
+                fresh = tmp_path / "hub" / f"{name}-{time.monotonic_ns()}"  # the bytes asked of the proxy
+                path = huggingface_hub.hf_hub_download(f"acme/{name}", "model.safetensors", endpoint=proxy,
+                                                       token=CLIENT_TOKEN, cache_dir=fresh)
+                assert Path(path).read_bytes() == (tmp_path / "models" / name / "model.safetensors").read_bytes()
+                return landed(registry, f"proxy/acme/{name}", commits[name])
 
-                pinned = read("pinned")
-                api.create_tag("acme/pinned", tag="keep-me", revision=commits["pinned"])  # a person's tag
-                promoted = read("promoted")
-                env = {**os.environ, "PYTHONPATH": str(ROOT), "OCIBRIDGE_CACHE": str(tmp_path / "copy-cache")}
-                base = f"{registry.host}/proxy/acme"
-                subprocess.run([sys.executable, "-m", "ocibridge", "copy", f"{base}/promoted:latest",
-                                f"{base}/promoted-copy:v1", "--plain-http", "-q"],
-                               env=env, check=True, capture_output=True, timeout=120)
-                again = read("again")
-                gone = read("gone")
-                gone_weights = weights_blob(registry, "proxy/acme/gone", gone)
-                pinned_weights = weights_blob(registry, "proxy/acme/pinned", pinned)
-                until = time.monotonic() + KEEP + 90
-                for name in ("again", "gone"):
-                    while digest(registry, f"proxy/acme/{name}",
-                                 f"ocibridge-upstream-{commits[name]}") != TOMBSTONE_DIGEST:
-                        assert time.monotonic() < until, f"acme/{name} was never dropped"
-                        time.sleep(0.5)
-                    assert digest(registry, f"proxy/acme/{name}", "latest") == TOMBSTONE_DIGEST  # main's tag too
-                assert read("again") == again  # asked again of the same serve: fetched again, the same digest
-                assert digest(registry, "proxy/acme/again", "latest") == again
-                # read before acme/gone, so past their lifetime too: kept, and said why
-                said = {r["repository"]: r for r in dry_run(registry, f"{KEEP}s", tmp_path)["revisions"]}
-                assert not said["acme/pinned"]["drop"] and said["acme/pinned"]["why"].startswith("pinned: tag keep-me")
-                assert not said["acme/promoted"]["drop"]
-                assert said["acme/promoted"]["why"] == "promoted: acme/promoted-copy holds a copy"
-                assert digest(registry, "proxy/acme/pinned", f"ocibridge-upstream-{commits['pinned']}") == pinned
-                assert digest(registry, "proxy/acme/promoted", f"ocibridge-upstream-{commits['promoted']}") == promoted
-            drops = [json.loads(line) for line in audit.read_text().splitlines()
-                     if json.loads(line)["action"] == "upstream_drop"]
-            dropped = sorted((d["repository"], d["commit"], d["digest"]) for d in drops)
-            assert dropped == [("acme/again", commits["again"], again), ("acme/gone", commits["gone"], gone)]
-            gone_drop = next(d for d in drops if d["repository"] == "acme/gone")
-            assert gone_drop["bytes"] >= blob_file(registry, gone_weights).stat().st_size
-            assert "latest" in gone_drop["tags"]
+            pinned = read("pinned")
+            api.create_tag("acme/pinned", tag="keep-me", revision=commits["pinned"])  # a person's tag
+            promoted = read("promoted")
+            base = f"{registry.host}/proxy/acme"  # a person's copy (in this process: well within KEEP)
+            ocibridge.copy_reference(f"{base}/promoted:latest", f"{base}/promoted-copy:v1",
+                                     transfer=TransferOptions(plain_http=True))
+            again = read("again")
+            gone = read("gone")
+            gone_weights = weights_blob(registry, "proxy/acme/gone", gone)
+            pinned_weights = weights_blob(registry, "proxy/acme/pinned", pinned)
+            until = time.monotonic() + KEEP + 90
+            for name in ("again", "gone"):
+                while digest(registry, f"proxy/acme/{name}",
+                             f"ocibridge-upstream-{commits[name]}") != TOMBSTONE_DIGEST:
+                    assert time.monotonic() < until, f"acme/{name} was never dropped"
+                    time.sleep(0.5)
+                assert digest(registry, f"proxy/acme/{name}", "latest") == TOMBSTONE_DIGEST  # main's tag too
+            assert read("again") == again  # asked again of the same serve: fetched again, the same digest
+            assert digest(registry, "proxy/acme/again", "latest") == again
+            # read before acme/gone, so past their lifetime too: kept, and said why
+            said = {r["repository"]: r for r in dry_run(registry, f"{KEEP}s", tmp_path)["revisions"]}
+            assert not said["acme/pinned"]["drop"] and said["acme/pinned"]["why"].startswith("pinned: tag keep-me")
+            assert not said["acme/promoted"]["drop"]
+            assert said["acme/promoted"]["why"] == "promoted: acme/promoted-copy holds a copy"
+            assert digest(registry, "proxy/acme/pinned", f"ocibridge-upstream-{commits['pinned']}") == pinned
+            assert digest(registry, "proxy/acme/promoted", f"ocibridge-upstream-{commits['promoted']}") == promoted
+        drops = [json.loads(line) for line in audit.read_text().splitlines()
+                 if json.loads(line)["action"] == "upstream_drop"]
+        dropped = sorted((d["repository"], d["commit"], d["digest"]) for d in drops)
+        assert dropped == [("acme/again", commits["again"], again), ("acme/gone", commits["gone"], gone)]
+        gone_drop = next(d for d in drops if d["repository"] == "acme/gone")
+        assert gone_drop["bytes"] >= blob_file(registry, gone_weights).stat().st_size
+        assert "latest" in gone_drop["tags"]
 
-            said = garbage_collect(registry)  # the registry stopped, its own collection run on its storage
-            assert not blob_file(registry, gone_weights).exists(), said
-            assert blob_file(registry, pinned_weights).exists()
-            registry = RegistryProcess(registry.workdir)  # the same storage, a new port
-            with serve_over(registry, tmp_path / "proxy", f"{CLIENT_TOKEN}\n",
-                            lambda host: [f"{host}/proxy", "--plain-http", *flags], HF_HUB_DISABLE_XET="1") as proxy:
-                path = huggingface_hub.hf_hub_download("acme/gone", "model.safetensors", endpoint=proxy,
-                                                       token=CLIENT_TOKEN, cache_dir=tmp_path / "hub" / "again")
-                assert Path(path).read_bytes() == (tmp_path / "models" / "gone" / "model.safetensors").read_bytes()
-                assert landed(registry, "proxy/acme/gone", commits["gone"]) == gone  # fetched again: the same digest
-                assert blob_file(registry, gone_weights).exists()
-        finally:
-            registry.stop()
+        said = garbage_collect(registry)  # the registry stopped, its own collection run on its storage
+        assert not blob_file(registry, gone_weights).exists(), said
+        assert blob_file(registry, pinned_weights).exists()
+        registry = RegistryProcess(registry.workdir)  # the same storage, a new port
+        with serve_over(registry, tmp_path / "proxy", f"{CLIENT_TOKEN}\n",
+                        lambda host: [f"{host}/proxy", "--plain-http", *flags], HF_HUB_DISABLE_XET="1") as proxy:
+            path = huggingface_hub.hf_hub_download("acme/gone", "model.safetensors", endpoint=proxy,
+                                                   token=CLIENT_TOKEN, cache_dir=tmp_path / "hub" / "again")
+            assert Path(path).read_bytes() == (tmp_path / "models" / "gone" / "model.safetensors").read_bytes()
+            assert landed(registry, "proxy/acme/gone", commits["gone"]) == gone  # fetched again: the same digest
+            assert blob_file(registry, gone_weights).exists()
+    finally:
+        registry.stop()
 
 
 def test_keep_flags_are_checked_in_one_line(tmp_path):
@@ -182,41 +188,40 @@ def test_k8s_serve_hands_the_lifetime_to_every_pod(capsys):
         assert args[args.index("--upstream-keep") + 1] == "2592000s"
 
 
-def test_a_branch_read_keeps_its_head_the_commit_it_moved_from_goes(tmp_path, monkeypatch):
+def test_a_branch_read_keeps_its_head_the_commit_it_moved_from_goes(tmp_path, monkeypatch, proxied: Proxied):
     """main read, moved at the upstream, read again (the proxy re-checks it and fetches the new head):
     under a lifetime between the two reads the new head stays (read) and the old one would go."""
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_DISABLE_XET", True)
     (tmp_path / "up-token.txt").write_text(UP_TOKEN + "\n")
-    with own_registry_and_serve(tmp_path / "up", f"{UP_TOKEN} write\n",
-                                lambda host: [f"{host}/up", "--plain-http"]) as (up, _):
-        upstream = HfApi(endpoint=up, token=UP_TOKEN)
-        upstream.create_repo("acme/moving")
-        first = upstream.upload_folder(repo_id="acme/moving", folder_path=make_bert_model(tmp_path / "moving")).oid
-        registry = RegistryProcess(tmp_path / "proxy-registry")
-        (tmp_path / "proxy").mkdir()
-        flags = ["--upstream", up, "--upstream-token-file", str(tmp_path / "up-token.txt"), "--upstream-fresh", "0.5",
-                 "--upstream-keep", "30d"]
-        try:
-            with serve_over(registry, tmp_path / "proxy", f"{CLIENT_TOKEN}\n",
-                            lambda host: [f"{host}/proxy", "--plain-http", *flags], HF_HUB_DISABLE_XET="1") as proxy:
-                api = HfApi(endpoint=proxy, token=CLIENT_TOKEN)
-                assert api.model_info("acme/moving").sha == first
-                old = landed(registry, "proxy/acme/moving", first)
-                second = upstream.upload_file(path_or_fileobj=b"moved\n", path_in_repo="MOVED.md",
-                                              repo_id="acme/moving").oid
-                time.sleep(READ_GAP)
-                until = time.monotonic() + 60
-                while api.model_info("acme/moving").sha != second:  # re-checked: the new head fetched
-                    assert time.monotonic() < until, "main never moved"
-                    time.sleep(0.5)
-                new = landed(registry, "proxy/acme/moving", second)
-                assert digest(registry, "proxy/acme/moving", "latest") == new
-            said = {r["commit"]: r for r in dry_run(registry, f"{READ_GAP - 4}s", tmp_path)["revisions"]}
-            assert said[first]["drop"] and said[first]["digest"] == old and said[first]["tags"] == [
-                f"ocibridge-upstream-{first}", f"ocibridge-commit-{old.split(':')[1][:40]}"]
-            assert not said[second]["drop"] and said[second]["why"].startswith("read "), said[second]
-        finally:
-            registry.stop()
+    up = proxied.upstream  # the session's stand-in Hub: the repositories here are this module's
+    upstream = HfApi(endpoint=up, token=UP_TOKEN)
+    upstream.create_repo("acme/moving")
+    first = upstream.upload_folder(repo_id="acme/moving", folder_path=make_bert_model(tmp_path / "moving")).oid
+    registry = RegistryProcess(tmp_path / "proxy-registry")
+    (tmp_path / "proxy").mkdir()
+    flags = ["--upstream", up, "--upstream-token-file", str(tmp_path / "up-token.txt"), "--upstream-fresh", "0.5",
+             "--upstream-keep", "30d"]
+    try:
+        with serve_over(registry, tmp_path / "proxy", f"{CLIENT_TOKEN}\n",
+                        lambda host: [f"{host}/proxy", "--plain-http", *flags], HF_HUB_DISABLE_XET="1") as proxy:
+            api = HfApi(endpoint=proxy, token=CLIENT_TOKEN)
+            assert api.model_info("acme/moving").sha == first
+            old = landed(registry, "proxy/acme/moving", first)
+            second = upstream.upload_file(path_or_fileobj=b"moved\n", path_in_repo="MOVED.md",
+                                          repo_id="acme/moving").oid
+            time.sleep(READ_GAP)
+            until = time.monotonic() + 60
+            while api.model_info("acme/moving").sha != second:  # re-checked: the new head fetched
+                assert time.monotonic() < until, "main never moved"
+                time.sleep(0.5)
+            new = landed(registry, "proxy/acme/moving", second)
+            assert digest(registry, "proxy/acme/moving", "latest") == new
+        said = {r["commit"]: r for r in dry_run(registry, f"{READ_GAP - 2}s", tmp_path)["revisions"]}
+        assert said[first]["drop"] and said[first]["digest"] == old and said[first]["tags"] == [
+            f"ocibridge-upstream-{first}", f"ocibridge-commit-{old.split(':')[1][:40]}"]
+        assert not said[second]["drop"] and said[second]["why"].startswith("read "), said[second]
+    finally:
+        registry.stop()
 
 
 def test_a_reads_record_deleted_or_not_one_starts_again_a_written_one_reads_back(registry, unique_repo):

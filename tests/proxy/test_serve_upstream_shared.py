@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -65,26 +66,30 @@ def test_a_file_streams_to_its_readers_before_the_commit_lands_fetched_once_for_
     for path, data in (("w.safetensors", weights), ("late.safetensors", b"\x01" * 4096)):
         sha = up.upload_file(path_or_fileobj=data, path_in_repo=path, repo_id="acme/streamed").oid
     proxied.counted.add("GET", r"/acme/streamed/resolve/.*/w\.safetensors", throttle(2 << 20))
-    proxied.counted.add("GET", r"/acme/streamed/resolve/.*/late\.safetensors", delay(8))
+    looked = threading.Event()  # late.safetensors is held on its way until the test has looked (30 s at most)
+    proxied.counted.add("GET", r"/acme/streamed/resolve/.*/late\.safetensors", delay(30, looked))
 
     def load(n: int) -> bytes:
         return Path(huggingface_hub.hf_hub_download("acme/streamed", "w.safetensors", revision=sha,
                                                     endpoint=proxied.proxy, token=CLIENT_TOKEN,
                                                     cache_dir=tmp_path / str(n))).read_bytes()
 
-    with ThreadPoolExecutor(4) as pool:
-        loaded = list(pool.map(load, range(4)))
-    assert loaded == [weights] * 4
-    # read while the commit's other file was still on its way (not a byte of it sent to serve yet):
-    # not one tag of it in the registry
-    late = proxied.counted.requests_matching("GET", r"/acme/streamed/resolve/.*/late\.safetensors")
-    assert late and all(r.response_bytes == 0 for r in late), [(r.path, r.response_bytes) for r in late]
-    assert proxied.tags("proxy/acme/streamed") == []
-    # the metadata while in flight is the upstream's, listing the files serve will hold (.gitattributes too)
-    listed = proxied.api().model_info("acme/streamed", revision=sha).siblings or []
-    assert sorted(s.rfilename for s in listed) == [".gitattributes", "late.safetensors", "w.safetensors"]
-    assert proxied.tags("proxy/acme/streamed") == []
-    assert len(proxied.counted.requests_matching("GET", r"/acme/streamed/resolve/.*/w\.safetensors")) == 1
+    try:
+        with ThreadPoolExecutor(4) as pool:
+            loaded = list(pool.map(load, range(4)))
+        assert loaded == [weights] * 4
+        # read while the commit's other file was still on its way (not a byte of it sent to serve yet):
+        # not one tag of it in the registry
+        late = proxied.counted.requests_matching("GET", r"/acme/streamed/resolve/.*/late\.safetensors")
+        assert late and all(r.response_bytes == 0 for r in late), [(r.path, r.response_bytes) for r in late]
+        assert proxied.tags("proxy/acme/streamed") == []
+        # the metadata while in flight is the upstream's, listing the files serve will hold (.gitattributes too)
+        listed = proxied.api().model_info("acme/streamed", revision=sha).siblings or []
+        assert sorted(s.rfilename for s in listed) == [".gitattributes", "late.safetensors", "w.safetensors"]
+        assert proxied.tags("proxy/acme/streamed") == []
+        assert len(proxied.counted.requests_matching("GET", r"/acme/streamed/resolve/.*/w\.safetensors")) == 1
+    finally:
+        looked.set()
     proxied.landed("proxy/acme/streamed", sha)
     assert proxied.ended("acme/streamed", 1) == ["landed"]
 

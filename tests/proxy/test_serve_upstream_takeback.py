@@ -168,7 +168,10 @@ def test_one_client_asking_for_many_unknown_repositories_at_once_starts_a_bounde
     repos = [f"many/r{i:02d}" for i in range(40)]
     with concurrent.futures.ThreadPoolExecutor(max_workers=8) as pool:  # made at the upstream at once
         list(pool.map(upstreamed.publish, repos))
-    slow = upstreamed.counted.add("GET", r"^/api/models/many/r\d+/tree/", delay(4), times=None)
+    # the fetches started keep their listings on the way until every other ask was answered (all of
+    # them in while those fetches run; 30 s at most)
+    answered = threading.Event()
+    slow = upstreamed.counted.add("GET", r"^/api/models/many/r\d+/tree/", delay(30, answered), times=None)
     pid = _serve_pid(upstreamed.root / "proxy")
     baseline, peak, asking = _threads(pid), [0], threading.Event()
 
@@ -184,9 +187,15 @@ def test_one_client_asking_for_many_unknown_repositories_at_once_starts_a_bounde
     watcher.start()
     try:
         with concurrent.futures.ThreadPoolExecutor(max_workers=40) as pool:
-            answers = list(pool.map(ask, repos))
+            asks = [pool.submit(ask, repo) for repo in repos]
+            until = time.monotonic() + 30
+            while sum(a.done() for a in asks) < len(repos) - PER_CLIENT and time.monotonic() < until:
+                time.sleep(0.02)
+            answered.set()
+            answers = [a.result() for a in asks]
         time.sleep(1)  # the fetches started go on: their threads too
     finally:
+        answered.set()
         asking.set()
         watcher.join()
         slow.times = slow.applied

@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import os
 import random
+import threading
 import time
 from pathlib import Path
 
@@ -363,14 +364,18 @@ def test_a_xorb_that_waits_too_long_for_the_registry_is_a_503_to_ask_again(model
 
     src, prefix = model
     weights = hashlib.sha256((src / "model.safetensors").read_bytes()).hexdigest()
-    fault_proxy.add("GET", f"/blobs/sha256:{weights}", delay(1.5), times=1000)
+    answered = threading.Event()  # the registry is silent until the first 503 was seen (30 s at most)
+    fault_proxy.add("GET", f"/blobs/sha256:{weights}", delay(30, answered), times=1000)
     monkeypatch.setattr(xetroutes, "FIRST_BYTE_WAIT", 0.3)
     with serving([f"{fault_proxy.host}/{prefix.split('/', 1)[1]}"], xet_min=1024 * 1024) as served:
         grant = httpx.get(f"{served.url}/api/models/acme/big/xet-read-token/main")
         plan = httpx.get(f"{grant.headers['x-xet-cas-url']}/v2/reconstructions/{xet.file_id(weights, SIZE)}",
                          headers={"Authorization": f"Bearer {grant.headers['x-xet-access-token']}"}).json()
         url = plan["xorbs"][plan["terms"][2]["hash"]][0]["url"]
-        first = httpx.get(url, timeout=30)
+        try:
+            first = httpx.get(url, timeout=30)
+        finally:
+            answered.set()
         assert first.status_code == 503 and first.headers["retry-after"] == "5"
         deadline = time.monotonic() + 30
         while (again := httpx.get(url, timeout=30)).status_code == 503:

@@ -102,18 +102,24 @@ class LoseResponse:
 
 @dataclass(frozen=True)
 class Delay:
-    """Wait `seconds` before forwarding (for client timeouts)."""
+    """Wait `seconds` before forwarding (for client timeouts), or until `release` is set (a
+    request kept on its way while a test looks, for no longer than it needs)."""
 
     seconds: float
+    release: threading.Event | None = None
     name: str = "delay"
 
 
 @dataclass(frozen=True)
 class Throttle:
     """Forward, but pace the request and response bodies to `rate` bytes per second (a slow
-    link: long transfers to interrupt, to count, to resume)."""
+    link: long transfers to interrupt, to count, to resume); the first `unpaced` bytes of each
+    body at once (what a test waits for before it interrupts, with no wait for them), and the
+    rest once `release` is set (the test has seen what it needed the slow link for)."""
 
     rate: float
+    unpaced: int = 0
+    release: threading.Event | None = None
     name: str = "throttle"
 
 
@@ -251,12 +257,12 @@ class _QuietServer(ThreadingHTTPServer):
         super().handle_error(request, client_address)  # type: ignore[arg-type]  # socketserver types them loosely
 
 
-def delay(seconds: float) -> Delay:
-    return Delay(seconds)
+def delay(seconds: float, release: threading.Event | None = None) -> Delay:
+    return Delay(seconds, release)
 
 
-def throttle(rate: float) -> Throttle:
-    return Throttle(rate)
+def throttle(rate: float, unpaced: int = 0, release: threading.Event | None = None) -> Throttle:
+    return Throttle(rate, unpaced, release)
 
 
 def buffer_request(rate: float | None = None) -> BufferRequest:
@@ -271,7 +277,13 @@ def reroute(path: str) -> Reroute:
     return Reroute(path)
 
 
-def _pace(action: Action | None, n: int) -> None:
+def _pace(action: Action | None, n: int, done: int) -> None:
+    """Sleep for the ``n`` bytes just sent at the action's rate (``done``: the body's bytes so far,
+    these too), past a throttle's unpaced bytes."""
+    if isinstance(action, Throttle) and action.release is not None and action.release.is_set():
+        return
+    if isinstance(action, Throttle) and action.unpaced:
+        n = min(n, max(0, done - action.unpaced))
     if isinstance(action, (Throttle, BufferRequest)) and action.rate and n:
         time.sleep(n / action.rate)
 
@@ -541,7 +553,10 @@ def _make_handler(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
                     self._answer(rec, action)
                     return
                 if isinstance(action, Delay):
-                    time.sleep(action.seconds)
+                    if action.release is None:
+                        time.sleep(action.seconds)
+                    else:
+                        action.release.wait(action.seconds)
                 if isinstance(action, Hold) and action.after is None and not action.answered:
                     action.release.wait()
                     raise _Cut("held, then cut before the upstream saw it")
@@ -636,7 +651,7 @@ def _make_handler(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
                     raise _Cut("request dropped by rule")
                 rec.request_bytes += len(piece)
                 conn.send(b"%x\r\n%s\r\n" % (len(piece), piece) if chunked else piece)
-                _pace(action, len(piece))
+                _pace(action, len(piece), rec.request_bytes)
             if limit is not None:
                 raise _Cut("request dropped by rule (body shorter than the limit)")
             if chunked:
@@ -651,7 +666,7 @@ def _make_handler(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
                 for piece in self._body_pieces():
                     rec.request_bytes += len(piece)
                     pieces.append(piece)
-                    _pace(action, len(piece))
+                    _pace(action, len(piece), rec.request_bytes)
             body = b"".join(pieces)
             conn.putrequest(self.command, self.path, skip_host=True, skip_accept_encoding=True)
             conn.putheader("Host", proxy.upstream_netloc)
@@ -715,7 +730,7 @@ def _make_handler(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
                     raise _Cut("response cut by rule")
                 sent = self._counted_write(rec, sent, piece, chunked_out)
                 rec.last_sent = time.time()
-                _pace(action, len(piece))
+                _pace(action, len(piece), sent)
             if stop_at is not None:  # body ended before the cut point: still cut
                 raise _Cut("response cut by rule (body shorter than the limit)")
             if chunked_out:

@@ -277,7 +277,7 @@ def test_a_killed_delta_resumes_from_what_it_wrote(versions, fault_proxy):
     _path(f"{fault_proxy.host}/{repo}:v1")
     data = (v2 / "model.safetensors").read_bytes()
     layer = "sha256:" + hashlib.sha256(data).hexdigest()
-    fault_proxy.add("GET", f"/blobs/{layer}", throttle(MiB), times=None)  # the 5 changed chunks: 5 s
+    fault_proxy.add("GET", f"/blobs/{layer}", throttle(MiB, 2 * MiB), times=None)  # 2 chunks at once, 3 in 3 s
     ref = f"{fault_proxy.host}/{repo}:v2"
     child = subprocess.Popen([sys.executable, "-m", "ocibridge", "path", ref, "-q"],
                              env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})

@@ -32,6 +32,9 @@ SIZE = 4 * 1024 * 1024
 RATE = 512 * 1024  # the throttled blob would take 8 s
 #: bytes come to the file in pieces of 1 MiB: interrupt once more than one has arrived
 INTERRUPT_AFTER = 1536 * 1024
+#: the first piece comes at once, then the throttle: the interrupt is as long after the first
+#: piece arrived as at the rate from the start (a second), without its two seconds of waiting
+UNPACED = 1024 * 1024
 #: how long an interrupted process is waited for: a bound on a hang, not a speed (that it stopped
 #: mid-transfer shows in what it left: the blob in flight is partial, the exit is 130)
 EXIT_BOUND = 60.0
@@ -82,7 +85,7 @@ def _wait_for_bytes(proxy, desc: Descriptor, at_least: int, proc: subprocess.Pop
 def test_interrupted_pull_keeps_verified_and_partial_blobs_then_resumes(
         sig, registry, fault_proxy, unique_repo, tmp_path):
     big, small, layer = _artifact(registry, unique_repo)
-    fault_proxy.add("GET", f"/blobs/{big.digest}", throttle(RATE), times=1)
+    fault_proxy.add("GET", f"/blobs/{big.digest}", throttle(RATE, UNPACED), times=1)
     layout = tmp_path / "layout"
     args = ["copy", f"{fault_proxy.host}/{unique_repo}:v1", f"oci:{layout}:v1", "--concurrency", "1"]
     proc = _start(args)
@@ -150,7 +153,7 @@ def _model_with_big_file(root: Path) -> Path:
 def _pull_interrupted(fault_proxy, ref: str, big: Descriptor, out: Path) -> str:
     """A pull into ``out`` of ``ref``, whose ``big`` layer comes throttled, stopped by Ctrl-C once
     INTERRUPT_AFTER of it arrived: it exits 130. Its stderr."""
-    fault_proxy.add("GET", f"/blobs/{big.digest}", throttle(RATE), times=1)
+    fault_proxy.add("GET", f"/blobs/{big.digest}", throttle(RATE, UNPACED), times=1)
     proc = _start(["pull", ref, "-o", str(out), "--concurrency", "1"])
     _wait_for_bytes(fault_proxy, big, INTERRUPT_AFTER, proc)
     proc.send_signal(signal.SIGINT)
@@ -194,7 +197,8 @@ def test_pull_into_a_directory_skips_files_already_there(registry, fault_proxy, 
 
 def test_killed_ranged_pull_resumes_every_part(registry, fault_proxy, unique_repo, tmp_path):
     big, _, layer = _artifact(registry, unique_repo)
-    fault_proxy.add("GET", f"/blobs/{big.digest}", throttle(RATE / 2), times=None)
+    # each part's first half MiB at once, its second paced: killed once each has sent a MiB
+    fault_proxy.add("GET", f"/blobs/{big.digest}", throttle(RATE / 2, UNPACED // 2), times=None)
     layout = tmp_path / "layout"
     args = ["copy", f"{fault_proxy.host}/{unique_repo}:v1", f"oci:{layout}:v1",
             "--part-size", "2M", "--parts", "2"]
