@@ -67,7 +67,8 @@ class TrackedBackend(httpcore.NetworkBackend):
 
 
 class _NotedStream(httpcore.NetworkStream):
-    """httpcore's stream, telling :mod:`interrupt` which socket the writing thread uses."""
+    """httpcore's stream, telling :mod:`interrupt` which socket the writing thread uses, and a
+    request's body which plain socket its headers went out on."""
 
     def __init__(self, stream: httpcore.NetworkStream, sock: Any, plain: bool = True):
         self._stream = stream
@@ -85,6 +86,8 @@ class _NotedStream(httpcore.NetworkStream):
         self._stream.write(buffer, timeout)
 
     def close(self) -> None:
+        if _writing.plain is self._sock:
+            _writing.plain = None
         self._stream.close()
 
     def start_tls(self, ssl_context: ssl.SSLContext, server_hostname: str | None = None,
