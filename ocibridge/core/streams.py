@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import queue
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from typing import IO, TYPE_CHECKING, Protocol, cast, runtime_checkable
 
 from ocibridge.core.closing import ClosesOnExit
@@ -41,6 +41,15 @@ class Seekable(Protocol):
     def seekable(self) -> bool: ...
 
     def seek(self, offset: int, whence: int = 0, /) -> int: ...
+
+
+@runtime_checkable
+class Batched(Protocol):
+    """A reader whose bytes can be had instead as batches of views of its own buffers, each
+    batch valid until the next is asked for: a sender hands them on as they are, not copied
+    into reads of its own."""
+
+    def batches(self) -> Iterator[Sequence[memoryview]]: ...
 
 
 def can_seek(reader: object) -> bool:

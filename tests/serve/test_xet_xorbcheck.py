@@ -131,10 +131,10 @@ def test_a_compressed_chunk_that_holds_more_than_it_says_is_refused():
 
 @pytest.mark.parametrize("seed", range(4))
 def test_the_build_ahead_reads_the_chunks_a_file_gives(tmp_path, seed):
-    """The build ahead (ahead._chunk_batches) reads a kept xorb through one reused buffer; what
-    it hands on is what shards.chunks reads, for any range of chunks and buffer size."""
+    """The build ahead (xorbbatches.chunk_batches) reads a kept xorb through one reused buffer;
+    what it hands on is what shards.chunks reads, for any range of chunks and buffer size."""
     from ocibridge.core.fsutil import writev_all
-    from ocibridge.hubserver.xet.ahead import _chunk_batches
+    from ocibridge.hubserver.xet.xorbbatches import chunk_batches as _chunk_batches
 
     rng = random.Random(seed)
     body, _ = xorb(rng, 30)
@@ -151,3 +151,34 @@ def test_the_build_ahead_reads_the_chunks_a_file_gives(tmp_path, seed):
         assert written == len(want) and out.read_bytes() == want
     with open(path, "rb", buffering=0) as f, pytest.raises(xetformat.BadUpload):
         list(_chunk_batches(f.fileno(), 0, count + 1, bytearray(1 << 20)))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_build_ahead_gathers_the_chunks_stored_as_they_are(tmp_path, seed):
+    """Given the lengths its check found, the build ahead reads a run of chunks stored as they
+    are side by side, their headers apart: each batch one view; from a compressed chunk on, chunk
+    by chunk. What it hands on is what shards.chunks reads, for any end and buffer size."""
+    from ocibridge.core.fsutil import writev_all
+    from ocibridge.hubserver.xet.xorbbatches import gathered_batches
+
+    rng = random.Random(seed)
+    plain = rng.randint(5, 40)  # the chunks before the compressed one
+    body = b"".join(chunk(os.urandom(rng.choice([1, 7, 4096, 65536, 131072, rng.randint(1, 131072)])),
+                          1 if k == plain else 0) for k in range(plain + 10))
+    body += xetformat.FOOTER_IDENT + b"\x01\x00" + bytes(32)
+    path = tmp_path / "xorb"
+    path.write_bytes(body)
+    lengths = xetformat.chunk_list(io.BytesIO(body), len(body)).lengths()
+    for end in (None, len(lengths), plain, plain + 1, plain - 3, 1):
+        want = b"".join(xetformat.chunks(io.BytesIO(body), len(body), 0, end))
+        buf = bytearray(rng.choice([300_000, 1 << 20, 4 << 20]))
+        out = tmp_path / "out"
+        with open(path, "rb", buffering=0) as f, open(out, "wb", buffering=0) as o:
+            batches = [(len(batch), writev_all(o.fileno(), batch))
+                       for batch in gathered_batches(f.fileno(), lengths, end, buf)]
+        assert sum(n for _, n in batches) == len(want) and out.read_bytes() == want
+        if end is not None and end <= plain:
+            assert all(views == 1 for views, _ in batches), "chunks stored as they are come as one view"
+            assert len(batches) <= 1 + len(want) // (len(buf) - 131072)
+    with open(path, "rb", buffering=0) as f, pytest.raises(xetformat.BadUpload):
+        list(gathered_batches(f.fileno(), lengths, len(lengths) + 1, bytearray(1 << 20)))

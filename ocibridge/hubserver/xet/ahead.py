@@ -23,7 +23,6 @@ import contextlib
 import hashlib
 import io
 import logging
-import os
 import threading
 import uuid
 from collections import deque
@@ -31,20 +30,21 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, BinaryIO, cast
 
 from ocibridge.chunks.chunking import ChunkHasher
 from ocibridge.chunks.chunktable import DEFAULT_CHUNK_SIZE, PUSH_THRESHOLD
-from ocibridge.core.fsutil import IOV_MAX, writev_all
+from ocibridge.core.fsutil import writev_all
 from ocibridge.core.pagecache import let_go
 from ocibridge.errors import OcibridgeError
 from ocibridge.hubserver.guard import LFS_UPLOAD_MAX
 from ocibridge.hubserver.uploads.relay import RELAY_MIN, STALL, take_parts
 from ocibridge.hubserver.uploads.xetassembly import IngestFor
-from ocibridge.hubserver.xet import merkle, shards
+from ocibridge.hubserver.xet import merkle
 from ocibridge.hubserver.xet.announced import Announced
 from ocibridge.hubserver.xet.chunklist import ChunkList
 from ocibridge.hubserver.xet.shards import BadUpload, FileEntry
+from ocibridge.hubserver.xet.xorbbatches import chunk_batches, gathered_batches
 
 if TYPE_CHECKING:
     from ocibridge.stores.base import Ingesting
@@ -59,8 +59,6 @@ CATCH_UP = 300.0
 BATCH = 4 * 1024 * 1024
 #: a xorb to build and its chunks to build (``None``: to its end)
 _Part = tuple[bytes, int, "int | None"]
-#: bytes the registry upload reads at a time (each filled whole from the batches, but the last)
-READ = 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -255,7 +253,7 @@ class Ahead:
             batches = self._batches(stream, part)
             if store is not None:  # the registry upload reads the xorbs, on this thread
                 pulled = _Pulled(batches, table, partial(self._settled, stream))
-                got, size = store.ingest_blob(io.BufferedReader(pulled, READ))
+                got, size = store.ingest_blob(cast(BinaryIO, pulled))  # sent as its batches are
                 sha = got.removeprefix("sha256:") if size == stream.size else None
             elif part is not None:
                 sha = self._write(stream, batches, table)
@@ -275,8 +273,12 @@ class Ahead:
         previous: Path | None = None  # the xorb built before the last one
         while part is not None:
             xorb, first, end = part
+            with self._cond:
+                checked = stream.verified.get(xorb)  # its chunks' lengths, as its check found them
             with open(self.xorbs / merkle.hex_of(xorb), "rb", buffering=0) as f:
-                for batch in _chunk_batches(f.fileno(), first, end, buf):
+                reading = (gathered_batches(f.fileno(), checked.lengths(), end, buf) if checked is not None
+                           and first == 0 else chunk_batches(f.fileno(), first, end, buf))
+                for batch in reading:
                     written += sum(len(data) for data in batch)
                     if written > LFS_UPLOAD_MAX:  # the largest file serve takes, as over LFS
                         raise BadUpload("larger than a file serve takes")
@@ -351,10 +353,12 @@ class Ahead:
 
 
 class _Pulled(io.RawIOBase):
-    """The file's bytes as the registry upload reads them (:meth:`.Ingesting.ingest_blob`),
-    copied from the xorbs' batches straight into its reads, its chunk table made of them. At
-    the end it waits for the shard: taken, the upload ends (and its digest is given); not, the
-    read fails, so the upload is cut before its end and the registry makes no blob."""
+    """The file's bytes as the registry upload takes them (:meth:`.Ingesting.ingest_blob`):
+    the xorbs' batches themselves (:class:`.streams.Batched`: a registry's upload sends the
+    views as they are), or, read, copied from them into its reads; its chunk table made of
+    them either way. At the end it waits for the shard: taken, the upload ends (and its digest
+    is given); not, the read fails, so the upload is cut before its end and the registry makes
+    no blob."""
 
     def __init__(self, batches: Iterator[list[memoryview]], table: ChunkHasher,
                  settled: Callable[[], str | None]) -> None:
@@ -366,6 +370,19 @@ class _Pulled(io.RawIOBase):
     def readable(self) -> bool:
         return True
 
+    def batches(self) -> Iterator[list[memoryview]]:
+        for batch in self._batches:
+            for data in batch:
+                self._table.update(data)
+            yield batch
+        self._over = True
+        self._settle()
+
+    def _settle(self) -> None:
+        why = self._settled()
+        if why is not None:
+            raise OSError(f"not the shard's file: {why}")
+
     def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
         view = memoryview(buffer).cast("B")
         taken = 0
@@ -376,48 +393,10 @@ class _Pulled(io.RawIOBase):
                     self._over = True
                     if taken:
                         break
-                    why = self._settled()
-                    if why is not None:
-                        raise OSError(f"not the shard's file: {why}")
+                    self._settle()
                     return 0
                 self._parts.extend(batch)
                 continue
             taken += take_parts(self._parts, view[taken:])
         self._table.update(view[:taken])
         return taken
-
-
-def _chunk_batches(fd: int, first: int, end: int | None, buf: bytearray) -> Iterator[list[memoryview]]:
-    """The bytes of chunks ``[first, end)`` (to the last when ``end`` is None) of the verified
-    xorb open as ``fd``, a buffer's worth at a time: views of ``buf`` for chunks stored as they
-    are, decompressed copies for the others. Each batch is read into ``buf`` again, so it must be
-    used (and let go) before the next. :class:`BadUpload` when the xorb is not as it was."""
-    view = memoryview(buf)
-    start, k = 0, 0
-    while end is None or k < end:
-        n = os.preadv(fd, [view], start)
-        at, batch = 0, list[memoryview]()
-        while n - at >= shards.HEADER and len(batch) < IOV_MAX and (end is None or k < end):
-            head = buf[at:at + shards.HEADER]
-            if head[:len(shards.FOOTER_IDENT)] == shards.FOOTER_IDENT:
-                n = at  # the chunks ended
-                break
-            stored, scheme, length = shards.chunk_header(head, k)
-            if n - at < shards.HEADER + stored:
-                break
-            if k >= first:
-                body = view[at + shards.HEADER:at + shards.HEADER + stored]
-                batch.append(body if scheme == 0 and stored == length
-                             else memoryview(shards.decompress(scheme, bytes(body), length)))
-            at += shards.HEADER + stored
-            k += 1
-        if batch:
-            yield batch
-            del batch
-        if at == 0:  # nothing whole left: the end of the chunks, or of the file
-            if n > 0 and end is not None:
-                raise BadUpload(f"the xorb holds no chunk {end - 1} whole")
-            break
-        start += at
-    if end is not None and k < end:
-        raise BadUpload(f"the xorb holds no chunk {end - 1}")

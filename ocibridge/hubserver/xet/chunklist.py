@@ -80,6 +80,10 @@ class ChunkList(Sequence[tuple[bytes, int]]):
         """The length of chunk ``k``."""
         return self._sizes[k]
 
+    def lengths(self) -> Sequence[int]:
+        """Every chunk's length, in order (the list's own: not to be changed)."""
+        return self._sizes
+
     def total(self, first: int = 0, end: int | None = None) -> int:
         """The bytes of chunks ``[first, end)``."""
         return sum(self._sizes[first:end])

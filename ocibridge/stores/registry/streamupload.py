@@ -5,18 +5,20 @@ once for both its digest and its upload, on the resumable machinery of :mod:`.up
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import BinaryIO
 
 import httpx
 
 from ocibridge.core import interrupt
+from ocibridge.core.streams import Batched
 from ocibridge.errors import OcibridgeError, RegistryError
 from ocibridge.oci.digest import CHUNK
 from ocibridge.oci.models import Descriptor
 from ocibridge.stores.registry import errcodes
 from ocibridge.stores.registry.blobstream import BytesHook
 from ocibridge.stores.registry.client import RegistryClient
+from ocibridge.stores.registry.sendviews import chunked_body
 from ocibridge.stores.registry.upload import BlobUpload
 from ocibridge.stores.registry.uploadsource import Reopen
 from ocibridge.stores.registry.uploadstate import UploadState
@@ -27,9 +29,11 @@ class StreamingIngest(BlobUpload):
     its way out, then PUT ``?digest=`` with what was computed. A new file is thus read once for
     both its digest and its upload. Of a source of unknown or small ``size`` one streaming
     PATCH; interrupted, it starts over from ``reopen()`` (a PATCH cut mid-body invalidates the
-    session in distribution 2.8). Of a large one PATCH chunks, so that a session the registry
-    kept continues: the hash is rebuilt by reading the source's prefix again (a local read,
-    cheap next to sending), and the registry checks the final digest against what it holds."""
+    session in distribution 2.8); a :class:`.streams.Batched` source's batches are hashed in
+    place and go out as they are (:mod:`.sendviews`). Of a large one PATCH chunks, so that a
+    session the registry kept continues: the hash is rebuilt by reading the source's prefix
+    again (a local read, cheap next to sending), and the registry checks the final digest
+    against what it holds."""
 
     def __init__(self, client: RegistryClient, repository: str, reader: BinaryIO, *,
                  reopen: Reopen | None = None, on_bytes: BytesHook | None = None,
@@ -75,6 +79,11 @@ class StreamingIngest(BlobUpload):
         return True
 
     def _stream(self, counter: list[int]) -> Iterator[bytes]:
+        reader = self.source.reader
+        if isinstance(reader, Batched):  # its own buffers, hashed in place and sent as they are
+            yield from chunked_body(self._hashed(reader.batches(), counter), self.client.rate_limit,
+                                    straight=not self.client.options.layers)
+            return
         while data := self.source.reader.read(CHUNK):
             interrupt.check()
             self._hasher.update(data)
@@ -82,6 +91,18 @@ class StreamingIngest(BlobUpload):
             self.source.pos += len(data)
             self._count(len(data))
             yield data
+
+    def _hashed(self, batches: Iterator[Sequence[memoryview]], counter: list[int]) -> Iterator[Sequence[memoryview]]:
+        for batch in batches:
+            interrupt.check()
+            size = 0
+            for view in batch:
+                self._hasher.update(view)
+                size += len(view)
+            counter[0] += size
+            self.source.pos += size
+            self._count(size)
+            yield batch
 
     def _hashing(self, chunks: Iterator[bytes]) -> Iterator[bytes]:
         for data in chunks:

@@ -3,13 +3,15 @@
 httpcore opens the connections; a Ctrl-C must reach the ones blocked in a read or a write on
 worker threads. This backend opens them as httpcore's own does and registers each socket;
 each write notes its socket for the writing thread, so that a request the interrupt lets
-finish (an upload chunk) is known by its socket.
+finish (an upload chunk) is known by its socket, and a body may be written straight onto a
+plain one (:func:`plain_socket_writing`).
 :class:`NetworkTransport` picks plain HTTP, TLS or the proxy the environment names for each
 request.
 """
 
 from __future__ import annotations
 
+import socket
 import ssl
 import threading
 import urllib.request
@@ -21,6 +23,20 @@ import httpx
 
 from ocibridge.core import interrupt
 from ocibridge.core.httpx_wall import transport_over, use_backend
+
+
+class _Writing(threading.local):
+    plain: socket.socket | None = None  # each thread's own: see plain_socket_writing
+
+
+_writing = _Writing()
+
+
+def plain_socket_writing() -> socket.socket | None:
+    """The plain (not TLS) socket this thread has written a request on and not read an answer
+    from since: asked by a request's body, the socket its headers just went out on. None when
+    that request is over TLS, or was not sent through this backend."""
+    return _writing.plain
 
 
 class TrackedBackend(httpcore.NetworkBackend):
@@ -43,32 +59,40 @@ class TrackedBackend(httpcore.NetworkBackend):
     def connect_unix_socket(self, path: str, timeout: float | None = None,
                             socket_options: Iterable[Any] | None = None) -> httpcore.NetworkStream:
         interrupt.check()
-        return self._backend.connect_unix_socket(path, timeout, socket_options)
+        stream = self._backend.connect_unix_socket(path, timeout, socket_options)
+        return _NotedStream(stream, stream.get_extra_info("socket"), plain=False)
 
     def sleep(self, seconds: float) -> None:
         interrupt.sleep(seconds)
 
 
 class _NotedStream(httpcore.NetworkStream):
-    """httpcore's stream, telling :mod:`interrupt` which socket the writing thread uses."""
+    """httpcore's stream, telling :mod:`interrupt` which socket the writing thread uses, and a
+    request's body which plain socket its headers went out on."""
 
-    def __init__(self, stream: httpcore.NetworkStream, sock: Any):
+    def __init__(self, stream: httpcore.NetworkStream, sock: Any, plain: bool = True):
         self._stream = stream
         self._sock = sock
+        self._plain = plain and type(sock) is socket.socket
 
     def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        _writing.plain = None  # an answer is read: the request's body is over
         return self._stream.read(max_bytes, timeout)
 
     def write(self, buffer: bytes, timeout: float | None = None) -> None:
-        interrupt.writing_on(self._sock)
+        if self._sock is not None:
+            interrupt.writing_on(self._sock)
+        _writing.plain = self._sock if self._plain else None
         self._stream.write(buffer, timeout)
 
     def close(self) -> None:
+        if _writing.plain is self._sock:
+            _writing.plain = None
         self._stream.close()
 
     def start_tls(self, ssl_context: ssl.SSLContext, server_hostname: str | None = None,
                   timeout: float | None = None) -> httpcore.NetworkStream:
-        return _NotedStream(self._stream.start_tls(ssl_context, server_hostname, timeout), self._sock)
+        return _NotedStream(self._stream.start_tls(ssl_context, server_hostname, timeout), self._sock, plain=False)
 
     def get_extra_info(self, info: str) -> Any:
         return self._stream.get_extra_info(info)
