@@ -15,7 +15,9 @@ the kernel: two copies and a 256 KiB object per request, 4,096 requests per GiB.
   buffer, fewer). Its pipe must hold a reply and its header, and a pipe grows past
   ``/proc/sys/fs/pipe-max-size`` (1 MiB by default) only for ``CAP_SYS_RESOURCE``, which root in
   a container may lack: libfuse then gives up splicing for good. So a read asks at most
-  :data:`MAX_READ`, which fits a pipe of 1 MiB.
+  :data:`MAX_READ`, which fits a pipe of 1 MiB, and divides a chunk (``chunks.chunktable``):
+  the kernel cuts a read and its read-ahead at multiples of it, so no request straddles two
+  chunks, and a program's first read waits for its own chunk, not the next one too.
 
 libfuse frees both the vector and a memory buffer (``free``) once it has replied, so both come
 from the C library's ``malloc``. The layout is libfuse 3's ``fuse_common.h`` as of 3.0 to 3.16
@@ -57,8 +59,9 @@ class FuseBufvec(ctypes.Structure):
 
 #: ``FUSE_CAP_SPLICE_WRITE`` (``fuse_common.h``): replies may be spliced to the kernel
 CAP_SPLICE_WRITE = 1 << 7
-#: the most one read asks: a reply, its header and libfuse's margin fit a pipe of 1 MiB
-MAX_READ = 1024 * 1024 - 16 * 1024
+#: the most one read asks: a reply, its header and libfuse's margin fit a pipe of 1 MiB, and
+#: requests end on a chunk's end (1 MiB by default; any power of two from 512 KiB up)
+MAX_READ = 512 * 1024
 
 
 @runtime_checkable

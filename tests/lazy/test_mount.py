@@ -27,7 +27,7 @@ from mounting import (
     mount_env,
     run,
 )
-from support.faultproxy import FaultProxy, corrupt, hold, throttle
+from support.faultproxy import FaultProxy, corrupt, delay, hold, throttle
 from support.fixtures import new_repo
 
 from ocibridge.cli import main
@@ -234,6 +234,28 @@ def test_a_slow_registry_that_keeps_sending_is_waited_for(model, fault_proxy, tm
         assert f.read(4096) == (pulled / path).read_bytes()[:4096]
         assert time.monotonic() - started > 1.5
     assert "(EIO)" not in log.read_text()
+
+
+def test_a_buffered_first_read_waits_for_its_own_chunk_alone(model, fault_proxy, tmp_path):
+    """Python's ``open()`` reads the mount's block size (1 MiB, chunk 0 whole) for a read of
+    4 KiB; the kernel asks it, and its read-ahead, in FUSE reads of the mount's largest read.
+    Reads that end on a chunk's end leave chunk 1 to the read-ahead, which the program does
+    not wait for: here every fetch of weights.bin after the first is held until the read is
+    done (or 20 s, should it wait for one), and the first one is chunk 0's alone."""
+    repo, pulled = model
+    ref = f"{fault_proxy.host}/{repo}:v1"
+    env = mount_env(tmp_path)
+    blob = f"/blobs/{digest_of(ref, 'weights.bin', env)}"
+    released = threading.Event()
+    fault_proxy.add("GET", blob, delay(20, released), skip=1, times=None)
+    with Mount(ref, tmp_path / "mnt", env, tmp_path / "mount.log") as m:
+        try:
+            with open(m.where / "weights.bin", "rb") as f:
+                assert f.read(4096) == (pulled / "weights.bin").read_bytes()[:4096]
+            answered = [r.range for r in fault_proxy.requests_matching("GET", blob) if r.answered is not None]
+        finally:
+            released.set()
+    assert answered == ["bytes=0-1048575"]
 
 
 def test_checking_a_large_file_read_whole_is_no_stall(registry, tmp_path):

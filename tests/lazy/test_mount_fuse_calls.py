@@ -132,22 +132,30 @@ def test_a_libfuse_whose_read_buf_is_not_known_is_answered_through_read(tmp_path
     assert reads.reads >= 64
 
 
-def test_a_sequential_read_asks_1_mib_at_a_time_where_the_mount_may_raise_its_read_ahead(served, tmp_path):
+def test_a_sequential_read_asks_512_kib_at_a_time_where_the_mount_may_raise_its_read_ahead(served, tmp_path):
     """The kernel asks a FUSE file system for at most its device's read-ahead at a time (128
     KiB; 256 KiB requests for ``cat``); each request costs a call into Python, two system calls
     and a thread hand-off whatever its size. The mount raises its own device's read-ahead to
-    just under 1 MiB (``replies.MAX_READ``, what a spliced reply may carry) where it may (root;
-    ``lazymount.readahead``): 64 MiB in about 65 requests, not 256 (nor 128, a 1 MiB window
-    cut at the largest read). Elsewhere the kernel's setting stays, and the reads are answered
-    all the same."""
+    1 MiB, two reads of ``replies.MAX_READ`` (what a spliced reply may carry, half a chunk),
+    where it may (root; ``lazymount.readahead``): 64 MiB in about 128 requests, not 256.
+    Elsewhere the kernel's setting stays, and the reads are answered all the same. Either way
+    no request straddles two 1 MiB chunks (a first read would wait for the chunk after its own)."""
     ops, reads, where = served
     setting = read_ahead_file(where)
     assert setting is not None and setting.parent.name.startswith("0:")
     kb = int(setting.read_text())
     asked: list[int] = []
+    spans: list[tuple[int, int]] = []
     given = reads.stable_fd
-    reads.stable_fd = lambda file, start, end: asked.append(end - start) or given(file, start, end)  # type: ignore[method-assign]
+
+    def noted(file: LazyFile, start: int, end: int) -> int | None:
+        asked.append(end - start)
+        spans.append((start, end))
+        return given(file, start, end)
+
+    reads.stable_fd = noted  # type: ignore[method-assign]
     assert _cat_from_a_kept_layer(reads, where, tmp_path) == _pattern(0, SIZE)
+    assert [(s, e) for s, e in spans if s // MiB != (e - 1) // MiB] == []
     if os.geteuid() == 0:
         assert kb == READ_AHEAD_KB
         assert max(asked) == MAX_READ and len(asked) <= SIZE // MAX_READ + 8, (len(asked), max(asked))
