@@ -41,16 +41,27 @@ def checked_list(tmp_path: Path, text: str) -> list[dict]:
     return checked_documents(tmp_path, text, KINDS)
 
 
+def doc_block_run(doc_env, page: str, needle: str) -> Path:
+    """Run ``page``'s one block naming ``needle`` as printed; its work folder."""
+    from tests.docrun import run_block, runnable_blocks
+
+    work, env = doc_env(page)
+    [(lang, code, line)] = [b for b in runnable_blocks(page) if needle in b[1]]
+    proc = run_block(lang, code, work, env)
+    assert proc.returncode == 0, f"docs/{page}:{line}\n{proc.stdout}\n{proc.stderr}"
+    return work
+
+
+def doc_block_documents(doc_env, page: str, needle: str, output: str) -> tuple[Path, list[dict]]:
+    """:func:`doc_block_run`, and the documents the block wrote into ``output``."""
+    work = doc_block_run(doc_env, page, needle)
+    return work, [d for d in yaml.safe_load_all((work / output).read_text()) if d]
+
+
 def doc_block_configmap(doc_env, needle: str, output: str) -> tuple[Path, dict[str, str]]:
     """Run serve-kubernetes.md's block naming ``needle`` as printed; its work folder and the data
     of the one ConfigMap the block wrote into ``output``."""
-    from tests.docrun import run_block, runnable_blocks
-
-    work, env = doc_env("serve-kubernetes.md")
-    [(lang, code, line)] = [b for b in runnable_blocks("serve-kubernetes.md") if needle in b[1]]
-    proc = run_block(lang, code, work, env)
-    assert proc.returncode == 0, f"docs/serve-kubernetes.md:{line}\n{proc.stdout}\n{proc.stderr}"
-    docs = [d for d in yaml.safe_load_all((work / output).read_text()) if d]
+    work, docs = doc_block_documents(doc_env, "serve-kubernetes.md", needle, output)
     [config] = [d for d in docs if d["kind"] == "ConfigMap"]
     return work, config["data"]
 

@@ -10,14 +10,13 @@ own key only."""
 from __future__ import annotations
 
 import pytest
-import yaml
 
 from ocibridge.cli import main
 from ocibridge.cli.parser import build_parser
 from ocibridge.hubserver.repo.quarantined import trusted_keys
 from ocibridge.signing.keys import load_public_key, public_pem
 from tests.docrun import doc_env, reader_venvs  # noqa: F401 - fixtures used by name
-from tests.k8s.test_k8s_serve import checked, checked_list
+from tests.k8s.test_k8s_serve import checked, checked_list, doc_block_documents
 from tests.k8s.test_k8s_serve_scan import keys_as_mounted
 from tests.k8s.test_k8s_serve_secret import assert_nothing_secret, kubectl_secret
 from tests.k8s.test_k8s_serve_sign import (
@@ -158,13 +157,7 @@ def test_commits_published_through_the_emitted_container_are_signed_and_attested
 
 
 def test_the_docs_attest_block_runs_as_printed(doc_env):  # noqa: F811
-    from tests.docrun import run_block, runnable_blocks
-
-    work, env = doc_env("serve-kubernetes-keys.md")
-    [(lang, code, line)] = [b for b in runnable_blocks("serve-kubernetes-keys.md") if "--attest-key" in b[1]]
-    proc = run_block(lang, code, work, env)
-    assert proc.returncode == 0, f"docs/serve-kubernetes-keys.md:{line}\n{proc.stdout}\n{proc.stderr}"
-    docs = [d for d in yaml.safe_load_all((work / "serve-attest.yaml").read_text()) if d]
+    _, docs = doc_block_documents(doc_env, "serve-kubernetes-keys.md", "--attest-key", "serve-attest.yaml")
     assert [d for d in docs if d["kind"] == "Secret"] == []
     [deployment] = [d for d in docs if d["kind"] == "Deployment"]
     parsed = build_parser(lazy=True).parse_args(deployment["spec"]["template"]["spec"]["containers"][0]["args"])

@@ -23,7 +23,7 @@ from ocibridge.cli.parser import build_parser
 from ocibridge.hubserver.repo.quarantined import trusted_keys
 from ocibridge.signing.keys import load_public_key, public_pem
 from tests.docrun import doc_env, reader_venvs  # noqa: F401 - fixtures used by name
-from tests.k8s.test_k8s_serve import checked, checked_list
+from tests.k8s.test_k8s_serve import checked, checked_list, doc_block_run
 from tests.k8s.test_k8s_serve_scan import keys_as_mounted
 from tests.k8s.test_k8s_serve_sign import KEY_PATH, SOURCE, keygen, publish_through_the_pod, secret_material
 from tests.signing_keys import key_pair
@@ -159,12 +159,7 @@ def test_commits_published_through_the_emitted_container_are_signed(tmp_path, ca
 
 
 def test_the_docs_secret_block_runs_as_printed(doc_env):  # noqa: F811
-    from tests.docrun import run_block, runnable_blocks
-
-    work, env = doc_env("serve-kubernetes-keys.md")
-    [(lang, code, line)] = [b for b in runnable_blocks("serve-kubernetes-keys.md") if "generic commit-signer" in b[1]]
-    proc = run_block(lang, code, work, env)
-    assert proc.returncode == 0, f"docs/serve-kubernetes-keys.md:{line}\n{proc.stdout}\n{proc.stderr}"
+    work = doc_block_run(doc_env, "serve-kubernetes-keys.md", "generic commit-signer")
     made = yaml.safe_load((work / "commit-signer-secret.yaml").read_text())
     assert made["kind"] == "Secret" and made["metadata"] == {"name": "commit-signer", "namespace": "ml",
                                                              "creationTimestamp": None}

@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from huggingface_hub import HfApi
 
 import ocibridge
@@ -27,7 +26,7 @@ from ocibridge.cli.parser import build_parser
 from ocibridge.hubserver.repo.quarantined import trusted_keys
 from ocibridge.signing.keys import load_public_key, public_pem
 from tests.docrun import doc_env, reader_venvs  # noqa: F401 - fixtures used by name
-from tests.k8s.test_k8s_serve import ROOT, checked, checked_list
+from tests.k8s.test_k8s_serve import ROOT, checked, checked_list, doc_block_documents
 from tests.k8s.test_k8s_serve_scan import keys_as_mounted
 from tests.serving import point_hub_at, serve_as_process
 from tests.signing_keys import key_pair
@@ -243,13 +242,7 @@ def publish_through_the_pod(pod: dict, secrets: dict[str, dict[str, bytes]], tmp
 
 
 def test_the_docs_sign_block_runs_as_printed(doc_env):  # noqa: F811
-    from tests.docrun import run_block, runnable_blocks
-
-    work, env = doc_env("serve-kubernetes-keys.md")
-    [(lang, code, line)] = [b for b in runnable_blocks("serve-kubernetes-keys.md") if "--sign-key signer" in b[1]]
-    proc = run_block(lang, code, work, env)
-    assert proc.returncode == 0, f"docs/serve-kubernetes-keys.md:{line}\n{proc.stdout}\n{proc.stderr}"
-    docs = [d for d in yaml.safe_load_all((work / "serve-sign.yaml").read_text()) if d]
+    work, docs = doc_block_documents(doc_env, "serve-kubernetes-keys.md", "--sign-key signer", "serve-sign.yaml")
     [secret] = [d for d in docs if d["kind"] == "Secret"]
     assert secret_data(secret)["sign.key"] == (work / "signer.key").read_bytes()
     assert "password" in secret["data"]
