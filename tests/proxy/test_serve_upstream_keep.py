@@ -193,10 +193,10 @@ def test_a_branch_read_keeps_its_head_the_commit_it_moved_from_goes(tmp_path, mo
     under a lifetime between the two reads the new head stays (read) and the old one would go."""
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_DISABLE_XET", True)
     (tmp_path / "up-token.txt").write_text(UP_TOKEN + "\n")
-    up = proxied.upstream  # the session's stand-in Hub: the repositories here are this module's
+    up = proxied.upstream  # the session's stand-in Hub, shared: the repository name is this test's alone
     upstream = HfApi(endpoint=up, token=UP_TOKEN)
-    upstream.create_repo("acme/moving")
-    first = upstream.upload_folder(repo_id="acme/moving", folder_path=make_bert_model(tmp_path / "moving")).oid
+    upstream.create_repo("acme/moving-kept")
+    first = upstream.upload_folder(repo_id="acme/moving-kept", folder_path=make_bert_model(tmp_path / "moving")).oid
     registry = RegistryProcess(tmp_path / "proxy-registry")
     (tmp_path / "proxy").mkdir()
     flags = ["--upstream", up, "--upstream-token-file", str(tmp_path / "up-token.txt"), "--upstream-fresh", "0.5",
@@ -205,17 +205,17 @@ def test_a_branch_read_keeps_its_head_the_commit_it_moved_from_goes(tmp_path, mo
         with serve_over(registry, tmp_path / "proxy", f"{CLIENT_TOKEN}\n",
                         lambda host: [f"{host}/proxy", "--plain-http", *flags], HF_HUB_DISABLE_XET="1") as proxy:
             api = HfApi(endpoint=proxy, token=CLIENT_TOKEN)
-            assert api.model_info("acme/moving").sha == first
-            old = landed(registry, "proxy/acme/moving", first)
+            assert api.model_info("acme/moving-kept").sha == first
+            old = landed(registry, "proxy/acme/moving-kept", first)
             second = upstream.upload_file(path_or_fileobj=b"moved\n", path_in_repo="MOVED.md",
-                                          repo_id="acme/moving").oid
+                                          repo_id="acme/moving-kept").oid
             time.sleep(READ_GAP)
             until = time.monotonic() + 60
-            while api.model_info("acme/moving").sha != second:  # re-checked: the new head fetched
+            while api.model_info("acme/moving-kept").sha != second:  # re-checked: the new head fetched
                 assert time.monotonic() < until, "main never moved"
                 time.sleep(0.5)
-            new = landed(registry, "proxy/acme/moving", second)
-            assert digest(registry, "proxy/acme/moving", "latest") == new
+            new = landed(registry, "proxy/acme/moving-kept", second)
+            assert digest(registry, "proxy/acme/moving-kept", "latest") == new
         said = {r["commit"]: r for r in dry_run(registry, f"{READ_GAP - 2}s", tmp_path)["revisions"]}
         assert said[first]["drop"] and said[first]["digest"] == old and said[first]["tags"] == [
             f"ocibridge-upstream-{first}", f"ocibridge-commit-{old.split(':')[1][:40]}"]
