@@ -9,7 +9,7 @@ TESTS = Path(__file__).resolve().parents[1]
 CREATED = re.compile(r'create_repo\(\s*"([^"]+)"')
 
 
-def test_no_two_files_create_the_same_repository_on_the_shared_upstream():
+def test_no_two_files_create_the_same_repository_on_the_shared_upstream() -> None:
     users = [p for p in TESTS.rglob("test_*.py") if re.search(r"\bproxied\b", p.read_text())]
     files = [TESTS / "upstream_proxy.py", *users]
     assert len(users) > 5, users  # the scan found the proxy tests
