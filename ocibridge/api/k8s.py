@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ocibridge.api.k8s_types import (
@@ -350,19 +351,17 @@ def k8s_serve(
     access: PodRegistryAccess = PodRegistryAccess(),
     pull_secrets: PullSecrets = PullSecrets(),
 ) -> KubernetesDocuments:
-    """A Deployment of ``ocibridge serve`` over ``sources`` (registry prefixes, searched in
-    order), the Service in front of it, its model cache's volume and what the pods need to reach
-    the registries (``access``). ``pull_secrets.names`` pull the serve image; ``pull_secrets.create``
-    writes the docker config Secret the pods read the registries with, from the stored login."""
-    from pathlib import Path
-
+    """A Deployment of ``ocibridge serve`` over ``sources`` (registry prefixes, in order), its Service and
+    cache volume, and what the pods reach the registries (``access``) and pull the image (``pull_secrets``) with."""
     from ocibridge.hubserver.quotas.quotafile import quotas_text
     from ocibridge.hubserver.repo.sources import RegistrySource, parse_sources
     from ocibridge.hubserver.server import GRACE, parse_public_url
     from ocibridge.k8s.node_mirrors import mirrors_of, settings_toml
     from ocibridge.k8s.serve import ServeDeployment, header, objects
+    from ocibridge.k8s.serveflags import pod_flags
     from ocibridge.k8s.servescan import pod_scan
     from ocibridge.k8s.servesign import pod_evidence
+    from ocibridge.k8s.serveverify import pod_verification
     from ocibridge.stores.registry.pull_secret import check_secret_name, loopback_warnings, pull_secret, read_ca_pem
     from ocibridge.version import __version__
 
@@ -390,11 +389,11 @@ def k8s_serve(
         settings=settings_toml(found) if (found := mirrors_of(hosts)) else None, upstream=_serve_upstream(options),
         quotas=quotas_text(options.quotas) if options.quotas is not None else None,
         evidence=(evidence := pod_evidence(options.name, **options.evidence_flags())),
-        scan=pod_scan(options.scan, options.scan_verify_keys, signs=bool(evidence and evidence.own())))
-    docs = objects(d)
+        scan=pod_scan(options.scan, options.scan_verify_keys, signs=bool(evidence and evidence.own())),
+        flags=pod_flags(options.serve_flags), verification=(checks := pod_verification(*options.checks())))
     secret = pull_secret(docker, hosts, namespace=options.namespace) if pull_secrets.create and docker else None
-    return _documents(secret, docs, header=header(d), warnings=loopback_warnings(hosts),
-                      holding=evidence.warnings() if evidence else [])
+    return _documents(secret, objects(d), header=header(d), holding=evidence.warnings() if evidence else [],
+                      warnings=loopback_warnings(hosts) + (checks.warnings() if checks else []))
 
 
 def k8s_policy(

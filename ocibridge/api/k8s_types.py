@@ -11,6 +11,10 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from ocibridge.api.upstream_policy import UpstreamPolicyOptions
 from ocibridge.core.textlists import one_or_many as _as_texts
+from ocibridge.k8s.serveflags import COMMITTING as COMMITTING  # which of serve's flags k8s serve passes, to which pods
+from ocibridge.k8s.serveflags import EVERY_POD as EVERY_POD
+from ocibridge.k8s.serveflags import FACING as FACING
+from ocibridge.k8s.serveflags import SWITCHES as SWITCHES
 
 if TYPE_CHECKING:
     from ocibridge.k8s.registries_d import NodeFile
@@ -129,6 +133,15 @@ class K8sServeOptions(UpstreamPolicyOptions):
     provenance: bool = False  # serve --provenance: each commit's SLSA provenance
     attest_key: str | None = None  # serve --attest-key (with sbom or provenance): as sign_key, a Secret NAME-attest-key
     attest_key_secret: str | None = None  # instead of attest_key: a Secret the cluster has (keys attest.key, password)
+    verify_keys: Sequence[str] = ()  # serve --verify-key: public keys here, carried in a ConfigMap NAME-verify-keys
+    policy: str | None = None  # serve --policy: a containers policy.json here, carried in a ConfigMap NAME-policy
+    # serve's flags passed to the pods as given (["--concurrency", "8", "--no-metrics"]): those
+    # ocibridge.k8s.serveflags lists; ``k8s serve`` checks their values with serve's own parser first
+    serve_flags: Sequence[str] = ()
+
+    def checks(self) -> tuple[Sequence[str], str | None]:
+        """serve's ``--verify-key`` files and ``--policy`` file, as ``k8s.serveverify.pod_verification`` takes them."""
+        return _as_texts(self.verify_keys), self.policy
 
     def evidence_flags(self) -> dict[str, Any]:
         """serve's evidence flags, as :func:`ocibridge.k8s.servesign.pod_evidence` takes them."""

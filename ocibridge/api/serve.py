@@ -223,7 +223,6 @@ def _app(sources: str | Sequence[str | RegistryReference | LayoutReference], opt
     source is located, the policy file read once they are."""
     from ocibridge.api.options import TransferOptions
     from ocibridge.hubserver.replicas.leasetimes import LeaseTimes
-    from ocibridge.hubserver.replicas.trusted import parse_networks
     from ocibridge.hubserver.repo.catalog import Catalog
     from ocibridge.hubserver.repo.publishing import Publishing
     from ocibridge.hubserver.repo.sources import RegistrySource, parse_sources
@@ -249,19 +248,7 @@ def _app(sources: str | Sequence[str | RegistryReference | LayoutReference], opt
         compare_budget=options.compare_budget, lease=LeaseTimes.from_env(), quotas=options.quotas,
         upstream_max_size=options.upstream_max_size, upstream_quota_namespace=options.upstream_quota_namespace,
         quarantine=_quarantine(options, evidence))
-    _check_quotas(options)
-    parse_networks(options.trust_forwarded)
-    if options.writer and options.peers:
-        raise UsageError("--writer and --peer: a reader sends every write to its writer; --peer is for serves "
-                         "that take writes themselves while they hold the writer lease")
-    if not options.send_timeout > 0:
-        raise UsageError(f"--send-timeout {options.send_timeout}: expected a number of seconds above 0")
-    if not options.staging_expiry > 0:
-        raise UsageError(f"--staging-expiry {options.staging_expiry}: expected a number of seconds above 0")
-    if options.lfs_part_size < 1 or options.lfs_multipart_min is not None and options.lfs_multipart_min < 1:
-        raise UsageError("--lfs-part-size and --lfs-multipart-min: expected sizes of at least one byte")
-    if options.staging_budget < 1:
-        raise UsageError(f"--staging-budget {options.staging_budget}: expected a size of at least one byte")
+    check_serve_options(options)
     check_listening(settings)
     if settings.cert and settings.key:
         check_tls_files(settings.cert, settings.key)  # once: a key's passphrase is asked by uvicorn alone
@@ -349,6 +336,25 @@ def sweep_upstream(source: str, keep: float, *, dry_run: bool = True,
         return Sweep(located, keep, time.time(), dry_run=dry_run).run()
     finally:
         located.close()
+
+
+def check_serve_options(options: ServeOptions) -> None:
+    """What serve refuses of its options before it reads a source (``k8s serve`` checks the pods' with it)."""
+    from ocibridge.hubserver.replicas.trusted import parse_networks
+
+    _check_quotas(options)
+    parse_networks(options.trust_forwarded)
+    if options.writer and options.peers:
+        raise UsageError("--writer and --peer: a reader sends every write to its writer; --peer is for serves "
+                         "that take writes themselves while they hold the writer lease")
+    if not options.send_timeout > 0:
+        raise UsageError(f"--send-timeout {options.send_timeout}: expected a number of seconds above 0")
+    if not options.staging_expiry > 0:
+        raise UsageError(f"--staging-expiry {options.staging_expiry}: expected a number of seconds above 0")
+    if options.lfs_part_size < 1 or options.lfs_multipart_min is not None and options.lfs_multipart_min < 1:
+        raise UsageError("--lfs-part-size and --lfs-multipart-min: expected sizes of at least one byte")
+    if options.staging_budget < 1:
+        raise UsageError(f"--staging-budget {options.staging_budget}: expected a size of at least one byte")
 
 
 def _check_quotas(options: ServeOptions) -> None:

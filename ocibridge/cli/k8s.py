@@ -23,6 +23,7 @@ from ocibridge.cli.common import (
     transfer_options,
     warn,
 )
+from ocibridge.cli.k8s_serve_flags import add_serve_setting_flags, check_as_serve, serve_flags
 from ocibridge.cli.signing import add_verify_flags, policy_from_args
 from ocibridge.cli.upstream_flags import add_default_tag_flag, add_upstream_policy_flags, upstream_policy
 from ocibridge.core.lazyimport import LazyModule
@@ -177,6 +178,7 @@ def cmd_k8s_mount(args: argparse.Namespace) -> int:
 
 
 def cmd_k8s_serve(args: argparse.Namespace) -> int:
+    check_as_serve(args, flags := serve_flags(args))
     options = api_k8s.K8sServeOptions(
         image=args.image, name=args.name, namespace=args.namespace, replicas=args.replicas, port=args.port,
         service_type=args.service_type, cache_size=args.cache_size, cache_access_mode=args.cache_access_mode,
@@ -185,7 +187,8 @@ def cmd_k8s_serve(args: argparse.Namespace) -> int:
         upstream_token_secret=args.upstream_token_secret, upstream_fresh=args.upstream_fresh, quotas=args.quotas,
         scan=args.scan, scan_verify_keys=tuple(args.scan_verify_key), sign_key=args.sign_key,
         sign_key_secret=args.sign_key_secret, sign_form=args.sign_form, sbom=args.sbom, provenance=args.provenance,
-        attest_key=args.attest_key, attest_key_secret=args.attest_key_secret, **upstream_policy(args))
+        attest_key=args.attest_key, attest_key_secret=args.attest_key_secret, verify_keys=tuple(args.verify_key),
+        policy=args.policy, serve_flags=tuple(flags), **upstream_policy(args))
     access = api_k8s.PodRegistryAccess(plain_http=args.plain_http, insecure=args.insecure, ca_file=args.ca_file,
                                        docker_config_secret=args.docker_config_secret,
                                        docker_config=not args.no_docker_config)
@@ -429,5 +432,6 @@ def _register_serve(ksub: Any) -> None:
     _add_docker_config_secret(g, " (default with --create-pull-secret: NAME-docker-config)")
     g.add_argument("--no-docker-config", action="store_true", help="mount no docker config Secret")
     add_pull_secret_flags(g, pulls="IMAGE", creates="the sources' registries, mounted as $DOCKER_CONFIG")
+    add_serve_setting_flags(p)
 
 

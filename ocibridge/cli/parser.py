@@ -231,3 +231,19 @@ def _version() -> str:
     from ocibridge.version import __version__
 
     return __version__
+
+
+def command_parser(command_name: str, prog: str) -> argparse.ArgumentParser:
+    """The parser of the command ``command_name`` alone, as its group builds it, its errors naming
+    ``prog``: ``k8s serve`` reads the flags it passes to the pods with serve's own parser."""
+    entry = BY_NAME[command_name]
+    built: list[argparse.ArgumentParser] = []
+
+    def command(name: str, func: Command | None, *, group: bool = False) -> argparse.ArgumentParser:
+        if name != entry.name:
+            return _Unbuilt()
+        built.append(_command_parser(_Parser(prog=prog), func, group=group))
+        return built[0]
+
+    _register_group(entry.module, command)
+    return built[0]

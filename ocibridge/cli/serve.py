@@ -27,32 +27,38 @@ def cmd_serve(args: argparse.Namespace) -> int:
     transfer = transfer_options(args)
     if args.upstream_keep_dry_run:
         return _keep_dry_run(args, _keep(args), transfer)
-    tokens = tuple(api_serve.read_tokens(args.token_file)) if args.token_file else ()
-    budget = _size(args, "staging_budget", api_serve.ServeOptions.staging_budget)
-    options = api_serve.ServeOptions(default_tag=args.default_tag, tokens=tokens, token_file=args.token_file,
-                                     audit_log=args.audit_log, scan=args.scan,
-                                     scan_verify_keys=tuple(args.scan_verify_key or ()), metrics=not args.no_metrics,
-                                     xet_min_size=_xet_min(args),
-                                     public_url=args.public_url, send_timeout=args.send_timeout,
-                                     staging_budget=budget, staging_expiry=args.staging_expiry,
-                                     lfs_multipart_min=_multipart_min(args),
-                                     lfs_part_size=_size(args, "lfs_part_size", api_serve.ServeOptions.lfs_part_size),
-                                     writer=args.writer, trust_forwarded=_trusted(args),
-                                     peers=tuple(args.peer or ()),
-                                     compare_budget=_size(args, "compare_budget",
-                                                          api_serve.ServeOptions.compare_budget),
-                                     upstream=args.upstream, upstream_token_file=args.upstream_token_file,
-                                     upstream_fresh=args.upstream_fresh, quotas=args.quotas,
-                                     upstream_max_size=None if args.upstream_max_size is None
-                                     else _size(args, "upstream_max_size", 0),
-                                     upstream_quota_namespace=args.upstream_quota_namespace,
-                                     **upstream_policy(args))
+    options = serve_options(args)
     listen = api_serve.ListenOptions(args.listen, cert=args.cert, key=args.key, access_log=not args.no_access_log)
     # its models are checked as pull checks them: the containers policy file that applies
     # (--policy, else the one found; read at start) and the --verify-key keys (docs/serve.md)
     api_serve.serve(args.sources, listen=listen, options=options, transfer=transfer,
                     verify=policy_from_args(args), sign=_sign_options(args), attest=_attest_options(args))
     return 0
+
+
+def serve_options(args: argparse.Namespace) -> api_serve.ServeOptions:
+    """serve's options from its parsed line, each value read as serve reads it (``k8s serve``
+    checks the values it passes to the pods with it)."""
+    tokens = tuple(api_serve.read_tokens(args.token_file)) if args.token_file else ()
+    budget = _size(args, "staging_budget", api_serve.ServeOptions.staging_budget)
+    return api_serve.ServeOptions(default_tag=args.default_tag, tokens=tokens, token_file=args.token_file,
+                                  audit_log=args.audit_log, scan=args.scan,
+                                  scan_verify_keys=tuple(args.scan_verify_key or ()), metrics=not args.no_metrics,
+                                  xet_min_size=_xet_min(args),
+                                  public_url=args.public_url, send_timeout=args.send_timeout,
+                                  staging_budget=budget, staging_expiry=args.staging_expiry,
+                                  lfs_multipart_min=_multipart_min(args),
+                                  lfs_part_size=_size(args, "lfs_part_size", api_serve.ServeOptions.lfs_part_size),
+                                  writer=args.writer, trust_forwarded=_trusted(args),
+                                  peers=tuple(args.peer or ()),
+                                  compare_budget=_size(args, "compare_budget",
+                                                       api_serve.ServeOptions.compare_budget),
+                                  upstream=args.upstream, upstream_token_file=args.upstream_token_file,
+                                  upstream_fresh=args.upstream_fresh, quotas=args.quotas,
+                                  upstream_max_size=None if args.upstream_max_size is None
+                                  else _size(args, "upstream_max_size", 0),
+                                  upstream_quota_namespace=args.upstream_quota_namespace,
+                                  **upstream_policy(args))
 
 
 def _keep(args: argparse.Namespace) -> float:

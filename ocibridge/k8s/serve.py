@@ -33,8 +33,10 @@ from typing import Any
 
 from ocibridge.core import environment
 from ocibridge.errors import UsageError
+from ocibridge.k8s.serveflags import PodFlags
 from ocibridge.k8s.servescan import PodScan
 from ocibridge.k8s.servesign import PodEvidence
+from ocibridge.k8s.serveverify import PodVerification
 from ocibridge.stores.registry import pull_secret as secrets  # the k8s helpers the mirror Job shares
 
 CONTAINER = "serve"
@@ -117,6 +119,8 @@ class ServeDeployment:
     quotas: str | None = None  # the text of serve's --quotas file, in a ConfigMap NAME-quotas
     scan: PodScan | None = None  # serve's --scan, its --scan-verify-key keys in a ConfigMap NAME-scan-keys
     evidence: PodEvidence | None = None  # --sign-key, --sbom, --provenance, --attest-key (the writer's alone)
+    flags: PodFlags | None = None  # serve's flags passed as given (serveflags.py: which pods take which)
+    verification: PodVerification | None = None  # --verify-key, --policy: their files in ConfigMaps
 
     def cache_volume(self) -> str:
         """``ReadWriteOnce``, ``ReadWriteMany`` (a claim) or ``emptyDir`` (one per replica)."""
@@ -189,10 +193,12 @@ def _replicated(d: ServeDeployment, ca_map: str | None) -> list[dict[str, Any]]:
     writer alone commits, so it alone holds ``--sign-key`` and ``--attest-key``; the readers trust its reports."""
     writer_name = f"{d.name}-writer"
     writer = replace(d, name=writer_name, replicas=1, cache_access_mode="ReadWriteOnce", service_type="ClusterIP",
-                     labels={**d.labels, COMPONENT: "writer"}, trust_forwarded=() if d.public_url else ANY_PEER)
+                     labels={**d.labels, COMPONENT: "writer"}, trust_forwarded=() if d.public_url else ANY_PEER,
+                     flags=d.flags.writers() if d.flags else None)
     own = d.evidence.own() if d.evidence else None  # its public half None from a named Secret (see check())
     readers = replace(d, labels={**d.labels, COMPONENT: "reader"}, writer=f"http://{writer_name}:{d.port}",
-                      evidence=None, scan=d.scan.trusting(own.public) if d.scan and own and own.public else d.scan)
+                      evidence=None, flags=d.flags.readers() if d.flags else None,
+                      scan=d.scan.trusting(own.public) if d.scan and own and own.public else d.scan)
     policy = {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy", "metadata": _meta(writer), "spec": {
         "podSelector": {"matchLabels": _labels(writer)}, "policyTypes": ["Ingress"],
         "ingress": [{"from": [{"podSelector": {"matchLabels": _labels(readers)}}],
@@ -212,8 +218,8 @@ def _meta(d: ServeDeployment) -> dict[str, Any]:
 
 
 def _one_deployment(d: ServeDeployment, ca_map: str | None) -> list[dict[str, Any]]:
-    """[its PersistentVolumeClaim,] [its registries, quotas and scan keys ConfigMaps,] the Deployment
-    of ``d`` and its Service."""
+    """[its PersistentVolumeClaim,] [its registries, quotas, scan keys, verify keys and policy ConfigMaps,]
+    the Deployment of ``d`` and its Service."""
     labels, meta = _labels(d), _meta(d)
     docs: list[dict[str, Any]] = []
     claim = None
@@ -232,6 +238,8 @@ def _one_deployment(d: ServeDeployment, ca_map: str | None) -> list[dict[str, An
                      "data": {QUOTAS_KEY: d.quotas}})
     if d.scan is not None and d.scan.keys:
         docs.append(d.scan.config_map({**meta, "name": f"{d.name}-scan-keys"}))
+    if d.verification is not None:
+        docs += d.verification.config_maps(meta)
     docs.append(_deployment(d, meta, labels, claim, ca_map))
     docs.append({"apiVersion": "v1", "kind": "Service", "metadata": meta, "spec": {
         "type": d.service_type, "selector": labels,
@@ -264,6 +272,10 @@ def serve_args(d: ServeDeployment) -> list[str]:
         args += d.scan.args()
     if d.evidence is not None:
         args += d.evidence.args()
+    if d.verification is not None:
+        args += d.verification.args()
+    if d.flags is not None:
+        args += d.flags.args()
     return args
 
 
@@ -308,6 +320,9 @@ def _deployment(d: ServeDeployment, meta: dict[str, Any], labels: dict[str, str]
             volumes.append(volume)
             mounts.append(mount)
         env += d.evidence.env()
+    for volume, mount in d.verification.volumes(d.name) if d.verification is not None else ():
+        volumes.append(volume)
+        mounts.append(mount)
     requests = {"cpu": d.cpu, "memory": d.memory}
     if not claim:  # the scheduler places each replica on a node with room for its cache
         requests["ephemeral-storage"] = d.cache_size

@@ -70,8 +70,14 @@ def pod_scan(mode: str, key_paths: Sequence[str], signs: bool = False) -> PodSca
                          "(its own reports signed and trusted)")
     keys: dict[str, str] = {}
     for path in key_paths:
-        keys[_unused(_KEY_CHARACTERS.sub("-", PurePath(path).name), keys)] = _public_pem(path)
+        keys[config_key(PurePath(path).name, keys)] = _public_pem(path)
     return PodScan(mode, tuple(keys.items()))
+
+
+def config_key(file_name: str, keys: dict[str, str]) -> str:
+    """A ConfigMap's key for the file ``file_name`` beside ``keys``: its name, what a key may not
+    hold replaced, else ``key-N.pub``."""
+    return _unused(_KEY_CHARACTERS.sub("-", file_name), keys)
 
 
 def _unused(name: str, keys: dict[str, str]) -> str:
