@@ -159,9 +159,11 @@ class UpstreamSource:
     def _miss(self, repo_id: str, revision: str, missing: OcibridgeError,
               local: Callable[[str], Resolved], arriving: bool) -> Resolved | InFlight:
         parts = repo_parts(repo_id)
+        repo = None if parts is None else self.here.sources[0].repository(parts)
         if parts is None or DIGEST.fullmatch(revision) or not revision_named(revision) or is_reserved(revision):
+            if repo is not None and isinstance(missing, RepoNotFound) and self.ingest.fetching(repo):
+                raise RevisionNotFound(f"{repo_id}: no revision {revision}")  # it is here for this reader
             raise missing
-        repo = self.here.sources[0].repository(parts)
         if repo is None or isinstance(missing, RevisionNotFound) and not (
                 self.ingest.fetching(repo) or is_proxied(repo) or self.here.states.of(repo_id).upstream):
             raise missing
