@@ -6,6 +6,8 @@ followed, and serve's upstream token never reaches that origin (the proxy's fetc
 
 from __future__ import annotations
 
+import functools
+import gzip
 import hashlib
 import json
 import threading
@@ -27,6 +29,13 @@ COMMIT = "d0" * 20
 CONFIG = b'{"hostile": 1}\n'
 WEIGHTS = b"\x05" * 4096
 DEEP = b"[" * 100_000 + b"]" * 100_000
+
+
+@functools.cache
+def inflating() -> bytes:
+    """A model_info that names a commit and its files, padded to 48 MiB with JSON's own whitespace, gzipped."""
+    said = json.dumps({"id": "evil/huge", "sha": COMMIT, "private": False, "siblings": [{"rfilename": "config.json"}]})
+    return gzip.compress(said[:-1].encode() + b" " * (48 << 20) + b"}", compresslevel=9)
 
 
 def git_blob(data: bytes) -> str:
@@ -78,6 +87,8 @@ def hostile_handler(rec: Recorder) -> type[BaseHTTPRequestHandler]:
             name = parts[3] if path.startswith("/api/models/evil/") and len(parts) > 3 else ""
             if path.startswith("/api/models/evil/deep"):
                 return self._send(200, DEEP)
+            if path.startswith("/api/models/evil/huge/revision/"):  # a model_info of 48 MiB, sent as 48 KiB of gzip
+                return self._send(200, inflating(), headers={"Content-Encoding": "gzip"})
             if path.startswith("/api/models/evil/") and parts[4:5] == ["revision"]:
                 return self._json({"id": f"evil/{name}", "sha": COMMIT, "private": False,
                                    "siblings": [{"rfilename": "config.json"}, {"rfilename": "w.safetensors"}]})
@@ -173,6 +184,15 @@ def test_upstream_json_nested_100000_deep_is_the_hubs_503_not_a_500(proxy: tuple
     again = httpx.get(f"{proxy_url}/api/models/evil/tagged/revision/v1", timeout=60)
     assert again.status_code == 200, (again.status_code, again.text[:300])
     assert again.json()["sha"] == COMMIT
+
+
+def test_an_upstream_answer_that_inflates_past_the_cap_is_the_hubs_503_never_read_whole(
+        proxy: tuple[str, Path], hostile: tuple[str, Recorder, Recorder]):
+    rec, (proxy_url, _) = hostile[1], proxy
+    answer = httpx.get(f"{proxy_url}/api/models/evil/huge", timeout=60)
+    assert answer.status_code == 503, (answer.status_code, answer.text[:300])
+    assert "larger than 16777216 bytes" in answer.headers["x-error-message"]
+    assert not any(p.startswith("/api/models/evil/huge/tree/") for p, _ in rec.asked)  # nothing fetched past it
 
 
 def test_a_tree_pages_link_to_another_origin_never_gets_the_upstream_token(
