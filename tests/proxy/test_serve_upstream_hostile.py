@@ -32,10 +32,9 @@ DEEP = b"[" * 100_000 + b"]" * 100_000
 
 
 @functools.cache
-def inflating() -> bytes:
-    """A model_info that names a commit and its files, padded to 48 MiB with JSON's own whitespace, gzipped."""
-    said = json.dumps({"id": "evil/huge", "sha": COMMIT, "private": False, "siblings": [{"rfilename": "config.json"}]})
-    return gzip.compress(said[:-1].encode() + b" " * (48 << 20) + b"}", compresslevel=9)
+def inflating(said: str) -> bytes:
+    """``said`` (a JSON object or list) padded to 48 MiB with JSON's own whitespace, gzipped: 48 KiB."""
+    return gzip.compress(said[:-1].encode() + b" " * (48 << 20) + said[-1:].encode(), compresslevel=9)
 
 
 def git_blob(data: bytes) -> str:
@@ -88,7 +87,11 @@ def hostile_handler(rec: Recorder) -> type[BaseHTTPRequestHandler]:
             if path.startswith("/api/models/evil/deep"):
                 return self._send(200, DEEP)
             if path.startswith("/api/models/evil/huge/revision/"):  # a model_info of 48 MiB, sent as 48 KiB of gzip
-                return self._send(200, inflating(), headers={"Content-Encoding": "gzip"})
+                said = {"id": "evil/huge", "sha": COMMIT, "private": False, "siblings": [{"rfilename": "config.json"}]}
+                return self._send(200, inflating(json.dumps(said)), headers={"Content-Encoding": "gzip"})
+            if path.startswith("/api/models/evil/hugetree/tree/"):  # the fetch's listing: 48 MiB too
+                return self._send(200, inflating(json.dumps([entry("config.json", CONFIG)])),
+                                  headers={"Content-Encoding": "gzip"})
             if path.startswith("/api/models/evil/") and parts[4:5] == ["revision"]:
                 return self._json({"id": f"evil/{name}", "sha": COMMIT, "private": False,
                                    "siblings": [{"rfilename": "config.json"}, {"rfilename": "w.safetensors"}]})
@@ -188,11 +191,21 @@ def test_upstream_json_nested_100000_deep_is_the_hubs_503_not_a_500(proxy: tuple
 
 def test_an_upstream_answer_that_inflates_past_the_cap_is_the_hubs_503_never_read_whole(
         proxy: tuple[str, Path], hostile: tuple[str, Recorder, Recorder]):
-    rec, (proxy_url, _) = hostile[1], proxy
+    rec, (proxy_url, root) = hostile[1], proxy
     answer = httpx.get(f"{proxy_url}/api/models/evil/huge", timeout=60)
     assert answer.status_code == 503, (answer.status_code, answer.text[:300])
     assert "larger than 16777216 bytes" in answer.headers["x-error-message"]
     assert not any(p.startswith("/api/models/evil/huge/tree/") for p, _ in rec.asked)  # nothing fetched past it
+    # the fetch's own listing of the commit's files: refused past the cap too, nothing fetched
+    read = httpx.get(f"{proxy_url}/evil/hugetree/resolve/main/config.json", timeout=60)
+    assert read.status_code != 200, read.text[:300]
+    until = time.monotonic() + 60
+    while not _outcomes(root, "evil/hugetree"):
+        assert time.monotonic() < until, rec.asked
+        time.sleep(0.1)
+    assert _outcomes(root, "evil/hugetree") == ["failed"], _audit(root, "evil/hugetree")
+    assert "larger than 16777216 bytes" in _audit(root, "evil/hugetree")[0]["reason"]
+    assert not any(p.startswith("/evil/hugetree/") for p, _ in rec.asked)
 
 
 def test_a_tree_pages_link_to_another_origin_never_gets_the_upstream_token(
@@ -215,6 +228,12 @@ def test_a_tree_pages_link_to_another_origin_never_gets_the_upstream_token(
     with pytest.raises(OcibridgeError, match="another origin"):
         download.listing()
     assert elsewhere.asked == []
+
+
+def _audit(root: Path, repo_id: str) -> list[dict[str, object]]:
+    audit = root / "audit.jsonl"
+    lines = [json.loads(line) for line in audit.read_text().splitlines()] if audit.exists() else []
+    return [e for e in lines if e.get("action") == "upstream_ingest" and e.get("repository") == repo_id]
 
 
 def _outcomes(root: Path, repo_id: str) -> list[str]:
