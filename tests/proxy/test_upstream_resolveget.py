@@ -58,8 +58,12 @@ class Server:
                 server.asked.append((self.path, self.headers.get("Authorization"), self.headers.get("Range")))
                 if server.missing:
                     self.send_response(404)
-                    self.send_header("Content-Length", "0")
+                    self.send_header("Content-Length", str(server.longer))
                     self.end_headers()
+                    with contextlib.suppress(OSError):  # the refusal's body: read no further than its reason
+                        for _ in range(server.longer >> 20):
+                            self.wfile.write(bytes(1 << 20))
+                            server.sent += 1 << 20
                     return
                 if self.path == FILE and server.redirect is not None:
                     self.send_response(302)
@@ -208,10 +212,11 @@ def test_a_held_start_is_asked_for_the_rest_and_one_the_upstream_ignores_is_fetc
 def test_a_file_the_upstream_does_not_have_is_refused_without_another_try(servers: tuple[Server, Server],
                                                                           tmp_path: Path):
     upstream, _ = servers
-    upstream.missing = True
+    upstream.missing, upstream.longer = True, 64 << 20  # and its 404 says so at length
     with pytest.raises(Refused, match="answered 404"):
         fetched(upstream, tmp_path)
     assert len(upstream.asked) == 1
+    assert upstream.sent < 32 << 20  # the refusal's body was not read to its end
 
 
 @pytest.mark.parametrize("chunked", [False, True], ids=["content-length", "chunked"])

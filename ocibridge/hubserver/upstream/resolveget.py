@@ -25,6 +25,7 @@ from ocibridge.errors import OcibridgeError
 from ocibridge.hubserver.upstream.fileget import RECEIVE_BATCH
 from ocibridge.hubserver.upstream.session import TIMEOUT, UpstreamSession, later
 from ocibridge.stores.registry.blobstream import receivable_socket
+from ocibridge.stores.registry.bodies import read_prefix
 
 if TYPE_CHECKING:
     import httpx
@@ -118,7 +119,7 @@ class ResolveGet:
             if at:
                 tee.truncate(0)  # the upstream ignored the Range: the whole file again
             return
-        answer.read()
+        read_prefix(answer)  # its first 64 KiB at most: the rest of a refusal is never downloaded
         what = f"{flight.path}: {self.src.endpoint} answered {status}"
         if later(status):
             raise httpx.RemoteProtocolError(what)  # tried again, as a cut
