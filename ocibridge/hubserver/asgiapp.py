@@ -14,6 +14,7 @@ from starlette.routing import BaseRoute, Route
 
 from ocibridge.hubserver import housekeeping
 from ocibridge.hubserver.app import ServeApp
+from ocibridge.hubserver.grants import find
 from ocibridge.hubserver.guard import Guard, Limits
 from ocibridge.hubserver.lfs.routes import UPLOAD_PATH
 from ocibridge.hubserver.reading.blobs import Blobs
@@ -189,12 +190,15 @@ def create_app(catalog: Catalog | CatalogFor, lists: FileLists, blobs: Blobs, se
         finally:
             serve.close()
 
+    def serve_knows(token: str) -> bool:  # a token of the token file (an open server knows none)
+        return find(serve.gate.grants, token) is not None
+
     app = Starlette(routes=route_table(serve), lifespan=lifespan,
                     middleware=[Middleware(RequestId),
                                 *([Middleware(serve.metrics.middleware)] if serve.settings.metrics else []),
                                 Middleware(TrustedForwarded, trusted=serve.settings.trust_forwarded),
                                 Middleware(Guard, limits=limits or Limits()),
-                                *([Middleware(StaleWarning), Middleware(FetchClient)]
+                                *([Middleware(StaleWarning), Middleware(FetchClient, known=serve_knows)]
                                   if serve.catalog.upstream is not None else [])])
     app.router.redirect_slashes = False  # a trailing "/" is dropped by the routes themselves
     app.state.serve = serve

@@ -50,6 +50,11 @@ def noted(request: Request, landed: Landed) -> None:
     note(request, **{k: list(v) if isinstance(v, tuple) else v for k, v in asdict(landed).items()})
 
 
+#: line breaks json.dumps leaves as they are (outside ASCII), escaped: a name holding one (a branch
+#: may) would end the line for str.splitlines and JSON-lines readers
+_BREAKS = str.maketrans({"\x85": "\\u0085", "\u2028": "\\u2028", "\u2029": "\\u2029"})
+
+
 class AuditLog:
     """The audit file (``-``: stdout; None: no audit), appended one line at a time."""
 
@@ -74,7 +79,7 @@ class AuditLog:
         """``entry`` as one line, in one write (the rest written after a short write)."""
         if self._fd is None:
             return
-        data = (json.dumps(entry, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
+        data = (json.dumps(entry, ensure_ascii=False, separators=(",", ":")).translate(_BREAKS) + "\n").encode()
         with self._lock:
             while data:
                 data = data[os.write(self._fd, data):]

@@ -108,6 +108,10 @@ def parse_public_url(text: str | None, flag: str = "--public-url") -> str | None
     from urllib.parse import urlsplit
 
     parts = urlsplit(text)
+    if "@" in parts.netloc:  # not echoed: serve names the URL in answers and logs, a password with it
+        token = " (a token goes in --upstream-token-file)" if flag == "--upstream" else ""
+        raise UsageError(f"{flag}: a user or password in the URL is refused: serve names the URL to its "
+                         f"clients and in its log{token}")
     if parts.scheme not in ("http", "https") or not parts.netloc or parts.query or parts.fragment:
         raise UsageError(f"{flag} {text!r}: expected http(s)://HOST[:PORT][/PATH]")
     return text.rstrip("/")

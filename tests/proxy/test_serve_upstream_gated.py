@@ -311,3 +311,27 @@ def test_the_allow_flags_need_serves_own_tokens(tmp_path: Path):
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 2
     assert "--upstream-allow-private go with --token-file" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_revision_the_upstream_lacks_tells_no_reader_a_private_repository_exists(kept: Kept):
+    """The upstream answers serve's token "no revision" for a private repository: a reader the
+    proxy would not let in is answered as for a repository at neither, by any revision."""
+    up = HfApi(endpoint=kept.upstream, token=UP_TOKEN)
+    for repo in ("hush/x", "gp/hush"):  # private upstream: no allow flag names hush/; gp/ for private grants
+        up.create_repo(repo, private=True)
+        up.upload_file(path_or_fileobj=b"{}", path_in_repo="config.json", repo_id=repo)
+
+    def said(repo_id: str, token: str | None, revision: str) -> list[tuple[int, str, str]]:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        answers = [httpx.get(f"{kept.proxy}/api/models/{repo_id}/revision/{revision}", headers=headers),
+                   httpx.get(f"{kept.proxy}/{repo_id}/resolve/{revision}/config.json", headers=headers)]
+        return [(a.status_code, a.headers.get("x-error-code", ""),
+                 a.headers.get("x-error-message", "").replace(repo_id, "REPO")) for a in answers]
+
+    for revision in ("nosuch", "0" * 40):
+        for repo, token in (("hush/x", PLAIN), ("hush/x", None), ("hush/x", GRANTED), ("gp/hush", PLAIN)):
+            hidden, missing = said(repo, token, revision), said(NOWHERE, token, revision)
+            assert hidden == missing, (repo, token, revision, hidden, missing)
+        # a reader the proxy lets have it is told what the upstream said
+        assert {code for _, code, _ in said("gp/hush", GRANTED, revision)} == {"RevisionNotFound"}
+    assert kept.tags("hush/x") == kept.tags("gp/hush") == []

@@ -6,6 +6,8 @@ followed, and serve's upstream token never reaches that origin (the proxy's fetc
 
 from __future__ import annotations
 
+import functools
+import gzip
 import hashlib
 import json
 import threading
@@ -27,6 +29,12 @@ COMMIT = "d0" * 20
 CONFIG = b'{"hostile": 1}\n'
 WEIGHTS = b"\x05" * 4096
 DEEP = b"[" * 100_000 + b"]" * 100_000
+
+
+@functools.cache
+def inflating(said: str) -> bytes:
+    """``said`` (a JSON object or list) padded to 48 MiB with JSON's own whitespace, gzipped: 48 KiB."""
+    return gzip.compress(said[:-1].encode() + b" " * (48 << 20) + said[-1:].encode(), compresslevel=9)
 
 
 def git_blob(data: bytes) -> str:
@@ -78,6 +86,12 @@ def hostile_handler(rec: Recorder) -> type[BaseHTTPRequestHandler]:
             name = parts[3] if path.startswith("/api/models/evil/") and len(parts) > 3 else ""
             if path.startswith("/api/models/evil/deep"):
                 return self._send(200, DEEP)
+            if path.startswith("/api/models/evil/huge/revision/"):  # a model_info of 48 MiB, sent as 48 KiB of gzip
+                said = {"id": "evil/huge", "sha": COMMIT, "private": False, "siblings": [{"rfilename": "config.json"}]}
+                return self._send(200, inflating(json.dumps(said)), headers={"Content-Encoding": "gzip"})
+            if path.startswith("/api/models/evil/hugetree/tree/"):  # the fetch's listing: 48 MiB too
+                return self._send(200, inflating(json.dumps([entry("config.json", CONFIG)])),
+                                  headers={"Content-Encoding": "gzip"})
             if path.startswith("/api/models/evil/") and parts[4:5] == ["revision"]:
                 return self._json({"id": f"evil/{name}", "sha": COMMIT, "private": False,
                                    "siblings": [{"rfilename": "config.json"}, {"rfilename": "w.safetensors"}]})
@@ -175,6 +189,25 @@ def test_upstream_json_nested_100000_deep_is_the_hubs_503_not_a_500(proxy: tuple
     assert again.json()["sha"] == COMMIT
 
 
+def test_an_upstream_answer_that_inflates_past_the_cap_is_the_hubs_503_never_read_whole(
+        proxy: tuple[str, Path], hostile: tuple[str, Recorder, Recorder]):
+    rec, (proxy_url, root) = hostile[1], proxy
+    answer = httpx.get(f"{proxy_url}/api/models/evil/huge", timeout=60)
+    assert answer.status_code == 503, (answer.status_code, answer.text[:300])
+    assert "larger than 16777216 bytes" in answer.headers["x-error-message"]
+    assert not any(p.startswith("/api/models/evil/huge/tree/") for p, _ in rec.asked)  # nothing fetched past it
+    # the fetch's own listing of the commit's files: refused past the cap too, nothing fetched
+    read = httpx.get(f"{proxy_url}/evil/hugetree/resolve/main/config.json", timeout=60)
+    assert read.status_code != 200, read.text[:300]
+    until = time.monotonic() + 60
+    while not _outcomes(root, "evil/hugetree"):
+        assert time.monotonic() < until, rec.asked
+        time.sleep(0.1)
+    assert _outcomes(root, "evil/hugetree") == ["failed"], _audit(root, "evil/hugetree")
+    assert "larger than 16777216 bytes" in _audit(root, "evil/hugetree")[0]["reason"]
+    assert not any(p.startswith("/evil/hugetree/") for p, _ in rec.asked)
+
+
 def test_a_tree_pages_link_to_another_origin_never_gets_the_upstream_token(
         proxy: tuple[str, Path], hostile: tuple[str, Recorder, Recorder], tmp_path: Path):
     url, rec, elsewhere = hostile
@@ -195,6 +228,12 @@ def test_a_tree_pages_link_to_another_origin_never_gets_the_upstream_token(
     with pytest.raises(OcibridgeError, match="another origin"):
         download.listing()
     assert elsewhere.asked == []
+
+
+def _audit(root: Path, repo_id: str) -> list[dict[str, object]]:
+    audit = root / "audit.jsonl"
+    lines = [json.loads(line) for line in audit.read_text().splitlines()] if audit.exists() else []
+    return [e for e in lines if e.get("action") == "upstream_ingest" and e.get("repository") == repo_id]
 
 
 def _outcomes(root: Path, repo_id: str) -> list[str]:

@@ -76,10 +76,13 @@ def test_the_upstream_flags_are_checked_before_serve_starts(tmp_path: Path):
              ("127.0.0.1:1/x", ServeOptions(upstream="ftp://hub"), "--upstream 'ftp://hub'"),
              ("127.0.0.1:1/x", ServeOptions(upstream="http://h", upstream_token_file=str(tmp_path / "none")),
               "--upstream-token-file"),
-             ("127.0.0.1:1/x", ServeOptions(upstream="http://h", upstream_fresh=-1), "--upstream-fresh"))
+             ("127.0.0.1:1/x", ServeOptions(upstream="http://h", upstream_fresh=-1), "--upstream-fresh"),
+             # a password in the URL would be in every answer naming the upstream, and in the log
+             ("127.0.0.1:1/x", ServeOptions(upstream="https://ops:s3cret@hub.internal"), "user or password"))
     for source, options, said in cases:
-        with pytest.raises(UsageError, match=re.escape(said)):
+        with pytest.raises(UsageError, match=re.escape(said)) as refused:
             create_app(source, options=options)
+        assert "s3cret" not in str(refused.value)
 
 
 def test_a_fetch_cut_mid_file_cuts_its_reader_commits_nothing_and_the_next_request_resumes_the_file(

@@ -213,6 +213,38 @@ def test_one_client_asking_for_many_unknown_repositories_at_once_starts_a_bounde
         assert "--upstream-max-fetches-per-client" in answer.json()["error"]
 
 
+@pytest.mark.parametrize("spellings", [
+    ("Bearer " + READER, "bearer " + READER, "BEARER  " + READER),  # one token, spelled three ways
+    ("Basic YTpi", "Basic Yzpk", "Token e"),  # read as no token (the anonymous line's): the address's
+], ids=["one-token", "no-token"])
+def test_a_client_is_not_a_new_one_for_each_way_it_writes_its_authorization(upstreamed: Upstreamed,
+                                                                            spellings: tuple[str, ...]):
+    which = "token" if spellings[0].startswith("Bearer") else "none"
+    repos = [f"spelled-{which}/r{i}" for i in range(len(spellings))]
+    commits = [upstreamed.publish(repo) for repo in repos]
+    listed = threading.Event()  # the fetches started hold their listings until every ask was answered
+    slow = upstreamed.counted.add("GET", rf"^/api/models/spelled-{which}/r\d/tree/", delay(30, listed), times=None)
+    try:
+        with concurrent.futures.ThreadPoolExecutor(len(repos)) as pool:
+            asks = [pool.submit(httpx.get, f"{upstreamed.proxy}/api/models/{repo}/revision/main",
+                                headers={"Authorization": said}, timeout=120)
+                    for repo, said in zip(repos, spellings, strict=True)]
+            until = time.monotonic() + 30
+            while not any(a.done() for a in asks) and time.monotonic() < until:
+                time.sleep(0.02)
+            listed.set()
+            answers = [a.result() for a in asks]
+    finally:
+        listed.set()
+        slow.times = slow.applied
+    busy = [a for a in answers if a.status_code == 503]
+    assert len(busy) == len(spellings) - PER_CLIENT, [(a.status_code, a.text[:200]) for a in answers]
+    assert "--upstream-max-fetches-per-client" in busy[0].headers["x-error-message"]
+    for repo, commit, answer in zip(repos, commits, answers, strict=True):  # the others' places free again
+        if answer.status_code == 200:
+            upstreamed.landed(repo, commit)
+
+
 def _serve_pid(root: Path) -> int:
     """The serve process whose token file is under ``root``."""
     wanted = str(root / "tokens.txt").encode()

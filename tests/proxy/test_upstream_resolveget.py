@@ -39,6 +39,9 @@ class Server:
     cut_after: int | None = None  # the first answer's body is cut after this many bytes
     ignore_range: bool = False
     missing: bool = False
+    longer: int = 0  # bytes sent after the file's: a body longer than the listing states
+    chunked: bool = False  # the body sent chunked, its length told by no header
+    sent: int = 0  # body bytes the connection took before the client stopped reading
     asked: list[tuple[str, str | None, str | None]] = field(default_factory=list)  # (path, Authorization, Range)
     url: str = ""
 
@@ -55,8 +58,12 @@ class Server:
                 server.asked.append((self.path, self.headers.get("Authorization"), self.headers.get("Range")))
                 if server.missing:
                     self.send_response(404)
-                    self.send_header("Content-Length", "0")
+                    self.send_header("Content-Length", str(server.longer))
                     self.end_headers()
+                    with contextlib.suppress(OSError):  # the refusal's body: read no further than its reason
+                        for _ in range(server.longer >> 20):
+                            self.wfile.write(bytes(1 << 20))
+                            server.sent += 1 << 20
                     return
                 if self.path == FILE and server.redirect is not None:
                     self.send_response(302)
@@ -72,6 +79,8 @@ class Server:
                     self.send_header("Content-Range", f"bytes {start}-{len(DATA) - 1}/{len(DATA)}")
                 else:
                     self.send_response(200)
+                if server.longer or server.chunked:
+                    return self._longer()
                 self.send_header("Content-Length", str(len(DATA) - start))
                 self.end_headers()
                 body = DATA[start:]
@@ -82,6 +91,23 @@ class Server:
                     self.close_connection = True
                     return
                 self.wfile.write(body)
+
+            def _longer(self) -> None:
+                self.send_header(*(("Transfer-Encoding", "chunked") if server.chunked
+                                   else ("Content-Length", str(len(DATA) + server.longer))))
+                self.end_headers()
+                piece = 1 << 20
+                body = memoryview(DATA + bytes(server.longer))
+                try:
+                    for at in range(0, len(body), piece):
+                        part = body[at:at + piece]
+                        self.wfile.write(b"%x\r\n%s\r\n" % (len(part), part) if server.chunked else part)
+                        server.sent += len(part)
+                    if server.chunked:
+                        self.wfile.write(b"0\r\n\r\n")
+                except OSError:
+                    pass
+                self.close_connection = True
 
         return Handler
 
@@ -186,10 +212,23 @@ def test_a_held_start_is_asked_for_the_rest_and_one_the_upstream_ignores_is_fetc
 def test_a_file_the_upstream_does_not_have_is_refused_without_another_try(servers: tuple[Server, Server],
                                                                           tmp_path: Path):
     upstream, _ = servers
-    upstream.missing = True
+    upstream.missing, upstream.longer = True, 64 << 20  # and its 404 says so at length
     with pytest.raises(Refused, match="answered 404"):
         fetched(upstream, tmp_path)
     assert len(upstream.asked) == 1
+    assert upstream.sent < 32 << 20  # the refusal's body was not read to its end
+
+
+@pytest.mark.parametrize("chunked", [False, True], ids=["content-length", "chunked"])
+def test_a_body_longer_than_the_listed_size_is_refused_before_it_fills_the_disk(servers: tuple[Server, Server],
+                                                                               tmp_path: Path, chunked: bool):
+    upstream, _ = servers
+    upstream.longer, upstream.chunked = 64 << 20, chunked  # the listing says 2 MiB: 64 MiB more follow
+    with pytest.raises(Refused, match="more than the 2097152 bytes its listing states"):
+        fetched(upstream, tmp_path)
+    assert (tmp_path / "partial").stat().st_size <= len(DATA)
+    assert len(upstream.asked) == 1  # refused, not asked again
+    assert upstream.sent < 32 << 20  # the rest was never read (what the sockets' buffers took at most)
 
 
 def test_a_file_comes_whole_from_an_upstream_over_tls_and_a_cut_resumes(tls_upstream: Server, tmp_path: Path,

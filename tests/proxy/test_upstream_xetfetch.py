@@ -50,6 +50,7 @@ class Store:
     xorbs: dict[str, list[bytes]] = field(default_factory=dict)  # name -> its chunks as stored
     grant: bool = True
     cut_b: int | None = None  # bytes of xorb B sent before the connection is cut
+    gzip_b: bytes | None = None  # xorb B's answer sent as this gzip (its bytes, then what follows them)
     asked: list[tuple[str, str]] = field(default_factory=list)  # (path, its Range)
 
     @property
@@ -114,6 +115,8 @@ def store() -> Iterator[tuple[Store, str]]:
                 xorb = self.path.rsplit("/", 1)[1]
                 lo, hi = map(int, re.fullmatch(r"bytes=([0-9]+)-([0-9]+)", wanted).groups())  # type: ignore[union-attr]
                 body = b"".join(s.xorbs[xorb])[lo:hi + 1]
+                if xorb == "B" and s.gzip_b is not None:
+                    return self.answer(206, s.gzip_b, {"Content-Encoding": "gzip"})
                 if xorb == "B" and s.cut_b is not None:
                     self.send_response(206)
                     self.send_header("Content-Length", str(len(body)))
@@ -182,6 +185,24 @@ def test_a_store_that_sends_more_than_the_listed_size_is_stopped_there(store, tm
     with pytest.raises(OcibridgeError, match="hold more than"):
         fetch(s, url, tmp_path, size=len(s.data) - 1)
     assert (tmp_path / "partial" / "w").stat().st_size <= len(s.data) - 1
+
+
+def test_a_xorb_answer_that_inflates_is_decoded_a_piece_at_a_time(store, tmp_path):
+    """A xorb's bytes sent gzipped with 64 MiB of zeros after them (64 KiB on the wire): what the
+    fetch holds at once stays near a piece, not the 64 MiB one network read inflates to."""
+    import gzip
+    import tracemalloc
+
+    s, url = store
+    s.gzip_b = gzip.compress(b"".join(s.xorbs["B"]) + bytes(64 << 20), compresslevel=9)
+    tracemalloc.start()
+    try:
+        flight = fetch(s, url, tmp_path)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert flight.checked and flight.final.read_bytes() == s.data
+    assert peak < 16 << 20, peak
 
 
 def test_a_cut_in_the_second_term_resumes_there_with_the_first_terms_chunks_kept(store, tmp_path, monkeypatch):

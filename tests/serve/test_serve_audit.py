@@ -10,6 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 import pytest
@@ -93,6 +94,20 @@ def test_audit_lines_of_writes_at_once_stay_whole(audited):
         assert set(pool.map(refused, range(48))) == {403}
     found = lines(s.audit)[before:]  # each line parses: none was cut into or interleaved
     assert sorted(e["revision"] for e in found) == sorted(f"branch-{n}" for n in range(48))
+
+
+def test_a_revision_holding_a_line_break_of_unicode_stays_on_its_one_audit_line(audited):
+    """A branch name may hold U+0085 and U+2028 (git takes them): a line break to str.splitlines
+    and to JSON-lines readers, so the audit line escapes them, and its reader sees one line."""
+    s = audited
+    before = len(lines(s.audit))
+    name = "x\x85{}\u2028y\u2029z"
+    answer = httpx.post(f"{s.url}/api/models/acme/m/commit/{quote(name, safe='')}", content=b"{}",
+                        headers=auth("reader"))
+    assert answer.status_code == 403, answer.text
+    found = lines(s.audit)[before:]
+    assert [e["revision"] for e in found] == [name]
+    assert s.audit.read_bytes().count(b"\n") == len(lines(s.audit))
 
 
 def family(text: str, name: str) -> list[Any]:

@@ -206,6 +206,21 @@ def test_listings_show_only_what_a_token_reads(scoped):
     assert "4 datasets" in page and 'href="/datasets/secret/m"' in page
 
 
+@pytest.mark.parametrize("revision", ["a..b", "ocibridge-commit-x", "x%7E1"], ids=["dots", "bookkeeping", "tilde"])
+def test_a_revision_no_ref_may_be_named_tells_no_more_of_a_hidden_repository_than_main_does(scoped, revision: str):
+    """A name no ref can have (git's rules, serve's own tags) is answered for a repository no source
+    holds as any revision is (not found, the repository), as it is for one the reader may not read:
+    a "no revision" there would tell the hidden one from the missing one."""
+    s = scoped
+    for route in ("/api/models/{r}/revision/{v}", "/api/models/{r}/tree/{v}", "/{r}/resolve/{v}/config.json"):
+        hidden = httpx.get(s.url + route.format(r=OUT[0], v=revision), headers=auth("reader"))
+        missing = httpx.get(s.url + route.format(r=MISSING[0], v=revision), headers=auth("everyone"))
+        assert same(hidden, missing, (OUT, MISSING)), (route, hidden.text[:200], missing.text[:200])
+        assert missing.headers.get("x-error-code") == "RepoNotFound", (route, missing.text[:200])
+        held = httpx.get(s.url + route.format(r=OUT[0], v=revision), headers=auth("everyone"))
+        assert held.headers.get("x-error-code") == "RevisionNotFound", (route, held.text[:200])  # a name it lacks
+
+
 def test_a_prefix_without_a_slash_is_no_prefix_of_a_longer_org(scoped):
     """Issue 62's red-team line: ``acme`` reads acme/m, never acme-evil/m (404, as missing)."""
     s = scoped

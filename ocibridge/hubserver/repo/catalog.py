@@ -149,10 +149,13 @@ class Catalog:
             ref = ref or kind is not None
         else:
             name = revision
-        if is_bookkeeping(name):
-            raise RevisionNotFound(f"Invalid rev id: {revision}: names starting with '{PREFIX}' are serve's own "
-                                   "bookkeeping tags (a commit's own tag, the refs record), never a revision")
-        if not revision_named(name):
+        if is_bookkeeping(name) or not revision_named(name):
+            repos = (source.repository(parts) for source in self.sources)
+            if not any(repo is not None and self._holds(repo) for repo in repos):
+                raise self._absent(repo_id)  # answered as for any revision: a bad name tells nothing more
+            if is_bookkeeping(name):
+                raise RevisionNotFound(f"Invalid rev id: {revision}: names starting with '{PREFIX}' are serve's "
+                                       "own bookkeeping tags (a commit's own tag, the refs record), never a revision")
             raise RevisionNotFound(f"{repo_id}: no revision {revision}")
         key = "/".join(parts)
         held = False
@@ -182,10 +185,13 @@ class Catalog:
             return Resolved(repo_id, revision, commit, top, model, manifest, repo, source, created, card, tag)
         if held:
             raise RevisionNotFound(self._no_revision(repo_id, parts, revision))
+        raise self._absent(repo_id)
+
+    def _absent(self, repo_id: str) -> RepoNotFound:
+        """What a repository no source holds is answered: moved (its reads redirect, as the Hub's
+        do: move_repo), else :meth:`missing`."""
         moved = self.states.of(repo_id).moved
-        if moved:
-            raise RepoMoved(repo_id, moved)  # its reads redirect, as the Hub's do (move_repo)
-        raise self.missing(repo_id)
+        return RepoMoved(repo_id, moved) if moved else self.missing(repo_id)
 
     def missing(self, repo_id: str) -> RepoNotFound:
         """What a repository no source holds is answered as; one a token may not read is

@@ -33,21 +33,30 @@ def requesting_client() -> str:
 
 
 class FetchClient:
-    """ASGI middleware: each HTTP request's client noted for :func:`requesting_client`."""
+    """ASGI middleware: each HTTP request's client noted for :func:`requesting_client`;
+    ``known``: whether a bearer token is one of serve's (its token file's)."""
 
-    def __init__(self, app: ASGIApp):
-        self.app = app
+    def __init__(self, app: ASGIApp, known: Callable[[str], bool] = lambda token: False):
+        self.app, self.known = app, known
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
-            _client.set(client_of(scope))
+            _client.set(client_of(scope, self.known))
         await self.app(scope, receive, send)
 
 
-def client_of(scope: Scope) -> str:
+def client_of(scope: Scope, known: Callable[[str], bool]) -> str:
+    """A token serve knows (read as :func:`..answers.bearer` reads it), else the peer's address:
+    an ``Authorization`` serve does not take (another scheme, a token an open server ignores,
+    the same token spelled otherwise) names no client of its own, so a client cannot be a new one
+    at each request by changing it."""
     for name, value in scope.get("headers") or ():
-        if name.lower() == b"authorization" and value.strip():
-            return "token:" + hashlib.sha256(value.strip()).hexdigest()[:16]
+        if name.lower() == b"authorization":
+            scheme, _, token = value.decode("latin-1").partition(" ")
+            token = token.strip()
+            if scheme.lower() == "bearer" and token and known(token):
+                return "token:" + hashlib.sha256(token.encode("latin-1")).hexdigest()[:16]
+            break
     peer = scope.get("client")
     return f"address:{peer[0]}" if peer else "address:?"
 

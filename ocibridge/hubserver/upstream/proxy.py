@@ -116,18 +116,7 @@ class UpstreamSource:
 
     def describe(self) -> str:
         """serve's second start line: where a miss goes and what the door lets in."""
-        u = self.settings
-        rules = [f"deny {', '.join(u.deny)}"] if u.deny else []
-        rules += [f"allow only {', '.join(u.allow)}"] if u.allow else []
-        rules += [f"licenses {', '.join(u.licenses)} only"] if u.licenses else []
-        rules += [f"files {', '.join(u.refuse_files)} refused"] if u.refuse_files else []
-        rules += [] if u.allow_pickle else ["pickle formats refused"]
-        rules += [f"gated {', '.join(u.allow_gated)} kept gated"] if u.allow_gated else []
-        rules += [f"private {', '.join(u.allow_private)} kept private"] if u.allow_private else []
-        fresh = f"a branch re-checked every {u.fresh:g} s" if u.fresh > 0 else "a branch never re-checked"
-        token = "with --upstream-token-file's token" if u.token else "with no token"
-        return (f"a proxy of {u.url} ({token}): what {self.here.sources[0].shown} lacks is fetched from it once; "
-                f"{fresh}; {'; '.join(rules) or 'every repository let in'}")
+        return self.settings.describe(self.here.sources[0].shown)
 
     def close(self) -> None:
         self.hub.session.close()
@@ -170,9 +159,11 @@ class UpstreamSource:
     def _miss(self, repo_id: str, revision: str, missing: OcibridgeError,
               local: Callable[[str], Resolved], arriving: bool) -> Resolved | InFlight:
         parts = repo_parts(repo_id)
+        repo = None if parts is None else self.here.sources[0].repository(parts)
         if parts is None or DIGEST.fullmatch(revision) or not revision_named(revision) or is_reserved(revision):
+            if repo is not None and isinstance(missing, RepoNotFound) and self.ingest.fetching(repo):
+                raise RevisionNotFound(f"{repo_id}: no revision {revision}")  # it is here for this reader
             raise missing
-        repo = self.here.sources[0].repository(parts)
         if repo is None or isinstance(missing, RevisionNotFound) and not (
                 self.ingest.fetching(repo) or is_proxied(repo) or self.here.states.of(repo_id).upstream):
             raise missing
@@ -188,12 +179,27 @@ class UpstreamSource:
             landed(joined)
             self.here.forget(repo_id, record=False)  # the commit landed; its refs record is as it was
             return local(revision)
-        info = self.hub.revision(repo_id, revision)
+        try:
+            info = self.hub.revision(repo_id, revision)
+        except RevisionNotFound:
+            self._unseen_if_private(repo_id)
+            raise
         named = self._let_in(repo, revision, info, arriving=arriving)
         if isinstance(named, InFlight):
             return named
         self.here.forget(repo_id, record=False)
         return local(named)
+
+    def _unseen_if_private(self, repo_id: str) -> None:
+        """Not found (the repository) where the upstream keeps it private from this reader: its "no
+        revision", said to serve's token, would tell any reader that the repository exists."""
+        try:
+            info = self.hub.revision(repo_id, "main")
+        except (RepoNotFound, RevisionNotFound):  # no main to ask it by: not known, so not told
+            raise not_found(repo_id, self.settings.url) from None
+        kept = not self.settings.keeps_private(repo_id) or self._kept_from_reader(repo_id, True, "") is not None
+        if info.private and kept:
+            raise not_found(repo_id, self.settings.url)
 
     def _door_repo(self, repo_id: str, revision: str) -> None:
         rule = self.settings.denied_by(repo_id)

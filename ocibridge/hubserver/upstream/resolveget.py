@@ -25,6 +25,7 @@ from ocibridge.errors import OcibridgeError
 from ocibridge.hubserver.upstream.fileget import RECEIVE_BATCH
 from ocibridge.hubserver.upstream.session import TIMEOUT, UpstreamSession, later
 from ocibridge.stores.registry.blobstream import receivable_socket
+from ocibridge.stores.registry.bodies import read_prefix
 
 if TYPE_CHECKING:
     import httpx
@@ -100,7 +101,7 @@ class ResolveGet:
                     url = urljoin(url, answer.headers["location"])
                     continue
                 self._status(answer, flight, tee, at)
-                self._body(answer, tee)
+                self._body(answer, tee, flight.size)
                 return
         raise OcibridgeError(f"{flight.path}: more than {REDIRECTS} redirects from {self.src.endpoint}")
 
@@ -118,20 +119,26 @@ class ResolveGet:
             if at:
                 tee.truncate(0)  # the upstream ignored the Range: the whole file again
             return
-        answer.read()
+        read_prefix(answer)  # its first 64 KiB at most: the rest of a refusal is never downloaded
         what = f"{flight.path}: {self.src.endpoint} answered {status}"
         if later(status):
             raise httpx.RemoteProtocolError(what)  # tried again, as a cut
         raise Refused(what)
 
-    def _body(self, answer: httpx.Response, tee: TeeFile) -> None:
+    def _body(self, answer: httpx.Response, tee: TeeFile, size: int) -> None:
         """The body into ``tee``: what h11 buffered with the headers first, then off the socket
         into one reused buffer, written a whole buffer at a time (the connection is closed
-        after: h11 did not see the body end)."""
+        after: h11 did not see the body end). Never past the ``size`` the listing states: a body
+        longer than the file (its Content-Length, or a chunked one as it comes) is refused before
+        the bytes past it are read, so an upstream's lie fills no disk beyond the file it named."""
+        declared = answer.headers.get("content-length", "")
+        if declared.isdigit():
+            _within(tee, int(declared), size)
         sock = direct_socket(answer)
         chunks = answer.iter_raw()  # held until the end: dropped, it would close the connection
         if sock is None:
             for data in chunks:
+                _within(tee, len(data), size)
                 tee.write(data)
             return
         first = next(chunks, b"")
@@ -160,3 +167,10 @@ class ResolveGet:
         finally:
             if filled:  # what arrived before a cut is kept: the next try resumes after it
                 tee.write(view[:filled])
+
+
+def _within(tee: TeeFile, more: int, size: int) -> None:
+    """:class:`Refused` when ``more`` bytes after what ``tee`` holds would pass the file's ``size``."""
+    if tee.tell() + more > size:
+        raise Refused(f"{tee.flight.path}: the upstream sends more than the {size} bytes its listing states "
+                      f"({tee.tell() + more} or more): refused")

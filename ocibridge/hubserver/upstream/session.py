@@ -11,9 +11,10 @@ Three rules hold for every request, here, once:
 - **the token to its own origin only**: serve's upstream token is sent where the scheme, host and
   port are the upstream's (:meth:`UpstreamSession.auth_for`), never to a redirect's or a page
   link's other origin;
-- **bounded JSON**: every JSON answer is read by :mod:`ocibridge.core.boundedjson`; one nested
-  too deep, or no JSON, is :class:`.errors.UpstreamDown` (the Hub's 503: the upstream did not
-  answer usably), never a ``RecursionError``.
+- **bounded answers**: every answer read into memory is capped after decoding (:func:`bounded_get`),
+  and every JSON answer is read by :mod:`ocibridge.core.boundedjson`; one too large, nested too
+  deep, or no JSON, is :class:`.errors.UpstreamDown` (the Hub's 503: the upstream did not answer
+  usably), never a ``RecursionError`` or an exhausted memory.
 
 And one reading of a status (:func:`later`, :func:`refused`) every caller decides by, and one
 window of the upstream's own limit (its 429's ``Retry-After``: :mod:`.ratewindow`) every request obeys."""
@@ -79,6 +80,26 @@ def refused(status: int) -> bool:
     return 400 <= status < 500 and not later(status)
 
 
+def bounded_get(http: httpx.Client, url: str, what: str, upstream: str, *, params: dict[str, str] | None = None,
+                headers: dict[str, str] | None = None) -> httpx.Response:
+    """``GET url`` (the event hooks run: a pause waited out), its body read into memory only up to
+    ``$OCIBRIDGE_MAX_RESPONSE_BYTES`` (16 MiB) after decoding, as a registry's answers are: a
+    larger answer, or a small gzip that inflates past it, is :class:`UpstreamDown`, never read whole."""
+    import httpx
+
+    from ocibridge.errors import RegistryError
+    from ocibridge.stores.registry.bodies import read_bounded
+
+    try:
+        answer = http.send(http.build_request("GET", url, params=params, headers=headers), stream=True)
+        read_bounded(answer, f"{what}: the upstream {upstream}")
+    except RegistryError as e:
+        raise UpstreamDown(str(e)) from None
+    except httpx.HTTPError as e:
+        raise UpstreamDown(f"{what}: the upstream {upstream} did not answer ({e})") from None
+    return answer
+
+
 class UpstreamSession:
     """The client every request to the upstream at ``url`` goes through (with ``token``)."""
 
@@ -138,15 +159,10 @@ class UpstreamSession:
         """``GET url`` (the token where it is the upstream's); :class:`UpstreamDown` when it cannot be
         asked, :class:`.errors.UpstreamBusy` while (or because) the upstream asked for a pause;
         ``waits``: a fetch's ask, sent once the pause is over (a client's is answered at once)."""
-        import httpx
-
         if self.at_home(url) and not waits:
             self.window.check(what, self.url)
         for _ in range(PAUSES if waits else 1):
-            try:
-                answer = self.http.get(url, params=params, headers=self.auth_for(url))  # (after a pause: _waited)
-            except httpx.HTTPError as e:
-                raise UpstreamDown(f"{what}: the upstream {self.url} did not answer ({e})") from None
+            answer = bounded_get(self.http, url, what, self.url, params=params, headers=self.auth_for(url))
             if answer.status_code != 429 or not self.at_home(url):
                 return answer
         raise busy(what, self.url, max(self.window.left(), 1.0))

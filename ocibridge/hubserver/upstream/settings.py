@@ -67,6 +67,20 @@ class UpstreamSettings:
             return f"--upstream-allow ({', '.join(self.allow)}) does not match it"
         return None
 
+    def describe(self, filled: str) -> str:
+        """serve's second start line: where a miss of ``filled`` (the registry) goes and what the door lets in."""
+        rules = [f"deny {', '.join(self.deny)}"] if self.deny else []
+        rules += [f"allow only {', '.join(self.allow)}"] if self.allow else []
+        rules += [f"licenses {', '.join(self.licenses)} only"] if self.licenses else []
+        rules += [f"files {', '.join(self.refuse_files)} refused"] if self.refuse_files else []
+        rules += [] if self.allow_pickle else ["pickle formats refused"]
+        rules += [f"gated {', '.join(self.allow_gated)} kept gated"] if self.allow_gated else []
+        rules += [f"private {', '.join(self.allow_private)} kept private"] if self.allow_private else []
+        fresh = f"a branch re-checked every {self.fresh:g} s" if self.fresh > 0 else "a branch never re-checked"
+        token = "with --upstream-token-file's token" if self.token else "with no token"
+        return (f"a proxy of {self.url} ({token}): what {filled} lacks is fetched from it once; "
+                f"{fresh}; {'; '.join(rules) or 'every repository let in'}")
+
     def keeps_gated(self, repo_id: str) -> bool:
         """Whether a repository gated at the upstream may enter (``--upstream-allow-gated GLOB``)."""
         return _matched(repo_id, self.allow_gated)

@@ -20,8 +20,9 @@ from typing import TYPE_CHECKING, Any
 
 from ocibridge.core import boundedjson
 from ocibridge.errors import OcibridgeError
+from ocibridge.hubserver.upstream.errors import UpstreamDown
 from ocibridge.hubserver.upstream.fileget import XetUnavailable
-from ocibridge.hubserver.upstream.session import later, refused
+from ocibridge.hubserver.upstream.session import bounded_get, later, refused
 
 if TYPE_CHECKING:
     import httpx
@@ -89,16 +90,14 @@ class Grants:
     def current(self, renew: bool = False) -> Grant:
         """The grant, asked anew when ``renew`` or near its expiry. :class:`XetUnavailable` when
         the upstream grants no Xet read (a 4xx: it has no Xet, or not for this commit)."""
-        import httpx
-
         with self._lock:
             grant = self._grant
             if grant is not None and not renew and grant.expires - MARGIN > time.time():
                 return grant
             try:
-                answer = self._http.get(self.route, headers=self._headers)
-            except httpx.HTTPError as e:
-                raise Transient(f"the Xet grant at {self.route}: {e}") from None
+                answer = bounded_get(self._http, self.route, "the Xet grant", self.route, headers=self._headers)
+            except UpstreamDown as e:
+                raise Transient(str(e)) from None
             if refused(answer.status_code):
                 raise XetUnavailable(f"{self.route} answered {answer.status_code}")
             if answer.status_code != 200:
@@ -133,16 +132,14 @@ def reconstruction(http: httpx.Client, grant: Grant, name: str, start: int, size
     :class:`Transient` for an answer worth asking again (a 401: the grant is renewed first),
     :class:`XetUnavailable` for a name the store does not give (the file goes on by resolve,
     from where it is)."""
-    import httpx
-
     headers = {"Authorization": f"Bearer {grant.token}"}
     if start:
         headers["Range"] = f"bytes={start}-{size - 1}"
     where = f"{grant.cas}/v1/reconstructions/{name}"
     try:
-        answer = http.get(where, headers=headers)
-    except httpx.HTTPError as e:
-        raise Transient(f"{where}: {e}") from None
+        answer = bounded_get(http, where, "a reconstruction", grant.cas, headers=headers)
+    except UpstreamDown as e:
+        raise Transient(str(e)) from None
     if answer.status_code == 401 or later(answer.status_code):  # 401: the grant expired
         raise Transient(f"{where} answered {answer.status_code}")
     if answer.status_code in (403, 404):

@@ -34,6 +34,7 @@ from ocibridge.hubserver.upstream.session import later
 from ocibridge.hubserver.upstream.tee import FileCut
 from ocibridge.hubserver.upstream.xetcas import Grants, Reconstruction, Term, Transient, reconstruction
 from ocibridge.hubserver.xet import merkle, shards, xorbs
+from ocibridge.stores.registry.bodies import decoded_chunks
 
 if TYPE_CHECKING:
     from ocibridge.hubserver.upstream.session import UpstreamSession
@@ -136,7 +137,8 @@ class XetGet:
                     raise Transient(f"a xorb's URL answered {answer.status_code}")
                 if answer.status_code not in (200, 206):
                     raise OcibridgeError(f"a xorb's URL answered {answer.status_code}")
-                body = Body(answer.iter_bytes(), span.start if answer.status_code == 200 else 0)
+                # decoded a piece at a time: httpx decodes a whole network read at once (a gzip of zeros: 1000x)
+                body = Body(decoded_chunks(answer), span.start if answer.status_code == 200 else 0)
                 for data in shards.chunks(body, length, term.first - span.first, term.end - span.first):
                     if tee.tell() + len(data) > flight.size:  # a store that sends more: not this file
                         raise OcibridgeError(f"{flight.path}: the upstream's xorbs hold more than its "

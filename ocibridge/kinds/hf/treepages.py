@@ -15,6 +15,7 @@ from urllib.parse import quote, urljoin, urlsplit
 
 from ocibridge.core import boundedjson
 from ocibridge.errors import OcibridgeError
+from ocibridge.stores.registry.bodies import read_bounded
 from ocibridge.stores.registry.nextpage import next_link
 
 if TYPE_CHECKING:
@@ -51,8 +52,9 @@ def tree_entries(endpoint: str, repo_id: str, commit: str, token: str | None,
         for _ in range(MAX_PAGES):
             if url is None:
                 return
-            try:
-                answer = client.get(url, headers=headers)
+            try:  # read whole, as a registry's answer: at most $OCIBRIDGE_MAX_RESPONSE_BYTES once decoded
+                answer = client.send(client.build_request("GET", url, headers=headers), stream=True)
+                read_bounded(answer, f"{what}'s tree listing")
             except httpx.HTTPError as e:
                 raise OcibridgeError(f"{what} did not answer its tree listing ({e})") from None
             if answer.status_code != 200:
