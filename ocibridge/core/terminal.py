@@ -56,7 +56,7 @@ def parse_bytes(text: str) -> int:
             break
     try:
         rate = int(float(value) * scale)
-    except ValueError:
+    except (ValueError, OverflowError):  # OverflowError: '1e999', 'inf' (no byte count either)
         raise ValueError(f"{text!r} is not a byte count (use e.g. 500K, 20M, 1G)") from None
     if rate < 1:
         raise ValueError(f"{text!r} is under one byte")

@@ -1,0 +1,45 @@
+"""Hostile values on the command line: each is one ``ocibridge: error:`` line naming what is
+wrong and a usage exit, never "unexpected <Exception>" (the last resort of ``main``) and never
+a traceback; and nothing is written where the command would have written."""
+
+from __future__ import annotations
+
+import pytest
+
+from ocibridge.cli import main
+
+
+def one_error_line(capsys: pytest.CaptureFixture[str]) -> str:
+    err = capsys.readouterr().err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("ocibridge: error: "), err
+    assert "unexpected" not in err and "Traceback" not in err, err
+    return lines[0]
+
+
+@pytest.mark.parametrize("flag", ["--limit-rate", "--part-size", "--upload-part-size", "--chunk-threshold"])
+@pytest.mark.parametrize("value", ["1e999", "inf"])
+def test_a_byte_count_beyond_any_integer_is_a_usage_error(flag, value, tmp_path, capsys):
+    """float('1e999') is infinity, which int() refuses with an OverflowError, not the
+    ValueError the size parser caught: "unexpected OverflowError" before."""
+    model = tmp_path / "m"
+    model.mkdir()
+    (model / "README.md").write_text("# m\n")
+    assert main(["push", str(model), f"oci:{tmp_path}/out:v1", flag, value]) == 2
+    assert f"{value!r} is not a byte count" in one_error_line(capsys)
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("argv", [
+    ["inspect", "a" * 64 + ".example/team/model:v1"],
+    ["login", "x" * 300, "-u", "u", "-p", "p"],
+    ["repo", "ls", "x" * 300],
+    ["check-registry", "x" * 64 + ".example"],
+    ["login", "n\udcff.example", "-u", "u", "-p", "p"],  # a byte that is no UTF-8, as Python passes it on
+], ids=["inspect", "login", "repo ls", "check-registry", "login non-utf-8"])
+def test_a_host_no_resolver_can_look_up_is_one_line_before_any_connection(argv, capsys):
+    """A DNS label is 1-63 characters and IDNA-encodable; the resolver refused others with a
+    UnicodeError from deep in the connection ("unexpected UnicodeError: encoding with 'idna'
+    codec failed"), and httpx a non-UTF-8 host with its InvalidURL."""
+    assert main(argv) == 2
+    assert "not a host name a resolver can look up" in one_error_line(capsys)
