@@ -43,3 +43,21 @@ def test_a_host_no_resolver_can_look_up_is_one_line_before_any_connection(argv, 
     codec failed"), and httpx a non-UTF-8 host with its InvalidURL."""
     assert main(argv) == 2
     assert "not a host name a resolver can look up" in one_error_line(capsys)
+
+
+def test_a_path_whose_name_is_no_utf8_is_printed_escaped(tmp_path, capsys):
+    """A byte that is no UTF-8 reaches Python as a lone surrogate (surrogateescape); stdout in a
+    UTF-8 locale other than C refuses to write one (capsys's refuses it too): the pull was done
+    and its summary line ended it with "unexpected UnicodeEncodeError". The name is escaped as
+    stderr writes it."""
+    model = tmp_path / "m"
+    model.mkdir()
+    (model / "README.md").write_text("# m\n")
+    assert main(["push", str(model), f"oci:{tmp_path}/lay:v1", "-q"]) == 0  # set-up
+    capsys.readouterr()
+    into = tmp_path / "n\udcffv"
+    assert main(["pull", f"oci:{tmp_path}/lay:v1", str(into)]) == 0
+    captured = capsys.readouterr()
+    assert "Traceback" not in captured.err and "unexpected" not in captured.err, captured.err
+    assert "n\\udcffv" in captured.out, captured.out
+    assert (into / "README.md").read_text() == "# m\n"
