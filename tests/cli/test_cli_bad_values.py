@@ -4,6 +4,10 @@ a traceback; and nothing is written where the command would have written."""
 
 from __future__ import annotations
 
+import os
+import stat
+from pathlib import Path
+
 import pytest
 
 from ocibridge.cli import main
@@ -61,3 +65,37 @@ def test_a_path_whose_name_is_no_utf8_is_printed_escaped(tmp_path, capsys):
     assert "Traceback" not in captured.err and "unexpected" not in captured.err, captured.err
     assert "n\\udcffv" in captured.out, captured.out
     assert (into / "README.md").read_text() == "# m\n"
+
+
+def _layout(tmp_path: Path) -> str:
+    model = tmp_path / "m"
+    model.mkdir()
+    (model / "README.md").write_text("# m\n")
+    assert main(["push", str(model), f"oci:{tmp_path}/lay:v1", "-q"]) == 0  # set-up
+    return f"oci:{tmp_path}/lay:v1"
+
+
+@pytest.mark.parametrize("argv", [
+    ["save", "{ref}", "-o", "{pipe}"],
+    ["mirror", "{job}", "--report", "{pipe}"],
+    ["keygen", "{pipe_prefix}", "--overwrite"],
+], ids=["save", "mirror --report", "keygen --overwrite"])
+def test_an_output_that_is_a_pipe_or_device_is_refused_and_left_as_it_was(argv, tmp_path, capsys, monkeypatch):
+    """A staged file is renamed over its target: a FIFO there, or a device (``-o /dev/stdout``,
+    ``/dev/null``; as root, /dev/full itself was replaced) became a plain file, and the command
+    said it had written it."""
+    ref = _layout(tmp_path)
+    work = tmp_path / "work"
+    work.mkdir()
+    pipe = work / "out.pub"
+    os.mkfifo(pipe)
+    job = work / "job.toml"
+    job.write_text(f'[[sync]]\nsource = "oci:{tmp_path}/lay"\ntarget = "oci:{tmp_path}/mirrored"\n')
+    monkeypatch.setenv("COSIGN_PASSWORD", "pw")
+    capsys.readouterr()
+    words = [a.format(ref=ref, pipe=pipe, job=job, pipe_prefix=work / "out") for a in argv]
+    assert main(words) == 2
+    assert "is not a regular file (a device or a pipe)" in one_error_line(capsys)
+    assert stat.S_ISFIFO(os.lstat(pipe).st_mode)
+    assert sorted(p.name for p in work.iterdir()) == ["job.toml", "out.pub"]
+    assert not (tmp_path / "mirrored").exists()
