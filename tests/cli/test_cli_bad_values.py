@@ -99,3 +99,22 @@ def test_an_output_that_is_a_pipe_or_device_is_refused_and_left_as_it_was(argv, 
     assert stat.S_ISFIFO(os.lstat(pipe).st_mode)
     assert sorted(p.name for p in work.iterdir()) == ["job.toml", "out.pub"]
     assert not (tmp_path / "mirrored").exists()
+
+
+@pytest.mark.parametrize("argv", [
+    ["k8s", "serve", "registry.example/hub", "--image", "1:2:3"],
+    ["k8s", "volume", "registry.example/team/m:v1", "--image", ":"],
+    ["k8s", "prewarm", "registry.example/team/m:v1", "--warm-image", "Engine:latest"],
+    ["k8s", "mount-daemon", "registry.example/team/m:v1", "--reader-image", "a=b"],
+    ["mirror", "job.toml", "--emit", "k8s-job", "--image", ""],
+], ids=["k8s serve", "k8s volume", "k8s prewarm", "k8s mount-daemon", "mirror --emit"])
+def test_an_image_no_runtime_can_pull_is_a_usage_error(argv, capsys):
+    """The workload commands wrote any --image into the documents (``image: '1:2:3'``), which
+    ``--validate`` called valid and the kubelet refused at the first pod."""
+    with pytest.raises(SystemExit) as done:
+        main(argv)
+    assert done.value.code == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""  # no document
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1 and "-image: invalid" in lines[0], captured.err
