@@ -118,3 +118,24 @@ def test_an_image_no_runtime_can_pull_is_a_usage_error(argv, capsys):
     assert captured.out == ""  # no document
     lines = captured.err.strip().splitlines()
     assert len(lines) == 1 and "-image: invalid" in lines[0], captured.err
+
+
+@pytest.mark.parametrize(("config", "field"), [
+    ('{"auths": 3}', "auths is not a JSON object"),
+    ('{"auths": {"127.0.0.1:1": {"auth": 5}}}', "auths.127.0.0.1:1.auth is not a string"),
+    ('{"credHelpers": ["pass"]}', "credHelpers is not a JSON object"),
+    ('{"credHelpers": {"127.0.0.1:1": 5}}', "credHelpers.127.0.0.1:1 is not a string"),
+], ids=["auths", "auth", "credHelpers", "helper"])
+@pytest.mark.parametrize("where", ["--authfile", "docker config"])
+def test_a_credentials_file_with_a_field_of_another_type_names_it(config, field, where, tmp_path, capsys, monkeypatch):
+    """Read before any connection (the port is closed): a field of another type than Docker
+    writes was "unexpected AttributeError: 'int' object has no attribute 'get'" or a TypeError
+    from base64, whether in --authfile or in the user's own docker config."""
+    monkeypatch.setenv("DOCKER_CONFIG", str(tmp_path / "docker"))
+    (tmp_path / "docker").mkdir()
+    written = tmp_path / ("auth.json" if where == "--authfile" else "docker/config.json")
+    written.write_text(config)
+    flags = ["--authfile", str(written)] if where == "--authfile" else []
+    assert main(["inspect", "127.0.0.1:1/team/model:v1", *flags]) == 1
+    line = one_error_line(capsys)
+    assert f"{written}: {field}" in line, line
