@@ -17,7 +17,7 @@ from ocibridge.api.model_ops import TransferOptions
 from ocibridge.api.opening import open_at
 from ocibridge.api.opening import store_reference as store_reference  # public here too (delete_ops)
 from ocibridge.core import boundedjson
-from ocibridge.core.fsutil import safe_relpath
+from ocibridge.core.fsutil import is_utf8_name, safe_relpath
 from ocibridge.core.graphbound import GraphBound
 from ocibridge.core.textlists import one_or_many
 from ocibridge.errors import OcibridgeError, UsageError
@@ -324,6 +324,8 @@ def attach(
         path = Path(name)
         if not path.is_file():
             raise UsageError(f"{name}: no such file")
+        if not is_utf8_name(path.name):  # its title, an annotation, is text
+            raise UsageError(f"{name}: its name is not UTF-8, and the layer is titled by it: rename it")
         blobs.append(_file_blob(path))
     # oras: an artifact with no files carries the empty blob as its one layer
     layers = [blob.desc for blob in blobs[1:]] or [config]

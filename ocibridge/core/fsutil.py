@@ -157,6 +157,16 @@ def atomic_write_bytes(final: Path, data: bytes, mode: int | None = None) -> Non
         f.write(data)
 
 
+def is_utf8_name(name: str) -> bool:
+    """Whether a file name read from the disk is UTF-8: a byte that is not reaches Python as a lone
+    surrogate, which no JSON document, annotation or tar header of an artifact can hold."""
+    try:
+        name.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def safe_relpath(path: str, what: str = "path", *, here: bool = True) -> str:
     """Normalise a relative POSIX path from untrusted input (``./model//x`` is ``model/x``, as
     tar and unzip read it); refuse absolute paths and escapes. Only ``/`` separates: a

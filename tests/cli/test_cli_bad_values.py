@@ -139,3 +139,29 @@ def test_a_credentials_file_with_a_field_of_another_type_names_it(config, field,
     assert main(["inspect", "127.0.0.1:1/team/model:v1", *flags]) == 1
     line = one_error_line(capsys)
     assert f"{written}: {field}" in line, line
+
+
+@pytest.mark.parametrize("argv", [
+    ["push", "{dir}", "oci:{tmp}/pushed:v1"],
+    ["attach", "{ref}", "{dir}/n\udcffu.txt", "--artifact-type", "application/vnd.example.note"],
+    ["warm", "save", "{ref}", "{dir}", "--key", "{key}", "--engine", "vllm"],
+], ids=["push", "attach", "warm save"])
+def test_a_file_name_that_is_no_utf8_is_named_not_a_crash(argv, tmp_path, capsys):
+    """A name with a byte that is no UTF-8 (a Latin-1 file name) cannot be an artifact's path,
+    a layer's title or a tar member's text name: each ended in "unexpected UnicodeEncodeError"
+    when the manifest, the walk's sort or the tar header encoded it. Nothing was written."""
+    from tests.signing_keys import key_pair
+
+    ref = _layout(tmp_path)
+    before = sorted(p.name for p in (tmp_path / "lay").rglob("*"))
+    files = tmp_path / "files"
+    files.mkdir()
+    (files / "README.md").write_text("# m\n")
+    (files / "n\udcffu.txt").write_text("x\n")
+    key, _ = key_pair(tmp_path / "k")
+    capsys.readouterr()
+    code = main([a.format(dir=files, tmp=tmp_path, ref=ref, key=key) for a in argv])
+    assert code in (1, 2)
+    assert "n\\udcffu.txt: its name is not UTF-8" in one_error_line(capsys)
+    assert not (tmp_path / "pushed").exists()
+    assert sorted(p.name for p in (tmp_path / "lay").rglob("*")) == before
