@@ -165,3 +165,21 @@ def test_a_file_name_that_is_no_utf8_is_named_not_a_crash(argv, tmp_path, capsys
     assert "n\\udcffu.txt: its name is not UTF-8" in one_error_line(capsys)
     assert not (tmp_path / "pushed").exists()
     assert sorted(p.name for p in (tmp_path / "lay").rglob("*")) == before
+
+
+def test_keygen_with_an_empty_prefix_writes_no_hidden_pair(tmp_path, capsys, monkeypatch):
+    """``keygen "$PREFIX"`` with PREFIX unset wrote the hidden files .key and .pub into the
+    working directory and said so; every other command refuses an empty name."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("COSIGN_PASSWORD", "pw")
+    assert main(["keygen", ""]) == 2
+    assert "an empty key prefix" in one_error_line(capsys)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_prune_grace_nan_is_a_usage_error(tmp_path, capsys):
+    """No age compares with nan, so no blob was kept as recent: a push in flight lost its blobs."""
+    with pytest.raises(SystemExit) as done:
+        main(["prune", f"oci:{tmp_path}/lay", "--grace", "nan"])
+    assert done.value.code == 2
+    assert "argument --grace: must be 0 or more" in capsys.readouterr().err
