@@ -312,6 +312,11 @@ def attach(
     one layer per file (titled by its name), listed by the subject's referrers."""
     if not artifact_type:
         raise UsageError("attach needs --artifact-type TYPE")
+    from ocibridge.model.validate import MEDIA_TYPE
+
+    if MEDIA_TYPE.fullmatch(artifact_type) is None:  # what image-spec's schema and registries refuse
+        raise UsageError(f"--artifact-type {artifact_type!r} is not a media type (RFC 6838: type/subtype, "
+                         "such as application/vnd.example.card)")
     if isinstance(subject_ref, str):
         rewrite_before(subject_ref)
     parsed = store_reference(subject_ref)  # once: opened, then named in the result

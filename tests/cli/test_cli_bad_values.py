@@ -183,3 +183,17 @@ def test_prune_grace_nan_is_a_usage_error(tmp_path, capsys):
         main(["prune", f"oci:{tmp_path}/lay", "--grace", "nan"])
     assert done.value.code == 2
     assert "argument --grace: must be 0 or more" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("kind", ["1:2:3", " ", "card"])
+def test_attach_refuses_an_artifact_type_that_is_no_media_type(kind, tmp_path, capsys):
+    """image-spec's schema (and registries that check it) refuse such an artifactType: attach
+    wrote the manifest anyway and answered success."""
+    ref = _layout(tmp_path)
+    before = sorted(p.name for p in (tmp_path / "lay").rglob("*"))
+    note = tmp_path / "note.md"
+    note.write_text("hi\n")
+    capsys.readouterr()
+    assert main(["attach", ref, str(note), "--artifact-type", kind]) == 2
+    assert "is not a media type (RFC 6838" in one_error_line(capsys)
+    assert sorted(p.name for p in (tmp_path / "lay").rglob("*")) == before
