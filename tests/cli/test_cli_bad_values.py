@@ -197,3 +197,16 @@ def test_attach_refuses_an_artifact_type_that_is_no_media_type(kind, tmp_path, c
     assert main(["attach", ref, str(note), "--artifact-type", kind]) == 2
     assert "is not a media type (RFC 6838" in one_error_line(capsys)
     assert sorted(p.name for p in (tmp_path / "lay").rglob("*")) == before
+
+
+@pytest.mark.parametrize("flag", [["--license", "\udcff"], ["--description", "caf\udce9"], ["--annotation", "a=\udcff"]],
+                         ids=["license", "description", "annotation"])
+def test_a_flag_value_that_is_no_utf8_is_a_usage_error(flag, tmp_path, capsys):
+    """A byte of another encoding on the command line reaches Python as a lone surrogate: the
+    config or manifest holding it could not be encoded ("unexpected UnicodeEncodeError")."""
+    model = tmp_path / "m"
+    model.mkdir()
+    (model / "README.md").write_text("# m\n")
+    assert main(["push", str(model), f"oci:{tmp_path}/out:v1", *flag]) == 2
+    assert "a value is not UTF-8 text" in one_error_line(capsys)
+    assert not (tmp_path / "out").exists()
