@@ -199,8 +199,8 @@ def test_attach_refuses_an_artifact_type_that_is_no_media_type(kind, tmp_path, c
     assert sorted(p.name for p in (tmp_path / "lay").rglob("*")) == before
 
 
-@pytest.mark.parametrize("flag", [["--license", "\udcff"], ["--description", "caf\udce9"], ["--annotation", "a=\udcff"]],
-                         ids=["license", "description", "annotation"])
+@pytest.mark.parametrize("flag", [["--license", "\udcff"], ["--description", "caf\udce9"],
+                                  ["--annotation", "a=\udcff"]], ids=["license", "description", "annotation"])
 def test_a_flag_value_that_is_no_utf8_is_a_usage_error(flag, tmp_path, capsys):
     """A byte of another encoding on the command line reaches Python as a lone surrogate: the
     config or manifest holding it could not be encoded ("unexpected UnicodeEncodeError")."""
