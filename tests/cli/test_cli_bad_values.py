@@ -210,3 +210,12 @@ def test_a_flag_value_that_is_no_utf8_is_a_usage_error(flag, tmp_path, capsys):
     assert main(["push", str(model), f"oci:{tmp_path}/out:v1", *flag]) == 2
     assert "a value is not UTF-8 text" in one_error_line(capsys)
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("argv", [["inspect", "x" * 300], ["k8s", "mount-daemon", "team/" + "x" * 260 + ":v1"]],
+                         ids=["inspect", "k8s mount-daemon"])
+def test_a_repository_name_over_docker_s_limit_is_a_usage_error(argv, capsys):
+    """distribution refuses a name over 255 characters, its registry included (NAME_INVALID):
+    inspect asked docker.io for it, and the k8s commands wrote it into their documents."""
+    assert main(argv) == 2
+    assert "over 255 characters (Docker's limit)" in one_error_line(capsys)
