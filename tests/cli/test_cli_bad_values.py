@@ -219,3 +219,25 @@ def test_a_repository_name_over_docker_s_limit_is_a_usage_error(argv, capsys):
     inspect asked docker.io for it, and the k8s commands wrote it into their documents."""
     assert main(argv) == 2
     assert "over 255 characters (Docker's limit)" in one_error_line(capsys)
+
+
+@pytest.mark.parametrize("argv", [["warm", "save", "{ref}", ""], ["warm", "load", "{ref}", "", "--allow-unsigned"]],
+                         ids=["save", "load"])
+def test_warm_with_an_empty_directory_leaves_the_working_directory_alone(argv, tmp_path, capsys, monkeypatch):
+    """``warm save REF "$DIR"`` with DIR unset packed the whole working directory (Path('') is
+    '.') and attached it; ``warm load`` restored the attached cache into it."""
+    ref = _layout(tmp_path)
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    (cache / "kernel.bin").write_bytes(b"\x00" * 16)
+    assert main(["warm", "save", ref, str(cache)]) == 0  # set-up: a cache to restore
+    before = sorted(p.name for p in (tmp_path / "lay").rglob("*"))
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "notes.txt").write_text("mine\n")
+    monkeypatch.chdir(work)
+    capsys.readouterr()
+    assert main([a.format(ref=ref) for a in argv]) == 2
+    assert "(an unset shell variable?)" in one_error_line(capsys)
+    assert sorted(p.name for p in (tmp_path / "lay").rglob("*")) == before
+    assert sorted(p.name for p in work.iterdir()) == ["notes.txt"]
