@@ -3,7 +3,6 @@ by the file's suffix. Validating that data is the job model's part (mirror/job.p
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 from ocibridge.core import boundedjson
@@ -27,11 +26,9 @@ def read_job_document(path: Path) -> object:
             return boundedjson.loads(text)
         except ValueError as e:
             raise OcibridgeError(f"{path}: invalid JSON: {e}") from None
-    if sys.version_info >= (3, 11):
-        import tomllib
-    else:  # Python 3.10
-        import tomli as tomllib
+    from ocibridge.core import tomltext
+
     try:
-        return tomllib.loads(text.decode("utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        return tomltext.loads(text.decode("utf-8"))
+    except (tomltext.TomlError, UnicodeDecodeError) as e:
         raise OcibridgeError(f"{path}: invalid TOML: {e}") from None

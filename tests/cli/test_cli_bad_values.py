@@ -241,3 +241,18 @@ def test_warm_with_an_empty_directory_leaves_the_working_directory_alone(argv, t
     assert "(an unset shell variable?)" in one_error_line(capsys)
     assert sorted(p.name for p in (tmp_path / "lay").rglob("*")) == before
     assert sorted(p.name for p in work.iterdir()) == ["notes.txt"]
+
+
+@pytest.mark.parametrize(("argv", "said"), [
+    (["mirror", "{toml}"], "{toml}: invalid TOML: nested too deeply to read"),
+    (["serve-usage", "oci:{tmp}/lay", "--quotas", "{toml}"], "--quotas {toml}: not TOML: nested too deeply to read"),
+], ids=["mirror job", "quotas"])
+def test_toml_nested_too_deeply_names_its_file(argv, said, tmp_path, capsys):
+    """tomllib recurses once per level: 50,000 nested arrays ended it in a RecursionError, which
+    only the entry point's last resort caught, with a line naming no file."""
+    toml = tmp_path / "deep.toml"
+    toml.write_text("x = " + "[" * 50_000 + "\n")
+    (tmp_path / "lay").mkdir()
+    code = main([a.format(toml=toml, tmp=tmp_path) for a in argv])
+    assert code in (1, 2)
+    assert said.format(toml=toml) in one_error_line(capsys)
