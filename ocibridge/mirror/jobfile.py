@@ -21,6 +21,8 @@ def read_job_document(path: Path) -> object:
             return yaml.safe_load(text)
         except yaml.YAMLError as e:
             raise OcibridgeError(f"{path}: invalid YAML: {' '.join(str(e).split())}") from None
+        except RecursionError:  # PyYAML's composer recurses once per level of nesting
+            raise OcibridgeError(f"{path}: invalid YAML: nested too deeply to read") from None
     if suffix == ".json":
         try:
             return boundedjson.loads(text)

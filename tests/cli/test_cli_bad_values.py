@@ -245,14 +245,24 @@ def test_warm_with_an_empty_directory_leaves_the_working_directory_alone(argv, t
 
 @pytest.mark.parametrize(("argv", "said"), [
     (["mirror", "{toml}"], "{toml}: invalid TOML: nested too deeply to read"),
+    (["mirror", "{yaml}"], "{yaml}: invalid YAML: nested too deeply to read"),
+    (["k8s", "check", "oci:{tmp}/lay:v1", "--node-registries-d", "{tmp}/registries.d"],
+     "registries.d file {tmp}/registries.d/deep.yaml: nested too deeply to read"),
     (["serve-usage", "oci:{tmp}/lay", "--quotas", "{toml}"], "--quotas {toml}: not TOML: nested too deeply to read"),
-], ids=["mirror job", "quotas"])
-def test_toml_nested_too_deeply_names_its_file(argv, said, tmp_path, capsys):
-    """tomllib recurses once per level: 50,000 nested arrays ended it in a RecursionError, which
-    only the entry point's last resort caught, with a line naming no file."""
-    toml = tmp_path / "deep.toml"
+], ids=["mirror job", "mirror yaml job", "registries.d", "quotas"])
+def test_toml_or_yaml_nested_too_deeply_names_its_file(argv, said, tmp_path, capsys):
+    """tomllib and PyYAML recurse once per level: 50,000 nested arrays ended them in a
+    RecursionError, which only the entry point's last resort caught, with a line naming no file."""
+    toml, yaml = tmp_path / "deep.toml", tmp_path / "deep.yaml"
     toml.write_text("x = " + "[" * 50_000 + "\n")
-    (tmp_path / "lay").mkdir()
-    code = main([a.format(toml=toml, tmp=tmp_path) for a in argv])
+    yaml.write_text("x: " + "[" * 50_000 + "\n")
+    (tmp_path / "registries.d").mkdir()
+    (tmp_path / "registries.d" / "deep.yaml").write_text("x: " + "[" * 50_000 + "\n")
+    if "k8s" in argv:
+        _layout(tmp_path)
+    else:
+        (tmp_path / "lay").mkdir()
+    capsys.readouterr()
+    code = main([a.format(toml=toml, yaml=yaml, tmp=tmp_path) for a in argv])
     assert code in (1, 2)
-    assert said.format(toml=toml) in one_error_line(capsys)
+    assert said.format(toml=toml, yaml=yaml, tmp=tmp_path) in one_error_line(capsys)
