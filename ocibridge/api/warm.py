@@ -96,7 +96,10 @@ def options_file(path: str | os.PathLike[str]) -> dict[str, Any]:
     from ocibridge.core import boundedjson
     from ocibridge.core.limits import MAX_SMALL_INPUT, read_small_file
 
-    doc = boundedjson.loads(read_small_file(path, MAX_SMALL_INPUT, "--options", UsageError))
+    try:  # JSONDecodeError and UnicodeDecodeError are ValueErrors, as a too deep document is
+        doc = boundedjson.loads(read_small_file(path, MAX_SMALL_INPUT, "--options", UsageError))
+    except ValueError as e:
+        raise UsageError(f"--options {os.fspath(path)}: not JSON ({' '.join(str(e).split())[:200]})") from None
     if not isinstance(doc, dict):
         raise UsageError(f"--options {os.fspath(path)}: not a JSON object")
     return doc

@@ -266,3 +266,17 @@ def test_toml_or_yaml_nested_too_deeply_names_its_file(argv, said, tmp_path, cap
     code = main([a.format(toml=toml, yaml=yaml, tmp=tmp_path) for a in argv])
     assert code in (1, 2)
     assert said.format(toml=toml, yaml=yaml, tmp=tmp_path) in one_error_line(capsys)
+
+
+@pytest.mark.parametrize("text", [b'{"level": 3', b"", b"\xff{}"], ids=["truncated", "empty", "not utf-8"])
+def test_warm_options_that_are_no_json_name_the_file(text, tmp_path, capsys):
+    """``--options FILE`` that is no JSON was "unexpected JSONDecodeError" (or UnicodeDecodeError)."""
+    ref = _layout(tmp_path)
+    options = tmp_path / "options.json"
+    options.write_bytes(text)
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    (cache / "kernel.bin").write_bytes(b"\x00" * 16)
+    capsys.readouterr()
+    assert main(["warm", "save", ref, str(cache), "--options", str(options)]) == 2
+    assert f"--options {options}: not JSON (" in one_error_line(capsys)
