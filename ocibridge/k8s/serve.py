@@ -35,6 +35,7 @@ from ocibridge.core import environment
 from ocibridge.errors import UsageError
 from ocibridge.k8s.servescan import PodScan
 from ocibridge.k8s.servesign import PodEvidence
+from ocibridge.oci.reference import is_tag
 from ocibridge.stores.registry import pull_secret as secrets  # the k8s helpers the mirror Job shares
 
 CONTAINER = "serve"
@@ -156,8 +157,8 @@ def check(d: ServeDeployment) -> None:
         secrets.check_quantity(flag, value)
     if not d.image or any(c.isspace() or not c.isprintable() for c in d.image):
         raise UsageError(f"--image {d.image!r} is not an image reference")
-    if d.default_tag is not None and (not d.default_tag or any(c.isspace() for c in d.default_tag)):
-        raise UsageError(f"--default-tag {d.default_tag!r} is not a tag")
+    if d.default_tag is not None and not is_tag(d.default_tag):  # the pods' serve would refuse it at start
+        raise UsageError(f"--default-tag {d.default_tag!r} is not a tag (up to 128 of letters, digits, _ . -)")
     own = d.evidence.own() if d.evidence else None
     if (d.replicas > 1 and d.writer is None and own and own.public is None and d.scan
             and d.scan.mode == "quarantine" and not d.scan.keys):

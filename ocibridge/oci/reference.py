@@ -51,6 +51,11 @@ def check_tag(tag: str) -> str:
     return tag
 
 
+def is_tag(text: str) -> bool:
+    """Whether ``text`` is a registry tag (the grammar :func:`check_tag` holds a tag to)."""
+    return _TAG_RE.match(text) is not None
+
+
 class Written(Protocol):
     """Any locator (places/locate.py): it says how the user wrote it."""
 

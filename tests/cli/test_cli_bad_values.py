@@ -280,3 +280,11 @@ def test_warm_options_that_are_no_json_name_the_file(text, tmp_path, capsys):
     capsys.readouterr()
     assert main(["warm", "save", ref, str(cache), "--options", str(options)]) == 2
     assert f"--options {options}: not JSON (" in one_error_line(capsys)
+
+
+@pytest.mark.parametrize("tag", [":", "-1", "a=b", "x" * 200])
+def test_k8s_serve_refuses_a_default_tag_its_pods_would_refuse(tag, capsys):
+    """serve refuses such a --default-tag at start; k8s serve wrote it into the pods' arguments,
+    so every replica would have crashed at start."""
+    assert main(["k8s", "serve", "registry.example/hub", "--default-tag", tag]) == 2
+    assert "is not a tag" in one_error_line(capsys)
