@@ -35,7 +35,6 @@ from ocibridge.core import environment
 from ocibridge.errors import UsageError
 from ocibridge.k8s.servescan import PodScan
 from ocibridge.k8s.servesign import PodEvidence
-from ocibridge.oci.reference import is_tag
 from ocibridge.stores.registry import pull_secret as secrets  # the k8s helpers the mirror Job shares
 
 CONTAINER = "serve"
@@ -157,6 +156,8 @@ def check(d: ServeDeployment) -> None:
         secrets.check_quantity(flag, value)
     if not d.image or any(c.isspace() or not c.isprintable() for c in d.image):
         raise UsageError(f"--image {d.image!r} is not an image reference")
+    from ocibridge.oci.reference import is_tag
+
     if d.default_tag is not None and not is_tag(d.default_tag):  # the pods' serve would refuse it at start
         raise UsageError(f"--default-tag {d.default_tag!r} is not a tag (up to 128 of letters, digits, _ . -)")
     own = d.evidence.own() if d.evidence else None
