@@ -24,8 +24,11 @@ __all__ = ["OFFLINE_ENV", "POLICY_ENV", "closing_opened_stores", "enable_request
 #: the arguments that name where a command writes (pull's DEST or -o, copy's and convert's DST,
 #: load's PREFIX)
 _WRITTEN_TO = ("dest", "output", "dst", "prefix")
-#: the commands whose destination is files (pull's directory or archive, save's bundle), not a store
-_WRITES_FILES = ("pull", "save")
+#: the commands whose destination is files (pull's directory or archive, save's bundle, the
+#: directory k8s mount writes), not a store
+_WRITES_FILES = ("pull", "save", "k8s")
+#: a command's own name for what it writes (k8s mount's DIR; its other subcommands have none)
+_WRITTEN_TO_BY_COMMAND = {"k8s": ("dir",)}
 #: the commands that write into the local store when no destination is named
 _STORE_BY_DEFAULT = ("push", "load")
 
@@ -55,7 +58,8 @@ def written_places(command: str, given: Mapping[str, object]) -> list[str]:
     from ocibridge.places.locate import Role, locate
     from ocibridge.places.targets import default_store_path, is_local_name
 
-    texts = [text for key in _WRITTEN_TO if isinstance(text := given.get(key), str) and text]
+    keys = (*_WRITTEN_TO, *_WRITTEN_TO_BY_COMMAND.get(command, ()))
+    texts = [text for key in keys if isinstance(text := given.get(key), str) and text]
     places: list[str] = []
     if not texts and command in _STORE_BY_DEFAULT:
         places.append(str(default_store_path()))

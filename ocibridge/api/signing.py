@@ -311,6 +311,8 @@ def keygen(prefix: str | os.PathLike[str] = "cosign", *, password: str | bytes |
             raise UsageError(f"no password for the private key: set ${PASSWORD_ENV} (or pass one)")
         password = os.environ[PASSWORD_ENV]
     secret = password.encode() if isinstance(password, str) else password
+    if not os.fspath(prefix).strip():  # not the hidden '.key' and '.pub' of the working directory
+        raise UsageError("an empty key prefix (an unset shell variable?): name the key pair, such as cosign")
     private, public = Path(f"{os.fspath(prefix)}.key"), Path(f"{os.fspath(prefix)}.pub")
     existing = [str(p) for p in (private, public) if p.exists() or p.is_symlink()]
     if existing and not overwrite:

@@ -17,7 +17,7 @@ from ocibridge.api.model_ops import TransferOptions
 from ocibridge.api.opening import open_at
 from ocibridge.api.opening import store_reference as store_reference  # public here too (delete_ops)
 from ocibridge.core import boundedjson
-from ocibridge.core.fsutil import safe_relpath
+from ocibridge.core.fsutil import is_utf8_name, safe_relpath
 from ocibridge.core.graphbound import GraphBound
 from ocibridge.core.textlists import one_or_many
 from ocibridge.errors import OcibridgeError, UsageError
@@ -312,6 +312,11 @@ def attach(
     one layer per file (titled by its name), listed by the subject's referrers."""
     if not artifact_type:
         raise UsageError("attach needs --artifact-type TYPE")
+    from ocibridge.model.validate import MEDIA_TYPE
+
+    if MEDIA_TYPE.fullmatch(artifact_type) is None:  # what image-spec's schema and registries refuse
+        raise UsageError(f"--artifact-type {artifact_type!r} is not a media type (RFC 6838: type/subtype, "
+                         "such as application/vnd.example.card)")
     if isinstance(subject_ref, str):
         rewrite_before(subject_ref)
     parsed = store_reference(subject_ref)  # once: opened, then named in the result
@@ -324,6 +329,8 @@ def attach(
         path = Path(name)
         if not path.is_file():
             raise UsageError(f"{name}: no such file")
+        if not is_utf8_name(path.name):  # its title, an annotation, is text
+            raise UsageError(f"{name}: its name is not UTF-8, and the layer is titled by it: rename it")
         blobs.append(_file_blob(path))
     # oras: an artifact with no files carries the empty blob as its one layer
     layers = [blob.desc for blob in blobs[1:]] or [config]

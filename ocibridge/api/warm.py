@@ -96,7 +96,10 @@ def options_file(path: str | os.PathLike[str]) -> dict[str, Any]:
     from ocibridge.core import boundedjson
     from ocibridge.core.limits import MAX_SMALL_INPUT, read_small_file
 
-    doc = boundedjson.loads(read_small_file(path, MAX_SMALL_INPUT, "--options", UsageError))
+    try:  # JSONDecodeError and UnicodeDecodeError are ValueErrors, as a too deep document is
+        doc = boundedjson.loads(read_small_file(path, MAX_SMALL_INPUT, "--options", UsageError))
+    except ValueError as e:
+        raise UsageError(f"--options {os.fspath(path)}: not JSON ({' '.join(str(e).split())[:200]})") from None
     if not isinstance(doc, dict):
         raise UsageError(f"--options {os.fspath(path)}: not a JSON object")
     return doc
@@ -153,6 +156,8 @@ def warm_save(reference: str | Locator, cache: str | os.PathLike[str] | bytes | 
         cache = bytes(saved[0])
     if cache is None:
         raise UsageError("warm save needs a cache directory, or --torch")
+    if not isinstance(cache, bytes) and not os.fspath(cache).strip():  # not the working directory
+        raise UsageError("an empty cache directory (an unset shell variable?): name the directory to pack")
     form = "torch" if isinstance(cache, bytes) else "dir"
     signing = _signing(sign)
     located, store, subject, config = _model(reference, transfer, for_write=True)
@@ -290,6 +295,8 @@ def warm_load(reference: str | Locator, dest: str | os.PathLike[str] | None = No
 
     if not torch and dest is None:
         raise UsageError("warm load needs a directory to restore into, or --torch")
+    if not torch and dest is not None and not os.fspath(dest).strip():  # not the working directory
+        raise UsageError("an empty directory to restore into (an unset shell variable?): name one")
     form = "torch" if torch else "dir"
     located, store, subject, config = _model(reference, transfer)
     name = _named(located)

@@ -131,10 +131,22 @@ def warn(lines: Iterable[str]) -> None:
         print(one_line(line if line.startswith("ocibridge:") else f"ocibridge: {line}"), file=sys.stderr)
 
 
+def image_name(text: str) -> str:
+    """An ``--image`` value as a container runtime reads it (Docker's rules: ``NAME[:TAG][@DIGEST]``):
+    a misspelt one is a usage line here, not a document the cluster refuses later."""
+    from ocibridge.oci.reference import parse_registry_reference
+
+    try:
+        parse_registry_reference(text)
+    except OcibridgeError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    return text
+
+
 def add_workload_flags(p: Any, *, extra: str, name: str, named: str, namespace_help: str) -> None:
     """``--image``, ``--name`` and ``--namespace`` of every command that prints a workload running
     ocibridge itself (``extra``: the image's pip extra, such as ``[serve]``; ``named``: what ``--name`` names)."""
-    p.add_argument("--image", metavar="IMAGE", help=f"image with ocibridge{extra} as its entrypoint "
+    p.add_argument("--image", metavar="IMAGE", type=image_name, help=f"image with ocibridge{extra} as its entrypoint "
                    "(default ocibridge:VERSION; see Containerfile)")
     p.add_argument("--name", default=name, help=f"{named} (default {name})")
     p.add_argument("--namespace", help=namespace_help)

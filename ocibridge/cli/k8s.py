@@ -20,6 +20,7 @@ from ocibridge.cli.common import (
     add_transfer_flags,
     add_workload_flags,
     emit,
+    image_name,
     transfer_options,
     warn,
 )
@@ -282,7 +283,7 @@ def register(command: CommandAdder) -> None:
     p = kcommand("volume", cmd_k8s_volume, "print a Pod with the image volume pinned by digest")
     p.add_argument("--mount-path", default="/models")
     p.add_argument("--name", default="model-consumer", help="Pod name")
-    p.add_argument("--image", default="busybox:1.36", help="container image of the Pod")
+    p.add_argument("--image", default="busybox:1.36", type=image_name, help="container image of the Pod")
     p.add_argument("--snippet", action="store_true", help="only the volume and volumeMount")
     add_pull_secret_flags(p, pulls="the model", creates="the registry")
     add_validate_flag(p)
@@ -297,12 +298,13 @@ def register(command: CommandAdder) -> None:
                         "ModelCar images as init containers (any cluster; REF must be an image)")
     p.add_argument("--name", default="model-prewarm", help="DaemonSet name")
     p.add_argument("--namespace", help="DaemonSet namespace")
-    p.add_argument("--image", default="busybox:1.36", help="the image of the container that holds the models")
+    p.add_argument("--image", default="busybox:1.36", type=image_name,
+                   help="the image of the container that holds the models")
     p.add_argument("--no-node-mirrors", action="store_true",
                    help="leave out the ConfigMap and DaemonSet that give the nodes the models' registries.toml "
                         "mirrors (the nodes' mirrors are set otherwise: Spegel, Dragonfly)")
     g = p.add_argument_group("compile caches (docs/warm.md): each node restores the models' caches for its key")
-    g.add_argument("--warm-image", metavar="IMAGE",
+    g.add_argument("--warm-image", metavar="IMAGE", type=image_name,
                    help="restore them with warm load in this image: the engine's, with ocibridge installed")
     g.add_argument("--warm-engine", default="vllm", metavar="ENGINE", help="the engine they are keyed by (vllm)")
     g.add_argument("--warm-verify-key", metavar="KIND/NAME/ITEM",
@@ -335,7 +337,7 @@ def _register_mount_daemon(ksub: Any) -> None:
                    help="the nodes' model cache: a restarted daemon fetches nothing again "
                         "(default /var/cache/ocibridge)")
     _add_selector_flag(p)
-    p.add_argument("--reader-image", default="busybox:1.36",
+    p.add_argument("--reader-image", default="busybox:1.36", type=image_name,
                    help="the image of the example Pod reading the first model")
     g = _pod_registry_access(p, "containers")
     _add_docker_config_secret(g, "")

@@ -80,6 +80,10 @@ def cmd_mirror(args: argparse.Namespace) -> int:
     shard = api.parse_shard(args.shard) if args.shard is not None else None
     if args.report and not Path(args.report).resolve().parent.is_dir():
         raise UsageError(f"--report {args.report}: no such directory")  # say so before the work, not after
+    if args.report:
+        from ocibridge.core.fsutil import refuse_special_target
+
+        refuse_special_target(args.report)  # before the work too
     limit_rate = None
     if args.limit_rate is not None:
         from ocibridge.cli.transfer_flags import parse_bytes

@@ -171,6 +171,6 @@ def register(command: CommandAdder) -> None:
 
 def _seconds(text: str) -> float:
     value = float(text)
-    if value < 0:
+    if not value >= 0:  # nan too: no blob's age compares with it, so none would be kept as recent
         raise argparse.ArgumentTypeError("must be 0 or more")
     return value

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import IO, BinaryIO
 
 from ocibridge.core.backslash import refuse_here
-from ocibridge.errors import UnsafePath
+from ocibridge.errors import UnsafePath, UsageError
 
 TEMP_PREFIX = ".ocibridge-tmp-"
 
@@ -48,11 +48,20 @@ def shared_file_mode(executable: bool = False) -> int:
     return (0o777 if executable else 0o666) & ~process_umask()
 
 
+def refuse_special_target(final: str | os.PathLike[str]) -> None:
+    """A file staged beside ``final`` is renamed over it: one there that is no regular file (a
+    device such as /dev/null, a pipe such as /dev/stdout) would be replaced by a plain file, not
+    written to (for root, /dev/null itself), so it is refused before anything is written."""
+    if os.path.exists(final) and not os.path.isfile(final) and not os.path.isdir(final):  # links followed
+        raise UsageError(f"{os.fspath(final)} is not a regular file (a device or a pipe): name a file to write")
+
+
 @contextlib.contextmanager
 def atomic_writer(final: Path, mode: int | None = None) -> Iterator[BinaryIO]:
     """Write to a temporary file beside ``final``; rename into place only if the block succeeds.
 
     Without ``mode`` the file gets the umask's default (not mkstemp's 0600)."""
+    refuse_special_target(final)
     final.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=TEMP_PREFIX, dir=final.parent)
     fcntl.flock(fd, fcntl.LOCK_EX)  # held while written: an unlocked one is an orphan (stale.py)
@@ -146,6 +155,16 @@ def pread_into(fd: int, into: memoryview, offset: int) -> int:
 def atomic_write_bytes(final: Path, data: bytes, mode: int | None = None) -> None:
     with atomic_writer(final, mode) as f:
         f.write(data)
+
+
+def is_utf8_name(name: str) -> bool:
+    """Whether a file name read from the disk is UTF-8: a byte that is not reaches Python as a lone
+    surrogate, which no JSON document, annotation or tar header of an artifact can hold."""
+    try:
+        name.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def safe_relpath(path: str, what: str = "path", *, here: bool = True) -> str:

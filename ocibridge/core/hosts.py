@@ -75,6 +75,7 @@ def canonical_host(text: str) -> str:
             raise OddHost(f"registry {text!r}: {host!r} is not an IPv6 address") from None
     else:
         host = host.lower()
+        _check_name(text, host)
         if _looks_numeric(host):
             import ipaddress
 
@@ -85,6 +86,25 @@ def canonical_host(text: str) -> str:
                               "(leading zeros, hexadecimal or fewer than four numbers); write it as four "
                               "decimal numbers, such as 127.0.0.1") from None
     return host if port is None else f"{host}:{port}"
+
+
+def _check_name(text: str, host: str) -> None:
+    """Raises :class:`OddHost` for a name no resolver can look up: a label (between dots) empty
+    or over 63 characters, or a character IDNA cannot encode. The resolver's own refusal was a
+    UnicodeError from deep in the connection, not a line naming the host."""
+    if not host:
+        return
+    if host.isascii():  # the common case, without loading the IDNA codec
+        if all(0 < len(label) < 64 for label in host.removesuffix(".").split(".")):
+            return
+        reason = "a label between dots is empty or over 63 characters"
+    else:
+        try:
+            host.encode("idna")
+            return
+        except UnicodeError as e:
+            reason = " ".join(str(e).split())
+    raise OddHost(f"registry {text!r}: not a host name a resolver can look up ({reason})")
 
 
 def _looks_numeric(host: str) -> bool:

@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import re
 
-# C0 controls but \t and \n, DEL, C1 controls, and the Unicode bidi embeddings/overrides/isolates.
-_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+# C0 controls but \t and \n, DEL, C1 controls, the Unicode bidi embeddings/overrides/isolates, and
+# lone surrogates: a path's byte that is no UTF-8 (Python's surrogateescape), which a strict UTF-8
+# stdout refuses to write (escaped as Python writes it on stderr: \udcff)
+_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
 
 
 def _escape(match: re.Match[str]) -> str:
@@ -56,7 +58,7 @@ def parse_bytes(text: str) -> int:
             break
     try:
         rate = int(float(value) * scale)
-    except ValueError:
+    except (ValueError, OverflowError):  # OverflowError: '1e999', 'inf' (no byte count either)
         raise ValueError(f"{text!r} is not a byte count (use e.g. 500K, 20M, 1G)") from None
     if rate < 1:
         raise ValueError(f"{text!r} is under one byte")

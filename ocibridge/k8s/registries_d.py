@@ -84,6 +84,8 @@ def read_registries_d(directory: str | os.PathLike[str]) -> RegistriesD:
             doc = yaml.safe_load(read_small(path, MAX_FILE_BYTES, "registries.d file", error=UsageError))
         except (FileNotFoundError, TooLarge, yaml.YAMLError) as e:
             raise UsageError(f"registries.d file {path}: {str(e).splitlines()[0] if str(e) else e}") from None
+        except RecursionError:  # PyYAML's composer recurses once per level of nesting
+            raise UsageError(f"registries.d file {path}: nested too deeply to read") from None
         doc = {} if doc is None else doc
         if not isinstance(doc, dict):
             raise UsageError(f"registries.d file {path}: not a mapping")

@@ -160,8 +160,10 @@ def check(d: ServeDeployment) -> None:
         secrets.check_quantity(flag, value)
     if not d.image or any(c.isspace() or not c.isprintable() for c in d.image):
         raise UsageError(f"--image {d.image!r} is not an image reference")
-    if d.default_tag is not None and (not d.default_tag or any(c.isspace() for c in d.default_tag)):
-        raise UsageError(f"--default-tag {d.default_tag!r} is not a tag")
+    from ocibridge.oci.reference import is_tag
+
+    if d.default_tag is not None and not is_tag(d.default_tag):  # the pods' serve would refuse it at start
+        raise UsageError(f"--default-tag {d.default_tag!r} is not a tag (up to 128 of letters, digits, _ . -)")
     own = d.evidence.own() if d.evidence else None
     if (d.replicas > 1 and d.writer is None and own and own.public is None and d.scan
             and d.scan.mode == "quarantine" and not d.scan.keys):

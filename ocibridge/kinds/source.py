@@ -112,10 +112,12 @@ def export_file(store: Store, desc: Descriptor, dest: str, request: ExportReques
                 write: WriteFile) -> PullResult:
     """An archive export: the artifact's blobs pass the pull cache (resumable across runs),
     then ``write`` builds the file at ``dest``."""
+    from ocibridge.core.fsutil import refuse_special_target
     from ocibridge.core.overwrite import OnExisting
     from ocibridge.transfer.pull_result import PullResult
 
     out = Path(dest)
+    refuse_special_target(out)  # even with --overwrite
     there = (out.exists() or out.is_symlink()) and not out.is_dir()  # a directory: the writer's own error
     if there and request.on_existing is not OnExisting.OVERWRITE:
         _refuse_unless_same(out, lambda path: _write_cached(store, desc, path, request, write))

@@ -3,7 +3,6 @@ by the file's suffix. Validating that data is the job model's part (mirror/job.p
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 from ocibridge.core import boundedjson
@@ -22,16 +21,16 @@ def read_job_document(path: Path) -> object:
             return yaml.safe_load(text)
         except yaml.YAMLError as e:
             raise OcibridgeError(f"{path}: invalid YAML: {' '.join(str(e).split())}") from None
+        except RecursionError:  # PyYAML's composer recurses once per level of nesting
+            raise OcibridgeError(f"{path}: invalid YAML: nested too deeply to read") from None
     if suffix == ".json":
         try:
             return boundedjson.loads(text)
         except ValueError as e:
             raise OcibridgeError(f"{path}: invalid JSON: {e}") from None
-    if sys.version_info >= (3, 11):
-        import tomllib
-    else:  # Python 3.10
-        import tomli as tomllib
+    from ocibridge.core import tomltext
+
     try:
-        return tomllib.loads(text.decode("utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        return tomltext.loads(text.decode("utf-8"))
+    except (tomltext.TomlError, UnicodeDecodeError) as e:
         raise OcibridgeError(f"{path}: invalid TOML: {e}") from None

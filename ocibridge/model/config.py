@@ -8,7 +8,6 @@ vectors, and against the schema itself with a JSON Schema validator: tests/code/
 from __future__ import annotations
 
 import datetime
-import json
 import re
 from enum import Enum
 from typing import Annotated, Any, Literal
@@ -18,6 +17,7 @@ from pydantic import ValidationError as PydanticValidationError
 from pydantic.json_schema import SkipJsonSchema
 
 from ocibridge.core import boundedjson
+from ocibridge.core.canonjson import canonical_bytes
 from ocibridge.errors import ValidationError
 
 _RFC3339 = re.compile(
@@ -128,7 +128,7 @@ class ModelPackConfig(_Strict):
 
     def to_json_bytes(self) -> bytes:
         data = self.model_dump(mode="json", exclude_none=True)
-        return json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode()
+        return canonical_bytes(data)
 
 
 def parse_config(data: bytes | str | dict[str, Any]) -> ModelPackConfig:

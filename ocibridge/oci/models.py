@@ -16,12 +16,12 @@ None dropped) so that builds are byte-reproducible. The method names are pydanti
 from __future__ import annotations
 
 import copy as _copy
-import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar, TypeVar
 
 from ocibridge.core import boundedjson
+from ocibridge.core.canonjson import canonical_bytes
 from ocibridge.errors import OcibridgeError
 from ocibridge.oci.digest import check_digest, sha256_bytes
 from ocibridge.oci.mediatypes import INDEX_TYPES, MANIFEST_TYPES, OCI_INDEX, OCI_MANIFEST
@@ -173,7 +173,7 @@ class _Wire:
     def to_json_bytes(self) -> bytes:
         """Canonical JSON: compact, None omitted; what digests are computed over."""
         data = self.model_dump(mode="json", by_alias=True, exclude_none=True)
-        return json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode()
+        return canonical_bytes(data)
 
 
 def _dump(value: object, by_alias: bool, exclude_none: bool) -> Any:

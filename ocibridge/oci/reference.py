@@ -40,6 +40,8 @@ _TAG_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}\Z")
 _REF_COMPONENT = r"[A-Za-z0-9]+(?:(?:[-._:@+]|--)[A-Za-z0-9]+)*"
 _REF_NAME_RE = re.compile(rf"^{_REF_COMPONENT}(?:/{_REF_COMPONENT})*\Z")
 _HEX = frozenset("0123456789abcdef")
+#: distribution's NameTotalLengthMax: a repository name with its registry, at most
+MAX_NAME_LENGTH = 255
 _HOST_RE = re.compile(r"^(?:[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*|\[[0-9a-fA-F:]+\])(?::[0-9]+)?\Z")
 
 
@@ -47,6 +49,11 @@ def check_tag(tag: str) -> str:
     if not _TAG_RE.match(tag):
         raise InvalidReference(f"invalid tag {tag!r}")
     return tag
+
+
+def is_tag(text: str) -> bool:
+    """Whether ``text`` is a registry tag (the grammar :func:`check_tag` holds a tag to)."""
+    return _TAG_RE.match(text) is not None
 
 
 class Written(Protocol):
@@ -180,6 +187,9 @@ def parse_registry_reference(text: str) -> RegistryReference:
             f"invalid repository {repository!r} in {original!r} "
             "(lowercase letters, digits and separators . _ - /)"
         )
+    if len(registry) + 1 + len(repository) > MAX_NAME_LENGTH:  # a registry answers NAME_INVALID
+        raise InvalidReference(f"invalid repository {repository[:40]!r}... in {original[:60]!r}...: the name, its "
+                               f"registry included, is over {MAX_NAME_LENGTH} characters (Docker's limit)")
     named = tag is not None or digest is not None
     if not named:
         tag = DEFAULT_TAG

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
+from ocibridge.core.fsutil import is_utf8_name
 from ocibridge.errors import UsageError
 from ocibridge.model.package import ModelFile
 from ocibridge.model.packing import tar_chunks
@@ -42,6 +43,8 @@ def cache_files(root: Path) -> list[ModelFile]:
     for here, dirs, names in os.walk(root):
         for name in sorted(dirs + names):
             path = Path(here) / name
+            if not is_utf8_name(name):  # a tar member's name here is text
+                raise UsageError(f"{path}: its name is not UTF-8; a compile cache is packed from text names only")
             info = path.lstat()
             rel = path.relative_to(root).as_posix()
             if stat.S_ISDIR(info.st_mode):

@@ -119,7 +119,8 @@ def test_an_empty_source_or_destination_is_refused(argv, tmp_path):
     (["push", "{tmp}/m", "tiny:v1"], "{full}/store"),  # the local store
     (["push", "{tmp}/m"], "{full}/store"),
     (["copy", "oci:{tmp}/lay:v1", "oci:{full}/copied:v1"], "{full}/copied"),
-], ids=["pull", "pull relative", "push NAME:TAG", "push", "copy"])
+    (["k8s", "mount", "oci:{tmp}/lay:v1", "{full}/mounted"], "{full}/mounted"),  # the directory the runtime presents
+], ids=["pull", "pull relative", "push NAME:TAG", "push", "copy", "k8s mount"])
 def test_a_full_disk_names_the_places_the_command_writes(argv, written, tmp_path, monkeypatch):
     """A full disk reported by a buffered write's flush carries no file name: the line names the
     destination (the local store for a bare NAME:TAG) and the cache, so the user knows which disk

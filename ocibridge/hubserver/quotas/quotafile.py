@@ -21,19 +21,14 @@ refusing every write for a typo would be the operator's outage, not a quota.
 from __future__ import annotations
 
 import logging
-import sys
 import threading
 from dataclasses import dataclass, field
 from typing import Any
 
+from ocibridge.core import tomltext
 from ocibridge.core.terminal import parse_bytes
 from ocibridge.errors import UsageError
 from ocibridge.hubserver.tokenfile import TokenFile
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
 
 log = logging.getLogger("ocibridge.hubserver")
 #: the table naming every namespace the file does not name
@@ -101,8 +96,8 @@ def _table(said: dict[str, Any], name: str, keys: tuple[str, ...], where: str) -
 def parse_quotas(text: str, where: str) -> QuotaRules:
     """The rules of a quotas file's ``text``; :class:`UsageError` naming ``where`` and the fault."""
     try:
-        said = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
+        said = tomltext.loads(text)
+    except tomltext.TomlError as e:
         raise UsageError(f"{where}: not TOML: {e}") from None
     unknown = sorted(set(said) - {"namespaces", "upstream"})
     if unknown:

@@ -4,19 +4,14 @@ so the models only serve validation and the mapping to ModelPack."""
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, StrictInt, StrictStr
 from pydantic import ValidationError as PydanticValidationError
 
+from ocibridge.core import tomltext
 from ocibridge.kinds.carton.errors import CartonError
 from ocibridge.kinds.carton.manifest import TOML_NAME
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
 
 SUPPORTED_SPEC_VERSIONS = (1,)
 
@@ -59,8 +54,8 @@ class CartonToml(_Open):
 def parse_carton_toml(data: bytes) -> CartonToml:
     """Parse and check; the spec version first, so a future format gets a clear message."""
     try:
-        doc = tomllib.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
+        doc = tomltext.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, tomltext.TomlError) as e:
         raise CartonError(f"{TOML_NAME} is not valid TOML: {e}") from None
     version = doc.get("spec_version")
     if version is None:

@@ -6,17 +6,12 @@ from __future__ import annotations
 
 import hashlib
 import re
-import sys
 from dataclasses import dataclass, field
 
+from ocibridge.core import tomltext
 from ocibridge.core.fsutil import safe_relpath
 from ocibridge.errors import UnsafePath
 from ocibridge.kinds.carton.errors import CartonError
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
 
 MANIFEST_NAME = "MANIFEST"
 LINKS_NAME = "LINKS"
@@ -83,8 +78,8 @@ class CartonLinks:
 
 def parse_links(data: bytes) -> CartonLinks:
     try:
-        doc = tomllib.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
+        doc = tomltext.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, tomltext.TomlError) as e:
         raise CartonError(f"{LINKS_NAME} is not valid TOML: {e}") from None
     if doc.get("version") != 1:
         raise CartonError(f"{LINKS_NAME}: version {doc.get('version')!r} is not supported (known: 1)")

@@ -8,7 +8,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, ClassVar
 
-from ocibridge.core.fsutil import link_stays_inside
+from ocibridge.core.fsutil import is_utf8_name, link_stays_inside
 from ocibridge.errors import OcibridgeError, SourceError
 from ocibridge.kinds.source import ExportRequest, ReadRequest
 
@@ -44,13 +44,16 @@ def read_directory(
         rel_dir = stack.pop()
         current = base / rel_dir if rel_dir else base
         try:
-            entries = sorted(os.scandir(current), key=lambda e: e.name.encode())
+            entries = sorted(os.scandir(current), key=lambda e: os.fsencode(e.name))
         except OSError as e:
             raise SourceError(f"{current}: cannot read directory: {e.strerror}") from None
         for entry in entries:
             rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
             if excluded(rel, patterns):
                 continue
+            if not is_utf8_name(entry.name):
+                raise SourceError(f"{rel}: its name is not UTF-8, and an artifact's paths are text: rename it, "
+                                  "or leave it out with --exclude")
             if entry.is_symlink():
                 target = os.readlink(entry.path)
                 if not link_stays_inside(rel, target):

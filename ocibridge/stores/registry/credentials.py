@@ -142,7 +142,30 @@ def _load_auth_file(path: Path, what: str = "auth file") -> dict[str, Any]:
         raise OcibridgeError(f"cannot read {what} {path}: {e}") from None
     if not isinstance(data, dict):
         raise OcibridgeError(f"{what} {path} is not a JSON object")
+    _check_fields(data, f"{what} {path}")
     return data
+
+
+def _check_fields(data: dict[str, Any], where: str) -> None:
+    """The fields the lookup reads, of the types Docker writes (null is taken as absent): a
+    wrong one is a line naming the file and the field, not a TypeError where it is read."""
+    def refuse(field: str, kind: str) -> OcibridgeError:
+        return OcibridgeError(f"{where}: {field} is not {kind}")
+
+    for field in ("auths", "credHelpers"):
+        if not isinstance(data.get(field) or {}, dict):
+            raise refuse(field, "a JSON object")
+    if not isinstance(data.get("credsStore") or "", str):
+        raise refuse("credsStore", "a string")
+    for host, helper in (data.get("credHelpers") or {}).items():
+        if not isinstance(helper or "", str):
+            raise refuse(f"credHelpers.{host}", "a string")
+    for host, entry in (data.get("auths") or {}).items():
+        if not isinstance(entry or {}, dict):
+            raise refuse(f"auths.{host}", "a JSON object")
+        for key in ("auth", "username", "password", "identitytoken"):
+            if not isinstance((entry or {}).get(key) or "", str):
+                raise refuse(f"auths.{host}.{key}", "a string")
 
 
 def get_credentials(host: str, directory: str | os.PathLike[str] | None = None,

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import os
 import re
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -72,13 +71,11 @@ def _load(path: Path) -> dict[str, Any]:
         return {}  # the usual case: no TOML parser to import (~3 ms of every registry command)
     except UnicodeDecodeError as e:
         raise OcibridgeError(f"cannot read registry settings {path}: {e}") from None
-    if sys.version_info >= (3, 11):
-        import tomllib
-    else:  # Python 3.10
-        import tomli as tomllib
+    from ocibridge.core import tomltext
+
     try:
-        return dict(tomllib.loads(text))
-    except tomllib.TOMLDecodeError as e:
+        return dict(tomltext.loads(text))
+    except tomltext.TomlError as e:
         raise OcibridgeError(f"cannot read registry settings {path}: {e}") from None
 
 
