@@ -69,12 +69,13 @@ def read_header(blob: RangeReadable, name: str = "file") -> tuple[dict[str, Any]
 
 
 def _info(name: str, key: str, item: object, base: int, size: int) -> TensorInfo:
+    """One entry, read as the safetensors library reads it: a JSON ``true`` is no size there."""
     bad = SafetensorsError(f"{name}: tensor {key!r}: malformed header entry")
     if not isinstance(item, dict):
         raise bad
     dtype, shape, offsets = item.get("dtype"), item.get("shape"), item.get("data_offsets")
     if not isinstance(dtype, str) or not isinstance(shape, list) or not isinstance(offsets, list) \
-            or len(offsets) != 2 or not all(isinstance(d, int) and d >= 0 for d in [*shape, *offsets]):
+            or len(offsets) != 2 or not all(type(d) is int and d >= 0 for d in [*shape, *offsets]):
         raise bad
     begin, end = offsets
     if begin > end or base + end > size:

@@ -29,6 +29,7 @@ from ocibridge.errors import DigestMismatch, OcibridgeError
 from ocibridge.lazyread.devicering import RING, DeviceCopies, Staging
 from ocibridge.lazyread.formats import read_table
 from ocibridge.lazyread.frameworks import Framework
+from ocibridge.lazyread.headerprefix import HeaderPrefix
 from ocibridge.lazyread.landcheck import ChunkDigests, LandCheck, Mismatch, WholeDigest
 from ocibridge.lazyread.placement import Landing, Slot, names
 from ocibridge.lazyread.rangefetch import ViewsOf, fetch_checked
@@ -102,32 +103,6 @@ class _Event:
     span: _Span | None  # None: the header
     error: BaseException | None = None
     verified: bool = False
-
-
-class _Prefix:
-    """The first bytes of a file as :func:`read_table` reads them, fetched (and verified) a
-    piece at a time as far as the header reaches."""
-
-    def __init__(self, load: TensorStream, file: _File):
-        self._load = load
-        self._file = file
-        self.data = bytearray()
-        self.verified = False  # the file is all in ``data``, and matched its digest (no table)
-
-    @property
-    def size(self) -> int:
-        return self._file.spec.layer.size
-
-    def read(self, start: int = 0, end: int | None = None) -> bytes:
-        end = self.size if end is None else min(end, self.size)
-        have = len(self.data)
-        if end > have:
-            unit = self._file.unit
-            data = bytearray(min(self.size, -(-end // unit) * unit))  # (a header past the first piece: rare)
-            data[:have] = self.data
-            self.data = data
-            self.verified = self._load.receive(self._file, have, len(data), lambda a, b: [memoryview(data)[a:b]])
-        return bytes(self.data[start:end])
 
 
 class TensorStream:
@@ -300,7 +275,7 @@ class TensorStream:
         self._events.put(event)
 
     def _header(self, file: _File) -> None:
-        prefix = _Prefix(self, file)
+        prefix = HeaderPrefix(file.spec.layer.size, file.unit, lambda a, b, into: self.receive(file, a, b, into))
         file.tensors, file.header_end = read_table(prefix, file.spec.path)
         file.prefix = prefix.data
         file.verified = prefix.verified
