@@ -336,3 +336,30 @@ def test_one_client_past_its_upstream_asks_is_the_hubs_429_from_serve_and_anothe
     other = httpx.get(f"{upstreamed.asking}/api/models/askers/other", timeout=60)
     assert asked("other") == 1 and other.status_code == 401, (other.status_code, other.text[:300])  # the Hub's
     # "not found" to a client without a token
+
+
+def test_the_asks_budget_refills_at_its_rate_and_its_flag_is_checked_as_serve_checks_it():
+    from ocibridge.api.serve import ServeOptions, check_serve_options
+    from ocibridge.errors import UsageError
+    from ocibridge.hubserver.upstream.askbudget import AskBudgets, AsksSpent, parse_ask_rate
+
+    now = [0.0]
+    rate = parse_ask_rate("2/min")
+    assert rate is not None and str(rate) == "2/min" and parse_ask_rate("off") is None
+    budgets = AskBudgets(rate, clock=lambda: now[0])
+    budgets.take("address:a", "a/1")
+    budgets.take("address:a", "a/2")
+    with pytest.raises(AsksSpent, match=r"2/min already \(--upstream-asks-per-client\)") as spent:
+        budgets.take("address:a", "a/3")
+    assert spent.value.retry_after == 30  # one ask back after half a minute
+    budgets.take("token:b", "b/1")  # another client: its own bucket
+    budgets.take("", "serve's own")  # no client: not counted
+    now[0] = 30.0
+    budgets.take("address:a", "a/3")
+    with pytest.raises(AsksSpent):
+        budgets.take("address:a", "a/4")
+    for bad in ("60", "0/min", "x/min", "5/fortnight", "-1/s"):
+        with pytest.raises(UsageError, match=f"--upstream-asks-per-client {bad}: expected asks per period"):
+            parse_ask_rate(bad)
+    with pytest.raises(UsageError, match="--upstream-asks-per-client goes with --upstream"):
+        check_serve_options(ServeOptions(upstream_asks_per_client="5/s"))

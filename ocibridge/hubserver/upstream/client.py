@@ -50,7 +50,9 @@ class UpstreamHub:
         self.asks = AskBudgets(asks) if asks is not None else None
 
     def charge(self, what: str) -> None:
-        """One ask of the upstream for the client being answered: :class:`.AsksSpent` past its budget."""
+        """One ask of the upstream for the client being answered: :class:`.AsksSpent` past its budget;
+        while the upstream's own window is open the ask is not sent, nor counted (its 503 first)."""
+        self.session.window.check(what, self.url)
         if self.asks is not None:
             from ocibridge.hubserver.upstream.fetchbounds import requesting_client
 
