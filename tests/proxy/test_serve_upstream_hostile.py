@@ -254,7 +254,7 @@ def test_a_tree_pages_link_to_another_origin_never_gets_the_upstream_token(
     assert elsewhere.asked == []
 
 
-def test_a_redirect_to_the_metadata_address_is_never_connected_and_the_hubs_error(
+def test_a_redirect_to_the_metadata_address_is_never_connected_and_the_fetch_fails_saying_why(
         proxy: tuple[str, Path], hostile: tuple[str, Recorder, Recorder]):
     rec, (proxy_url, root) = hostile[1], proxy
     with pytest.raises(httpx.HTTPError):  # the read began with the listing's size: cut, never whole
