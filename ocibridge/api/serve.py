@@ -22,6 +22,8 @@ from ocibridge.hubserver.settings import MULTIPART_MIN as _MULTIPART_MIN
 from ocibridge.hubserver.settings import PART_SIZE as _PART_SIZE
 from ocibridge.hubserver.uploads.staging import ABANDONED_SECONDS as _STAGING_EXPIRY
 from ocibridge.hubserver.uploads.staging import BUDGET as _STAGING_BUDGET
+from ocibridge.hubserver.upstream.askbudget import DEFAULT as DEFAULT_ASKS
+from ocibridge.hubserver.upstream.askbudget import parse_ask_rate
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette
@@ -72,6 +74,7 @@ class ServeOptions(UpstreamPolicyOptions):
     quotas: str | None = None  # bytes and repositories per namespace, a TOML file watched for changes (--quotas)
     upstream_max_size: int | None = None  # one ingest of the proxy never larger (--upstream-max-size)
     upstream_quota_namespace: str | None = None  # whose quota the proxy's ingests count against
+    upstream_asks_per_client: str | None = None  # asks of the upstream one client's misses may cost (None: 60/min)
 
 
 @dataclass(frozen=True)
@@ -310,7 +313,8 @@ def _upstream(options: ServeOptions, concurrency: int) -> UpstreamSettings | Non
         # (a flagged one refused: its first reader is being sent its bytes, none can be held back)
         policy["scan"] = f"--scan {options.scan}"
     return UpstreamSettings(url, upstream_token(options.upstream_token_file), check_fresh(options.upstream_fresh),
-                            concurrency=concurrency,
+                            concurrency=concurrency, asks_per_client=parse_ask_rate(options.upstream_asks_per_client
+                                                                                    or DEFAULT_ASKS),
                             hub_cache=ModelCache().root.parent / "upstream-hub",  # beside serve's model cache
                             **policy)
 
@@ -366,6 +370,10 @@ def _check_quotas(options: ServeOptions) -> None:
         read_quotas(options.quotas)
     if options.upstream is None and (options.upstream_max_size is not None or options.upstream_quota_namespace):
         raise UsageError("--upstream-max-size and --upstream-quota-namespace go with --upstream")
+    if options.upstream is None and options.upstream_asks_per_client is not None:
+        raise UsageError("--upstream-asks-per-client goes with --upstream")
+    if options.upstream_asks_per_client is not None:
+        parse_ask_rate(options.upstream_asks_per_client)
     if options.upstream_max_size is not None and options.upstream_max_size < 1:
         raise UsageError(f"--upstream-max-size {options.upstream_max_size}: expected a size of at least one byte")
     if options.upstream_quota_namespace is not None and not options.upstream_quota_namespace.strip("/ "):

@@ -23,6 +23,8 @@ _PASSED: dict[str, tuple[str, str]] = {
     "--xet-min-size": ("SIZE", "offer files from this size over Xet ('off': plain downloads only)"),
     "--upstream-max-size": ("SIZE", "with --upstream: refuse an ingest whose files take more than SIZE"),
     "--upstream-quota-namespace": ("NAME", "with --upstream: count what the proxy fetches against NAME's quotas"),
+    "--upstream-asks-per-client": ("N/PERIOD", "with --upstream: asks of the upstream one client's misses may cost "
+                                               "(60/min, 5/s, off)"),
     "--audit-log": ("-", "each write (landed or refused) as a JSON line on the container's stdout, each pod's own "
                          "log (kubectl logs); '-' only: a file would go with an emptyDir cache"),
     "--no-access-log": ("", "do not log each request"),

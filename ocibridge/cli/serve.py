@@ -58,6 +58,7 @@ def serve_options(args: argparse.Namespace) -> api_serve.ServeOptions:
                                   upstream_max_size=None if args.upstream_max_size is None
                                   else _size(args, "upstream_max_size", 0),
                                   upstream_quota_namespace=args.upstream_quota_namespace,
+                                  upstream_asks_per_client=args.upstream_asks_per_client,
                                   **upstream_policy(args))
 
 
@@ -184,6 +185,10 @@ def register(command: CommandAdder) -> None:
                         "file is fetched), with the Hub's 403")
     g.add_argument("--upstream-quota-namespace", metavar="NAME",
                    help="count what the proxy fetches against the --quotas of namespace NAME")
+    g.add_argument("--upstream-asks-per-client", metavar="N/PERIOD",
+                   help="asks of the upstream one client's misses may cost (its token, else its address; e.g. "
+                        "60/min, 5/s, 1000/h; 'off': no bound); past them the Hub's 429 with Retry-After, the "
+                        "upstream not asked (default 60/min)")
     g = p.add_argument_group("evidence on publish (docs/serve.md, Publishing)")
     g.add_argument("--scan", choices=("refuse", "quarantine", "off"), default="off",
                    help="scan every commit's files by content before its branch's tag moves (docs/scanning.md) and "

@@ -29,6 +29,7 @@ from ocibridge.hubserver.repo.moves import Conflict
 from ocibridge.hubserver.repo.refsrecord import RecordUnread
 from ocibridge.hubserver.repo.sources import Refused, RepoNotFound, RevisionNotFound
 from ocibridge.hubserver.uploads.staging import StagingFull
+from ocibridge.hubserver.upstream.askbudget import AsksSpent
 from ocibridge.hubserver.upstream.errors import UpstreamDown
 from ocibridge.hubserver.writeroutes.inlinebudget import InlineBusy
 
@@ -53,6 +54,8 @@ TABLE: tuple[tuple[type[Exception], int, str | None, str], ...] = (
     # serve --quotas: the proxy's hourly allowance of a client (the Hub's rate limit), a namespace
     # full or an ingest too large (the Hub's storage limit: a 403 with no code); before Refused, their base
     (IngestRateLimited, 429, None, "Too many upstream fetches"),
+    # serve --upstream-asks-per-client: one client's misses asked the upstream as often as it may
+    (AsksSpent, 429, None, "Too many upstream asks"),
     (QuotaExceeded, 403, None, "Storage limit reached"),
     # the Hub's "there, not for you": every client raises it
     (Refused, 403, "GatedRepo", "Refused by the policy serve enforces"),
@@ -100,6 +103,6 @@ def failure_of(error: Denied | OcibridgeError, where: str = "") -> Failure:
         log.warning("%s: %s", where, error)
     if isinstance(error, RepoNotFound):  # the Hub's words, which huggingface_hub's own message holds
         return Failure(status, code, title, REPO_NOT_FOUND)
-    if isinstance(error, (LeaseLost, RecordUnread, InlineBusy, UpstreamDown, IngestRateLimited)):
+    if isinstance(error, (LeaseLost, RecordUnread, InlineBusy, UpstreamDown, IngestRateLimited, AsksSpent)):
         return Failure(status, code, title, str(error), error.retry_after)
     return Failure(status, code, title, str(error))

@@ -19,7 +19,7 @@ from ocibridge.errors import UsageError
 #: serve's flags passed as given to every pod
 EVERY_POD = ("--concurrency", "--part-size", "--parts", "--limit-rate", "--upload-part-size", "--send-timeout",
              "--compare-budget", "--xet-min-size", "--upstream-max-size", "--upstream-quota-namespace",
-             "--audit-log", "--no-access-log", "--no-metrics")
+             "--upstream-asks-per-client", "--audit-log", "--no-access-log", "--no-metrics")
 #: ... to the pod that commits: it stages the uploads and attests the commits (--sbom, --provenance)
 COMMITTING = ("--staging-budget", "--staging-expiry", "--lfs-multipart-min", "--lfs-part-size", "--sbom-time",
               "--provenance-time")

@@ -35,7 +35,7 @@ POLICY = '{"default": [{"type": "insecureAcceptAnything"}]}\n'
 #: a sample value of serve's flags, by metavar (the files: by flag, made by the test)
 BY_METAVAR = {"SIZE": "48M", "RATE": "20M", "N": "3", "SECONDS": "12", "URL": "https://hub.example",
               "CIDR": "10.0.0.0/8", "GLOB": "acme/*", "ID": "mit", "NAME": "acme", "TAG": "stable",
-              "RFC3339": "2026-01-02T03:04:05Z", "DURATION": "30d"}
+              "RFC3339": "2026-01-02T03:04:05Z", "DURATION": "30d", "N/PERIOD": "30/min"}
 #: what a flag goes with on k8s serve's line (KEY: the private key's path)
 CONTEXT = {"--scan-verify-key": ["--scan", "quarantine"], "--sign-form": ["--sign-key", "KEY"],
            "--sbom-time": ["--sbom"], "--attest-key": ["--sbom"],

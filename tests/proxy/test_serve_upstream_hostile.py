@@ -10,6 +10,7 @@ import functools
 import gzip
 import hashlib
 import json
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -22,6 +23,8 @@ import pytest
 from serving import serve_over
 
 from ocibridge.errors import OcibridgeError
+from ocibridge.hubserver.upstream.addressrule import AddressRefused
+from ocibridge.hubserver.upstream.session import UpstreamSession
 from ocibridge.kinds.hf.commitdownload import CommitDownload, HubSource
 
 UP_TOKEN = "hostile-up-token"
@@ -52,6 +55,7 @@ class Recorder:
     asked: list[tuple[str, str | None]] = field(default_factory=list)
     release: threading.Event = field(default_factory=threading.Event)  # the held weights' GET
     other: str = ""  # the second server's URL (a page link's other origin)
+    cdn: str = ""  # a third server's URL (a redirect's other loopback port)
 
 
 def elsewhere_handler(rec: Recorder) -> type[BaseHTTPRequestHandler]:
@@ -63,11 +67,12 @@ def elsewhere_handler(rec: Recorder) -> type[BaseHTTPRequestHandler]:
 
         def do_GET(self) -> None:  # noqa: N802 - http.server's name
             rec.asked.append((self.path, self.headers.get("Authorization")))
+            body = WEIGHTS if self.path.startswith("/cdn/") else b"[]"
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", "2")
+            self.send_header("Content-Length", str(len(body)))
             self.end_headers()
-            self.wfile.write(b"[]")
+            self.wfile.write(body)
 
     return Handler
 
@@ -110,6 +115,10 @@ def hostile_handler(rec: Recorder) -> type[BaseHTTPRequestHandler]:
                 return self._json({"branches": [{"name": "main", "targetCommit": COMMIT}], "tags": []})
             if path.startswith("/evil/") and path.endswith("/config.json"):
                 return self._send(200, CONFIG, "application/octet-stream")
+            if path.startswith("/evil/metadata/") and path.endswith("/w.safetensors"):  # the cloud's metadata
+                return self._send(302, b"", headers={"Location": "http://169.254.169.254/latest/w.safetensors"})
+            if path.startswith("/evil/tocdn/") and path.endswith("/w.safetensors"):  # another loopback port
+                return self._send(302, b"", headers={"Location": f"{rec.cdn}/cdn/w.safetensors"})
             if path.startswith("/evil/") and path.endswith("/w.safetensors"):
                 rec.release.wait(60)
                 return self._send(200, WEIGHTS, "application/octet-stream")
@@ -148,6 +157,21 @@ def hostile() -> Iterator[tuple[str, Recorder, Recorder]]:
         for s in servers:
             s.shutdown()
             s.server_close()
+
+
+@pytest.fixture(scope="module")
+def cdn(hostile: tuple[str, Recorder, Recorder]) -> Iterator[tuple[str, Recorder]]:
+    """A recording server on another loopback port the hostile upstream redirects to (a CDN's place)."""
+    rec = Recorder()
+    server = ThreadingHTTPServer(("127.0.0.1", 0), elsewhere_handler(rec))
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    hostile[1].cdn = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        yield hostile[1].cdn, rec
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 @pytest.fixture(scope="module")
@@ -228,6 +252,64 @@ def test_a_tree_pages_link_to_another_origin_never_gets_the_upstream_token(
     with pytest.raises(OcibridgeError, match="another origin"):
         download.listing()
     assert elsewhere.asked == []
+
+
+def test_a_redirect_to_the_metadata_address_is_never_connected_and_the_fetch_fails_saying_why(
+        proxy: tuple[str, Path], hostile: tuple[str, Recorder, Recorder]):
+    rec, (proxy_url, root) = hostile[1], proxy
+    with pytest.raises(httpx.HTTPError):  # the read began with the listing's size: cut, never whole
+        httpx.get(f"{proxy_url}/evil/metadata/resolve/main/w.safetensors", timeout=60)
+    until = time.monotonic() + 60
+    while not _outcomes(root, "evil/metadata"):
+        assert time.monotonic() < until, rec.asked
+        time.sleep(0.1)
+    assert _outcomes(root, "evil/metadata") == ["failed"], _audit(root, "evil/metadata")
+    reason = str(_audit(root, "evil/metadata")[0]["reason"])
+    assert "169.254.169.254 resolves to 169.254.169.254, a link-local address: not connected" in reason, reason
+    logged = (root / "serve.log").read_text()
+    assert "not connected to 169.254.169.254" in logged and UP_TOKEN not in logged
+
+
+def test_a_redirect_to_another_loopback_port_of_a_loopback_upstream_is_followed_without_the_token(
+        proxy: tuple[str, Path], cdn: tuple[str, Recorder]):
+    proxy_url, (_, seen) = proxy[0], cdn
+    read = httpx.get(f"{proxy_url}/evil/tocdn/resolve/main/w.safetensors", timeout=60)
+    assert read.status_code == 200 and read.content == WEIGHTS, (read.status_code, read.text[:300])
+    assert ("/cdn/w.safetensors", None) in seen.asked, seen.asked
+
+
+def test_the_address_rule_is_checked_on_the_address_connected(cdn: tuple[str, Recorder],
+                                                              monkeypatch: pytest.MonkeyPatch):
+    cdn_url, seen = cdn
+    port = int(cdn_url.rsplit(":", 1)[1])
+    real, asked_names, connected = socket.getaddrinfo, [], []
+
+    def rebinding(host: str, *args: object, **kwargs: object) -> object:
+        if host == "rebind.example":  # loopback the first time, the metadata address after
+            asked_names.append(host)
+            host = "127.0.0.1" if len(asked_names) == 1 else "169.254.169.254"
+        return real(host, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(socket, "getaddrinfo", rebinding)
+    # a public upstream: another name on loopback is refused, before any connection
+    public = UpstreamSession("https://hub.example", None, kinds=frozenset())
+    real_connect = socket.socket.connect
+    monkeypatch.setattr(socket.socket, "connect", lambda s, a: (connected.append(a), real_connect(s, a))[1])
+    with pytest.raises(AddressRefused, match="a loopback address: not connected"):
+        public.http.get(f"{cdn_url}/cdn/public")
+    with pytest.raises(AddressRefused, match="a link-local address: not connected"):
+        public.http.get("http://169.254.169.254/latest/meta-data")
+    assert connected == [] and not any(p == "/cdn/public" for p, _ in seen.asked)
+    # a loopback upstream: loopback followed, the name resolved once and connected where it was checked
+    loopback = UpstreamSession("http://127.0.0.1:1", None)
+    assert loopback.rule.allowed() == {"public", "loopback"}
+    with pytest.raises(AddressRefused, match="a link-local address"):
+        loopback.http.get("http://169.254.169.254/latest/meta-data")
+    assert loopback.http.get(f"http://rebind.example:{port}/cdn/rebound").status_code == 200
+    assert asked_names == ["rebind.example"] and connected == [("127.0.0.1", port)]
+    assert ("/cdn/rebound", None) in seen.asked
+    public.close()
+    loopback.close()
 
 
 def _audit(root: Path, repo_id: str) -> list[dict[str, object]]:

@@ -33,6 +33,7 @@ READER = "reader-token"
 TOKENS = f"{READER} user=carol read=*\nanonymous read=*\n"
 FRESH = 1.0
 MOST, PER_CLIENT = 3, 2
+ASKS = 2  # the asking proxy's asks of the upstream per client (an hour's: none come back during a test)
 
 
 @dataclass
@@ -41,6 +42,7 @@ class Upstreamed:
     counted: FaultProxy
     proxy: str  # with the upstream's token, re-checked every FRESH seconds, fetches bounded
     tokenless: str  # with no upstream token
+    asking: str  # with the upstream's token, ASKS asks of the upstream per client and hour
     root: Path
     registry: RegistryProcess
 
@@ -65,7 +67,7 @@ class Upstreamed:
 def upstreamed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Upstreamed]:
     root = tmp_path_factory.mktemp("takeback")
     (root / "up-token.txt").write_text(UP_TOKEN + "\n")
-    for d in ("proxy", "tokenless"):
+    for d in ("proxy", "tokenless", "asking"):
         (root / d).mkdir()
     with own_registry_and_serve(root / "up", f"{UP_TOKEN} write\n", lambda host: [f"{host}/up", "--plain-http"]) \
             as (up, registry), FaultProxy(up) as counted:
@@ -76,8 +78,13 @@ def upstreamed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Upstreamed]
                         HF_HUB_DISABLE_XET="1") as proxy, \
                 serve_over(registry, root / "tokenless", TOKENS,
                            lambda host: [f"{host}/bare", "--plain-http", "--upstream", counted.url],
-                           HF_HUB_DISABLE_XET="1") as tokenless:
-            yield Upstreamed(up, counted, proxy, tokenless, root, registry)
+                           HF_HUB_DISABLE_XET="1") as tokenless, \
+                serve_over(registry, root / "asking", TOKENS,
+                           lambda host: [f"{host}/asking", "--plain-http", "--upstream", counted.url,
+                                         "--upstream-token-file", str(root / "up-token.txt"),
+                                         "--upstream-asks-per-client", f"{ASKS}/h"],
+                           HF_HUB_DISABLE_XET="1") as asking:
+            yield Upstreamed(up, counted, proxy, tokenless, asking, root, registry)
 
 
 @pytest.fixture(autouse=True)
@@ -309,3 +316,50 @@ def test_the_fetch_bounds_are_flags_of_serve_and_k8s_serve_checked_as_serve_chec
     with pytest.raises(UsageError, match="go with --upstream URL"):
         K8sServeOptions(upstream_max_fetches=2).upstream_wanted(None, others_given=False, tokens=False,
                                                                 token_flag="--token-file")
+
+
+def test_one_client_past_its_upstream_asks_is_the_hubs_429_from_serve_and_another_still_asks(
+        upstreamed: Upstreamed):
+    def asked(name: str) -> int:
+        return len(upstreamed.counted.requests_matching("GET", f"^/api/models/askers/{name}/"))
+
+    reader = {"Authorization": f"Bearer {READER}"}
+    for i in range(ASKS):  # misses (at neither serve nor the upstream): each one ask of the upstream
+        miss = httpx.get(f"{upstreamed.asking}/api/models/askers/r{i}", headers=reader, timeout=60)
+        assert miss.status_code == 404 and asked(f"r{i}") == 1, (miss.status_code, miss.text[:300])
+    spent = httpx.get(f"{upstreamed.asking}/api/models/askers/r{ASKS}", headers=reader, timeout=60)
+    assert spent.status_code == 429, (spent.status_code, spent.text[:300])
+    assert int(spent.headers["retry-after"]) >= 1
+    assert "--upstream-asks-per-client" in spent.headers["x-error-message"]
+    assert asked(f"r{ASKS}") == 0  # serve answered it: the upstream was not asked
+    # another client (no token: its address) in the same second: its own budget, the upstream asked
+    other = httpx.get(f"{upstreamed.asking}/api/models/askers/other", timeout=60)
+    assert asked("other") == 1 and other.status_code == 401, (other.status_code, other.text[:300])  # the Hub's
+    # "not found" to a client without a token
+
+
+def test_the_asks_budget_refills_at_its_rate_and_its_flag_is_checked_as_serve_checks_it():
+    from ocibridge.api.serve import ServeOptions, check_serve_options
+    from ocibridge.errors import UsageError
+    from ocibridge.hubserver.upstream.askbudget import AskBudgets, AsksSpent, parse_ask_rate
+
+    now = [0.0]
+    rate = parse_ask_rate("2/min")
+    assert rate is not None and str(rate) == "2/min" and parse_ask_rate("off") is None
+    budgets = AskBudgets(rate, clock=lambda: now[0])
+    budgets.take("address:a", "a/1")
+    budgets.take("address:a", "a/2")
+    with pytest.raises(AsksSpent, match=r"2/min already \(--upstream-asks-per-client\)") as spent:
+        budgets.take("address:a", "a/3")
+    assert spent.value.retry_after == 30  # one ask back after half a minute
+    budgets.take("token:b", "b/1")  # another client: its own bucket
+    budgets.take("", "serve's own")  # no client: not counted
+    now[0] = 30.0
+    budgets.take("address:a", "a/3")
+    with pytest.raises(AsksSpent):
+        budgets.take("address:a", "a/4")
+    for bad in ("60", "0/min", "x/min", "5/fortnight", "-1/s"):
+        with pytest.raises(UsageError, match=f"--upstream-asks-per-client {bad}: expected asks per period"):
+            parse_ask_rate(bad)
+    with pytest.raises(UsageError, match="--upstream-asks-per-client goes with --upstream"):
+        check_serve_options(ServeOptions(upstream_asks_per_client="5/s"))

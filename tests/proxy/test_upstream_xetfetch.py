@@ -22,6 +22,7 @@ import pytest
 
 from ocibridge.errors import OcibridgeError
 from ocibridge.hubserver.upstream import xetfetch
+from ocibridge.hubserver.upstream.addressrule import AddressRefused
 from ocibridge.hubserver.upstream.fileget import XetUnavailable
 from ocibridge.hubserver.upstream.session import UpstreamSession
 from ocibridge.hubserver.upstream.tee import FileCut, FileFlight
@@ -52,6 +53,7 @@ class Store:
     cut_b: int | None = None  # bytes of xorb B sent before the connection is cut
     gzip_b: bytes | None = None  # xorb B's answer sent as this gzip (its bytes, then what follows them)
     asked: list[tuple[str, str]] = field(default_factory=list)  # (path, its Range)
+    elsewhere: dict[str, str] = field(default_factory=dict)  # "cas", "xorbs": the base its grant names instead
 
     @property
     def data(self) -> bytes:
@@ -102,14 +104,15 @@ def store() -> Iterator[tuple[Store, str]]:
             s.asked.append((self.path, wanted))
             base = f"http://127.0.0.1:{server.server_address[1]}"
             if self.path == f"/api/models/acme/m/xet-read-token/{COMMIT}" and s.grant:
-                self.answer(200, b"{}", {"X-Xet-Cas-Url": f"{base}/cas", "X-Xet-Access-Token": "t",
+                cas = s.elsewhere.get("cas", base)
+                self.answer(200, b"{}", {"X-Xet-Cas-Url": f"{cas}/cas", "X-Xet-Access-Token": "t",
                                          "X-Xet-Token-Expiration": "4102444800"})
             elif self.path.startswith("/cas/v1/reconstructions/") and self.headers.get("Authorization") == "Bearer t":
                 start = int(re.fullmatch(r"bytes=([0-9]+)-[0-9]+", wanted)[1]) if wanted else 0  # type: ignore[index]
                 said = s.terms(start)
                 for places in said["fetch_info"].values():
                     for place in places:
-                        place["url"] = base + place["url"]
+                        place["url"] = s.elsewhere.get("xorbs", base) + place["url"]
                 self.answer(200, json.dumps(said).encode(), {"Content-Type": "application/json"})
             elif self.path.startswith("/xorbs/"):
                 xorb = self.path.rsplit("/", 1)[1]
@@ -226,3 +229,15 @@ def test_an_upstream_that_grants_no_xet_read_leaves_the_file_to_resolve(store, t
     with pytest.raises(XetUnavailable):
         fetch(s, url, tmp_path)
     assert [p for p, _ in s.asked] == [f"/api/models/acme/m/xet-read-token/{COMMIT}"]
+
+
+@pytest.mark.parametrize("where", ["cas", "xorbs"])
+def test_a_grant_or_reconstruction_naming_the_metadata_address_is_never_connected(store, tmp_path, where):
+    """The grant's casUrl, or the reconstruction's fetch URLs, at the cloud's metadata address: a
+    loopback upstream's session connects to loopback and public addresses only, refused at once."""
+    s, url = store
+    s.elsewhere[where] = "http://169.254.169.254"
+    with pytest.raises(AddressRefused, match="169.254.169.254, a link-local address: not connected"):
+        fetch(s, url, tmp_path)
+    assert not (tmp_path / "snapshot" / "w.bin").exists()
+

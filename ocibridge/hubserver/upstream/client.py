@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ocibridge.hubserver.repo.sources import RepoNotFound, RevisionNotFound
+from ocibridge.hubserver.upstream.askbudget import AskBudgets, AskRate
 from ocibridge.hubserver.upstream.errors import UpstreamDown
 from ocibridge.hubserver.upstream.memo import AnswerMemo
 from ocibridge.hubserver.upstream.session import TIMEOUT, UpstreamSession, refused, upstream_tls
@@ -40,24 +41,37 @@ def not_found(repo_id: str, url: str) -> RepoNotFound:
 
 class UpstreamHub:
     """The upstream's API, over the proxy's one session (serve's token); what it says of a revision
-    asked once per ``fresh`` seconds (memo.py)."""
+    asked once per ``fresh`` seconds (memo.py); ``asks``: what one client's misses may ask (askbudget.py)."""
 
-    def __init__(self, session: UpstreamSession, fresh: float = 0):
+    def __init__(self, session: UpstreamSession, fresh: float = 0, asks: AskRate | None = None):
         self.session = session
         self.url = session.url
         self.revisions: AnswerMemo[UpstreamRevision] = AnswerMemo(fresh)
+        self.asks = AskBudgets(asks) if asks is not None else None
 
-    def revision(self, repo_id: str, revision: str, *, again: bool = False) -> UpstreamRevision:
+    def charge(self, what: str) -> None:
+        """One ask of the upstream for the client being answered: :class:`.AsksSpent` past its budget;
+        while the upstream's own window is open the ask is not sent, nor counted (its 503 first)."""
+        self.session.window.check(what, self.url)
+        if self.asks is not None:
+            from ocibridge.hubserver.upstream.fetchbounds import requesting_client
+
+            self.asks.take(requesting_client(), what)
+
+    def revision(self, repo_id: str, revision: str, *, again: bool = False, miss: bool = False) -> UpstreamRevision:
         """The commit and files of ``revision`` (as the upstream said it within the freshness
-        window, else asked now; ``again``: a re-check, asked now); :class:`RepoNotFound`/
-        :class:`RevisionNotFound` as the upstream says (a 401 is the Hub's answer for a repository a
-        token may not see: not found here too), :class:`UpstreamDown` when it cannot be asked."""
-        return self.revisions.get((repo_id, revision), lambda: self._revision(repo_id, revision),
+        window, else asked now; ``again``: a re-check, asked now; ``miss``: asked for a client's
+        miss, an ask its budget pays); :class:`RepoNotFound`/:class:`RevisionNotFound` as the
+        upstream says (a 401 is the Hub's answer for a repository a token may not see: not found
+        here too), :class:`UpstreamDown` when it cannot be asked."""
+        return self.revisions.get((repo_id, revision), lambda: self._revision(repo_id, revision, miss),
                                   lambda info: (repo_id, info.commit), again=again,
                                   keep=lambda info: not (info.private or info.gated))  # (memo.py: why)
 
-    def _revision(self, repo_id: str, revision: str) -> UpstreamRevision:
+    def _revision(self, repo_id: str, revision: str, miss: bool = False) -> UpstreamRevision:
         what = f"{repo_id}@{revision}"
+        if miss:
+            self.charge(what)
         answer = self.session.get(self.session.api(repo_id, "revision", revision), what)
         if refused(answer.status_code):
             code = answer.headers.get("X-Error-Code", "")

@@ -86,6 +86,7 @@ class InFlight:
 
             return SaidAbove(200, self._as_served(copy.deepcopy(said)), {"content-type": "application/json"})
         session = self.hub.session
+        self.hub.charge(f"{self.repo_id}@{self.commit}")
         url = session.api(self.repo_id, "revision", self.commit)
         answer = session.get(url, f"{self.repo_id}@{self.commit}", {"blobs": "true"} if blobs else None)
         return self._said(answer)
@@ -96,6 +97,7 @@ class InFlight:
         if cursor:
             params["cursor"] = cursor
         url = session.api(self.repo_id, "tree", self.commit, path)
+        self.hub.charge(f"{self.repo_id}@{self.commit}")
         return self._said(session.get(url, f"{self.repo_id}@{self.commit}", params))
 
     def _said(self, answer: httpx.Response) -> SaidAbove:

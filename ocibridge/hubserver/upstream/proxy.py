@@ -103,7 +103,7 @@ class UpstreamSource:
                  evidence: Evidence | None = None, notes: Noting | None = None):
         self.settings, self.here = settings, here
         #: every request to the upstream; what it says of a revision kept --upstream-fresh seconds
-        self.hub = UpstreamHub(UpstreamSession(settings.url, settings.token), settings.fresh)
+        self.hub = UpstreamHub(UpstreamSession(settings.url, settings.token), settings.fresh, settings.asks_per_client)
         self.readers, self.fetches_here = readers, fetches_here
         # evidence: serve's --sign-key/--sbom/--provenance
         self.ingest = Ingest(settings, self.hub, audit=audit, evidence=evidence, limits=limits)
@@ -180,7 +180,7 @@ class UpstreamSource:
             self.here.forget(repo_id, record=False)  # the commit landed; its refs record is as it was
             return local(revision)
         try:
-            info = self.hub.revision(repo_id, revision)
+            info = self.hub.revision(repo_id, revision, miss=True)
         except RevisionNotFound:
             self._unseen_if_private(repo_id)
             raise

@@ -12,6 +12,7 @@ from typing import Any
 from ocibridge.chunks.chunking import ChunkPolicy
 from ocibridge.core import environment
 from ocibridge.errors import UsageError
+from ocibridge.hubserver.upstream.askbudget import DEFAULT_RATE, AskRate
 
 #: the environment variable the upstream's token is read from when no file names it
 TOKEN_ENV = environment.SERVE_UPSTREAM_TOKEN
@@ -50,6 +51,7 @@ class UpstreamSettings:
     max_fetches: int = MAX_FETCHES  # commits fetched at once, over all clients (fetchbounds.py)
     max_fetches_per_client: int = MAX_FETCHES_PER_CLIENT  # ... started by one client (its token, else its address)
     keep: float | None = None  # seconds a fetched commit no one reads is kept (hubserver/lifetimes/); None: ever
+    asks_per_client: AskRate | None = DEFAULT_RATE  # what one client's misses may ask the upstream (askbudget.py)
 
     def denied_by(self, key: str) -> str | None:
         """The rule that keeps the repository ``key`` out (``--upstream-deny GLOB``, or no

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from ocibridge.core import boundedjson
 from ocibridge.errors import OcibridgeError
+from ocibridge.hubserver.upstream.addressrule import AddressRefused
 from ocibridge.hubserver.upstream.errors import UpstreamDown
 from ocibridge.hubserver.upstream.fileget import XetUnavailable
 from ocibridge.hubserver.upstream.session import bounded_get, later, refused
@@ -96,6 +97,8 @@ class Grants:
                 return grant
             try:
                 answer = bounded_get(self._http, self.route, "the Xet grant", self.route, headers=self._headers)
+            except AddressRefused:
+                raise
             except UpstreamDown as e:
                 raise Transient(str(e)) from None
             if refused(answer.status_code):
@@ -138,6 +141,8 @@ def reconstruction(http: httpx.Client, grant: Grant, name: str, start: int, size
     where = f"{grant.cas}/v1/reconstructions/{name}"
     try:
         answer = bounded_get(http, where, "a reconstruction", grant.cas, headers=headers)
+    except AddressRefused:  # the store's place refused by the address rule: never asked again
+        raise
     except UpstreamDown as e:
         raise Transient(str(e)) from None
     if answer.status_code == 401 or later(answer.status_code):  # 401: the grant expired
