@@ -29,8 +29,8 @@ if TYPE_CHECKING:
 __all__ = [
     "Concurrency", "MergedMirrorReport", "MirrorEntry", "MirrorJob", "MirrorK8sJob", "MirrorK8sOptions",
     "MirrorProgress", "MirrorReport", "MirrorRunOptions", "MirroredArtifact", "RateLimit", "RegistryAuth",
-    "RevisionFilter", "Settings", "Shard", "SyncEntry", "TagFilter", "VerifySettings", "mirror_k8s_job",
-    "mirror_merge", "mirror_plan", "mirror_run", "mirror_shard", "parse_shard",
+    "RevisionFilter", "Settings", "Shard", "SyncEntry", "TagFilter", "VerifySettings", "check_report_place",
+    "mirror_k8s_job", "mirror_merge", "mirror_plan", "mirror_run", "mirror_shard", "parse_shard",
 ]
 
 #: A job, or the path of its file (TOML, YAML or JSON).
@@ -164,3 +164,13 @@ def _call_transport(rate: int | None, user_agent: str | None, shard: Shard | Non
     if user_agent is not None:
         values["user_agent"] = user_agent
     return values
+
+
+def check_report_place(path: str) -> None:
+    """Refuse a ``--report`` path before the work, not after it: its directory must exist, and a
+    device or pipe there would be replaced by the staged report, not written to."""
+    from ocibridge.core.fsutil import refuse_special_target
+
+    if not Path(path).resolve().parent.is_dir():
+        raise UsageError(f"--report {path}: no such directory")
+    refuse_special_target(path)

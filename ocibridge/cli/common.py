@@ -134,12 +134,11 @@ def warn(lines: Iterable[str]) -> None:
 def image_name(text: str) -> str:
     """An ``--image`` value as a container runtime reads it (Docker's rules: ``NAME[:TAG][@DIGEST]``):
     a misspelt one is a usage line here, not a document the cluster refuses later."""
-    from ocibridge.oci.reference import parse_registry_reference
+    from ocibridge.api.imagenames import image_name_problem
 
-    try:
-        parse_registry_reference(text)
-    except OcibridgeError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
+    problem = image_name_problem(text)
+    if problem is not None:
+        raise argparse.ArgumentTypeError(problem)
     return text
 
 

@@ -12,7 +12,6 @@ import argparse
 import json
 import sys
 from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from ocibridge.cli.common import CommandAdder, add_pull_secret_flags, add_workload_flags, emit, warn
@@ -78,12 +77,8 @@ def cmd_mirror(args: argparse.Namespace) -> int:
     from ocibridge.api import mirror as api
 
     shard = api.parse_shard(args.shard) if args.shard is not None else None
-    if args.report and not Path(args.report).resolve().parent.is_dir():
-        raise UsageError(f"--report {args.report}: no such directory")  # say so before the work, not after
     if args.report:
-        from ocibridge.core.fsutil import refuse_special_target
-
-        refuse_special_target(args.report)  # before the work too
+        api.check_report_place(args.report)
     limit_rate = None
     if args.limit_rate is not None:
         from ocibridge.cli.transfer_flags import parse_bytes
