@@ -14,10 +14,10 @@ from typing import Protocol
 
 from ocibridge.lazyread.budget import ReadBudget
 from ocibridge.lazyread.chunkstore import StoredLayer
-from ocibridge.lazyread.wholeblob import download_whole
+from ocibridge.lazyread.wholeblob import download_whole, spool_answer
 from ocibridge.oci.models import Descriptor
 from ocibridge.stores.base import ReadableStore
-from ocibridge.stores.ranged import RangedBlobSource, RangedPlan, RangeReader
+from ocibridge.stores.ranged import RangedBlobSource, RangedPlan, RangeReader, ReadsOnToTheEnd
 
 NOTICE = logging.getLogger("ocibridge.lazy")
 
@@ -92,16 +92,27 @@ class WholeWhenRangeless:
             reader = self._source.open_blob_range(desc, start, end, probe=probe)
             if reader.ranged or not part:
                 return reader
-            # the whole blob from byte 0 (its front skipped): dropped, the copy is read once
-            reader.close()
             note_rangeless(self._source.describe())
+            # the whole blob from byte 0: asked from there, it is the copy (else its front was
+            # skipped, and it is dropped)
+            if start == 0:
+                return _SpoolRange(self._whole(desc, reader), start, stop)
+            reader.close()
         return _SpoolRange(self._whole(desc), start, stop)
 
-    def _whole(self, desc: Descriptor) -> StoredLayer:
+    def _whole(self, desc: Descriptor, answer: RangeReader | None = None) -> StoredLayer:
+        """The blob's verified copy: read on from ``answer`` (a 200 to a Range from byte 0) if
+        there is none yet, else downloaded; a failure leaves it to the next read."""
         with self._lock:
             whole = self._wholes.setdefault(desc.digest, _Whole())
         with whole.lock:
-            if whole.spool is None:  # (a failed download leaves it to the next read)
+            if whole.spool is None and isinstance(answer, ReadsOnToTheEnd):
+                answer.read_on_to_the_end()
+                whole.spool = spool_answer(answer, desc, self._budget)
+                return whole.spool
+            if answer is not None:
+                answer.close()
+            if whole.spool is None:
                 whole.spool = download_whole(self._source, desc, self._budget, lambda _n: None)
             return whole.spool
 
