@@ -19,8 +19,8 @@ from ocibridge.stores.tombstones import refuse_tombstone
 
 if TYPE_CHECKING:  # (the lazy reader and the tensor files: open_tensors imports them, load_tensors needs neither)
     from ocibridge.api.policy import Verification
-    from ocibridge.lazyread.blobreader import LazySource
     from ocibridge.lazyread.gguf import RemoteGGUF
+    from ocibridge.lazyread.rangeless import LazySource
     from ocibridge.lazyread.safetensors import RemoteSafetensors
     from ocibridge.signing.containers_policy import UsePolicy
     from ocibridge.signing.verify import VerifyPolicy

@@ -14,7 +14,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 from ocibridge.chunks.chunktable import LayerChunks
 from ocibridge.errors import DigestMismatch, OcibridgeError
@@ -24,11 +24,10 @@ from ocibridge.lazyread.keeper import Chunk, ChunkKeeper
 from ocibridge.lazyread.landcheck import ChunkDigests, Mismatch
 from ocibridge.lazyread.layerfill import FILL_AFTER, FILL_MIN_SIZE, FillFailed, LayerFill
 from ocibridge.lazyread.rangefetch import EndedEarly, fetch_checked
+from ocibridge.lazyread.rangeless import LazySource, WholeWhenRangeless
 from ocibridge.lazyread.stall import StallBound
 from ocibridge.lazyread.wholeblob import download_whole, stored_whole
 from ocibridge.oci.models import Descriptor
-from ocibridge.stores.base import ReadableStore
-from ocibridge.stores.ranged import RangedBlobSource
 
 #: verified chunks kept in memory per blob (1 MiB each by default)
 CACHED_CHUNKS = 96
@@ -70,10 +69,6 @@ def _spans(indexes: list[int], most: int) -> list[range]:
     return spans
 
 
-class LazySource(ReadableStore, RangedBlobSource, Protocol):
-    """A store that can both read a blob whole (verified) and send parts of it (a registry)."""
-
-
 class RangeOutside(OcibridgeError):
     """A range that does not lie within the file."""
 
@@ -90,6 +85,9 @@ class VerifiedBlob:
                  parallel: int = PARALLEL, cached: int = CACHED_CHUNKS, store: ChunkStore | None = None,
                  read_ahead: bool = True, budget: ReadBudget | None = None, stall: StallBound | None = None):
         self.source = source
+        #: where chunk ranges are asked: from the blob read whole once where the registry
+        #: ignores ranges (``lazyread.rangeless``)
+        self._ranges = WholeWhenRangeless(source, budget)
         self.stall = stall or StallBound()  # how long a read waits on a silent fetch (lazyread.stall)
         self.budget = budget  # every fetch reserves its bytes here first (None: no cap)
         self._reads_ahead = read_ahead  # off for a reader that knows where its reads end (serve's ranges)
@@ -222,7 +220,8 @@ class VerifiedBlob:
             # (half the bytes it reaches read: a reader that skips ahead by RUN_SLACK, a tensor
             # here and there, is no whole read)
             if (far < FILL_AFTER or 2 * read < far or self.size < FILL_MIN_SIZE or not self._reads_ahead
-                    or self._keeper is None or self.store is None or self.chunks is None or self._no_fill):
+                    or self._keeper is None or self.store is None or self.chunks is None or self._no_fill
+                    or self._ranges.whole_only(self.layer)):
                 return None
             self._no_fill = True  # decided once: asked again, the answer would cost the same look
             if self._keeper.holds_any():
@@ -373,7 +372,7 @@ class VerifiedBlob:
                 self._keeper.keep(index, out[index], fetched=True)
 
         try:
-            fetch_checked(self.source, self.layer, start, end, ChunkDigests(self.chunks, self.chunk_size),
+            fetch_checked(self._ranges, self.layer, start, end, ChunkDigests(self.chunks, self.chunk_size),
                           chunk_of, counted=self._count_fetched, where=self.source.describe(),
                           budget=self.budget, landed=keep)
         except (Mismatch, EndedEarly) as e:  # (a short chunk is a wrong one: refused alike)
@@ -440,4 +439,5 @@ class VerifiedBlob:
             self._cache.clear()
         if spool is not None and spool.done() and not spool.cancelled() and spool.exception() is None:
             spool.result().close()
+        self._ranges.close()
 

@@ -23,9 +23,10 @@ from typing import Any
 
 from ocibridge.core import boundedjson
 from ocibridge.core.asdict import FieldsAsDict
-from ocibridge.lazyread.blobreader import LazySource, VerifiedBlob
+from ocibridge.lazyread.blobreader import VerifiedBlob
 from ocibridge.lazyread.budget import OverBudget, ReadBudget
 from ocibridge.lazyread.model import RemoteModel
+from ocibridge.lazyread.rangeless import LazySource
 from ocibridge.lazyread.safetensors import RemoteSafetensors, SafetensorsError
 from ocibridge.lazyread.tensorfile import TensorInfo
 from ocibridge.oci.layerinfo import is_raw, layer_path

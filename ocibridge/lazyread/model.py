@@ -21,7 +21,8 @@ from ocibridge.oci.models import Descriptor, Manifest, parse_manifest_bytes
 from ocibridge.stores.base import resolve_and_read
 
 if TYPE_CHECKING:  # (imported by open(): load_tensors reads no file through it, and loads none of its cache code)
-    from ocibridge.lazyread.blobreader import LazySource, VerifiedBlob
+    from ocibridge.lazyread.blobreader import VerifiedBlob
+    from ocibridge.lazyread.rangeless import LazySource
 
 Warn = Callable[[str], None]
 

@@ -33,9 +33,9 @@ from ocibridge.lazyread.headerprefix import HeaderPrefix
 from ocibridge.lazyread.landcheck import ChunkDigests, LandCheck, Mismatch, WholeDigest
 from ocibridge.lazyread.placement import Landing, Slot, names
 from ocibridge.lazyread.rangefetch import ViewsOf, fetch_checked
+from ocibridge.lazyread.rangeless import LazySource, WholeWhenRangeless
 from ocibridge.lazyread.tensorfile import TensorInfo
 from ocibridge.oci.models import Descriptor
-from ocibridge.stores.ranged import RangedBlobSource
 
 #: bytes asked in one Range request (rounded down to whole chunks), pull's part size: bodies from
 #: 16 MiB are received off the socket straight into the tensors (stores/registry/blobstream.DIRECT_MIN)
@@ -110,10 +110,11 @@ class TensorStream:
     or ``with``, to stop early. ``held``: bytes of tensors allocated and not yet handed over
     (``peak_held``: the most there were); ``bytes_fetched``, ``requests``: what was received."""
 
-    def __init__(self, source: RangedBlobSource, files: list[LoadFile], framework: Framework, *,
+    def __init__(self, source: LazySource, files: list[LoadFile], framework: Framework, *,
                  concurrency: int = CONCURRENCY, span: int = SPAN, working_set: int | None = None,
                  where: str = "", on_close: Callable[[], None] | None = None):
-        self._source = source
+        # (a registry that ignores ranges: each file is read whole once instead)
+        self._source = WholeWhenRangeless(source)
         self._framework = framework
         self._files = [_File(f, _check(f)) for f in files]
         # tensors on a device: allocated there, their bytes staged through rings of host memory
@@ -394,6 +395,7 @@ class TensorStream:
         self._workers.shutdown(wait=True)
         if self._staging is not None:
             self._staging.release()
+        self._source.close()
         self._ready.clear()
         for file in self._files:
             file.prefix = None

@@ -5,15 +5,17 @@ spool file, checked against that digest as it ends. :mod:`.blobreader` serves ra
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 from collections.abc import Callable, Iterator
-from typing import IO
+from typing import IO, BinaryIO
 
 from ocibridge.core.fsutil import pread_full
+from ocibridge.core.streams import Reader
 from ocibridge.lazyread.budget import ReadBudget
 from ocibridge.lazyread.chunkstore import ChunkStore, StoredLayer
-from ocibridge.oci.digest import sha256_chunks
+from ocibridge.oci.digest import VerifyingReader, sha256_chunks
 from ocibridge.oci.models import Descriptor
 from ocibridge.stores.base import ReadableStore
 
@@ -39,9 +41,22 @@ def download_whole(source: ReadableStore, layer: Descriptor, budget: ReadBudget 
     and size at its end); ``landed`` is told each piece's size as it is written."""
     if budget is not None:
         budget.take(layer.size, f"{layer.digest} read whole")
+    return _spooled(source.open_blob(layer), landed)
+
+
+def spool_answer(answer: Reader, layer: Descriptor, budget: ReadBudget | None) -> StoredLayer:
+    """The blob from ``answer``, a registry's answer that carries it whole from byte 0 (a
+    Range it ignored), into a temporary spool file, checked against the layer digest and
+    size as it ends."""
+    if budget is not None:
+        budget.take(layer.size, f"{layer.digest} read whole")
+    return _spooled(VerifyingReader(answer, layer.digest, layer.size), lambda _n: None)
+
+
+def _spooled(verifying: VerifyingReader | BinaryIO, landed: Callable[[int], None]) -> StoredLayer:
     spool = tempfile.TemporaryFile(prefix="ocibridge-lazy-")  # noqa: SIM115  # kept open: the reads serve from it
     try:
-        with source.open_blob(layer) as reader:
+        with contextlib.closing(verifying) as reader:
             while True:
                 piece = reader.read(_SPOOL_PIECE)
                 if not piece:

@@ -56,6 +56,19 @@ class LandingReader(Protocol):
 
 
 @runtime_checkable
+class ReadsOnToTheEnd(Protocol):
+    """A range reader whose server ignored the Range (a 200 with the whole blob) that can go on
+    reading that answer to the blob's end instead of stopping at the range's: a reader that
+    asked from byte 0 then holds the whole blob, with no second request."""
+
+    def read_on_to_the_end(self) -> None:
+        """From now on (before any byte is read), read to the blob's end."""
+        ...
+
+    def read(self, n: int = -1) -> bytes: ...
+
+
+@runtime_checkable
 class RangedBlobSource(Protocol):
     """A store that can send part of a blob (a registry: HTTP Range), with its own plan for
     how many parts of what size to ask at once."""

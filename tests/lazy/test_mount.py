@@ -27,7 +27,7 @@ from mounting import (
     mount_env,
     run,
 )
-from support.faultproxy import FaultProxy, corrupt, delay, hold, throttle
+from support.faultproxy import FaultProxy, corrupt, delay, hold, ignore_range, throttle
 from support.fixtures import new_repo
 
 from ocibridge.cli import main
@@ -153,6 +153,20 @@ def test_a_second_mount_and_a_path_after_it_send_no_blob_byte(model, proxy, tmp_
     snapshot = Path(run(["path", ref], env).stdout.strip())  # pull's way to the same cache: nothing moves
     assert digests(snapshot) == digests(pulled)
     assert blob_bytes(proxy) - again == 0
+
+
+def test_a_registry_that_ignores_ranges_sends_the_file_once(model, fault_proxy, tmp_path):
+    """Answered 200 and the whole blob to every Range, a read of the file took it from byte 0
+    again for each of its chunks' requests (lazyread/rangeless.py)."""
+    repo, pulled = model
+    ref = f"{fault_proxy.host}/{repo}:v1"
+    env = mount_env(tmp_path)
+    digest = digest_of(ref, "weights.bin", env)
+    fault_proxy.add("GET", f"/blobs/{digest}", ignore_range(), times=None)
+    with Mount(ref, tmp_path / "mnt", env, tmp_path / "mount.log") as m:
+        assert (m.where / "weights.bin").read_bytes() == (pulled / "weights.bin").read_bytes()
+    size = (pulled / "weights.bin").stat().st_size
+    assert blob_bytes(fault_proxy, digest) <= 1.1 * size, (blob_bytes(fault_proxy, digest), size)
 
 
 @pytest.mark.parametrize("path", ["weights.bin", "extra.bin"])  # read by chunks (a table), read whole

@@ -125,8 +125,10 @@ class Throttle:
 
 @dataclass(frozen=True)
 class IgnoreRange:
-    """Forward without the Range header: a server (or proxy) that answers 200 to Range."""
+    """Forward without the Range header: a server (or proxy) that answers 200 to Range;
+    ``flip``: also flip (xor 0xFF) that byte of the whole blob it sends (a forged answer)."""
 
+    flip: int | None = None
     name: str = "ignore_range"
 
 
@@ -269,8 +271,8 @@ def buffer_request(rate: float | None = None) -> BufferRequest:
     return BufferRequest(rate)
 
 
-def ignore_range() -> IgnoreRange:
-    return IgnoreRange()
+def ignore_range(flip: int | None = None) -> IgnoreRange:
+    return IgnoreRange(flip)
 
 
 def reroute(path: str) -> Reroute:
@@ -713,7 +715,8 @@ def _make_handler(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
             elif isinstance(action, Truncate):
                 stop_at = max(0, (length or 0) - action.missing) if length is not None else 0
             sent = 0
-            flip = action.offset if isinstance(action, Corrupt) else None
+            flip = action.offset if isinstance(action, Corrupt) else \
+                action.flip if isinstance(action, IgnoreRange) else None
             if isinstance(action, CorruptAt):  # where the blob's byte is in this body, if it is
                 m = re.match(r"bytes (\d+)-", resp.getheader("Content-Range") or "") if resp.status == 206 else None
                 flip = action.offset - (int(m.group(1)) if m else 0)

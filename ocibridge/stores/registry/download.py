@@ -73,6 +73,10 @@ class BlobDownload(ClosesOnExit):
         """Whether the server honoured the Range asked (a 206 answer)."""
         return self._stream.ranged
 
+    def read_on_to_the_end(self) -> None:
+        """(a reader whose Range was ignored, before its first read) Read to the blob's end."""
+        self._stream.end = self.desc.size
+
     # -- pieces ----------------------------------------------------------------------------
     def _piece(self) -> bytes:
         if self._error is not None:

@@ -1,0 +1,127 @@
+"""A registry (here: a proxy in front of it) that answers every Range with 200 and the whole
+blob: lazy reads fetch each blob whole once, verified, and serve every range from that copy,
+instead of fetching from byte 0 again for each range (a quadratic amount: reading a file of N
+chunks in order moved ~N²/2 chunks). The first answer, to a Range from byte 0, is that copy.
+The bytes stay right, a forged whole answer is refused,
+and a registry that honours ranges still gets them."""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import pytest
+from safetensors.numpy import save_file
+from support.faultproxy import FaultProxy, ignore_range
+from support.fixtures import new_repo
+
+import ocibridge
+from ocibridge.errors import DigestMismatch
+from ocibridge.lazyread.rangeless import forget_rangeless
+
+CHUNK = 64 * 1024
+TABLE = ocibridge.PushOptions(chunk_threshold=1, chunk_size=CHUNK)
+#: spans of 4 chunks, 2 in flight: many ranges per file
+SMALL_PARTS = ocibridge.TransferOptions(part_size=4 * CHUNK, parts_in_flight=2)
+CHUNKS = 24
+
+
+@pytest.fixture(autouse=True)
+def _forget_hosts():
+    """The proxy's port may come back for another test's proxy: forget what was noted."""
+    yield
+    forget_rangeless()
+
+
+@pytest.fixture(scope="module")
+def pushed(registry, tmp_path_factory):
+    """A raw file of CHUNKS chunks and a safetensors model, both with a chunk table:
+    (repo, raw bytes, tensors)."""
+    src = tmp_path_factory.mktemp("rangeless") / "model"
+    src.mkdir()
+    raw = np.random.default_rng(7).integers(0, 255, CHUNKS * CHUNK - 1000, dtype=np.uint8).tobytes()
+    (src / "weights.bin").write_bytes(raw)
+    rng = np.random.default_rng(8)
+    tensors = {f"layer.{i}": rng.standard_normal((128, 256), dtype=np.float32) for i in range(12)}
+    save_file(tensors, str(src / "model.safetensors"))
+    (src / "config.json").write_text('{"model_type": "test"}')
+    repo = new_repo()
+    result = ocibridge.push(str(src), f"{registry.host}/{repo}:v1", options=TABLE)
+    assert "chunks" in result.extra
+    return repo, raw, tensors
+
+
+def layer_of(host: str, repo: str, path: str):
+    with ocibridge.open_model(f"{host}/{repo}:v1", warn=None, cache=False) as model:
+        return model.file(path).layer
+
+
+def blob_gets(proxy: FaultProxy, digest: str):
+    return proxy.requests_matching("GET", f"/blobs/{digest}")
+
+
+@pytest.mark.parametrize("cache", [False, True])
+def test_chunk_reads_in_order_move_the_blob_about_once(pushed, registry, fault_proxy, cache, caplog):
+    repo, raw, _ = pushed
+    layer = layer_of(registry.host, repo, "weights.bin")
+    fault_proxy.add("GET", f"/blobs/{layer.digest}", ignore_range(), times=None)
+    got = []
+    with caplog.at_level(logging.WARNING, "ocibridge.lazy"), \
+            ocibridge.open_model(f"{fault_proxy.host}/{repo}:v1", warn=None, cache=cache) as model:
+        for i in range(CHUNKS):
+            got.append(model.read("weights.bin", i * CHUNK, (i + 1) * CHUNK))
+            got.append(model.read("weights.bin", i * CHUNK, i * CHUNK + 10))  # read again: nothing moves
+    assert b"".join(got[::2]) == raw
+    assert all(again == whole[:10] for whole, again in zip(got[::2], got[1::2], strict=True))
+    gets = blob_gets(fault_proxy, layer.digest)
+    moved = sum(r.response_bytes for r in gets)
+    # the first answer (to chunk 0's Range, from byte 0) is the whole blob: kept, nothing more asked
+    assert moved <= 1.1 * layer.size and len(gets) == 1, (moved, layer.size, len(gets))
+    notices = [r for r in caplog.records if "answers range requests with whole blobs" in r.getMessage()]
+    assert len(notices) == 1 and fault_proxy.host in notices[0].getMessage()
+
+
+def test_load_tensors_moves_each_file_about_once(pushed, registry, fault_proxy):
+    repo, _, tensors = pushed
+    layer = layer_of(registry.host, repo, "model.safetensors")
+    fault_proxy.add("GET", f"/blobs/{layer.digest}", ignore_range(), times=None)
+    got = ocibridge.load_tensors(f"{fault_proxy.host}/{repo}:v1", transfer=SMALL_PARTS)
+    assert sorted(got) == sorted(tensors)
+    assert all(got[name].tobytes() == array.tobytes() for name, array in tensors.items())
+    gets = blob_gets(fault_proxy, layer.digest)
+    moved = sum(r.response_bytes for r in gets)
+    assert layer.size > 4 * SMALL_PARTS.part_size  # several spans
+    assert moved <= 1.1 * layer.size and len(gets) == 1, (moved, layer.size, len(gets))
+
+
+def test_a_forged_whole_answer_is_refused(pushed, registry, fault_proxy):
+    repo, _, _ = pushed
+    layer = layer_of(registry.host, repo, "weights.bin")
+    fault_proxy.add("GET", f"/blobs/{layer.digest}", ignore_range(flip=CHUNKS * CHUNK // 2), times=None)
+    with ocibridge.open_model(f"{fault_proxy.host}/{repo}:v1", warn=None, cache=False) as model, \
+            pytest.raises(DigestMismatch):
+        model.read("weights.bin", 0, CHUNK)
+    tensor_layer = layer_of(registry.host, repo, "model.safetensors")
+    fault_proxy.add("GET", f"/blobs/{tensor_layer.digest}", ignore_range(flip=tensor_layer.size - 5), times=None)
+    with pytest.raises(DigestMismatch):
+        ocibridge.load_tensors(f"{fault_proxy.host}/{repo}:v1", transfer=SMALL_PARTS)
+
+
+def test_a_registry_that_honours_ranges_still_gets_them(pushed, registry, fault_proxy):
+    """Another host ignoring ranges (noted for the process) changes nothing for this one."""
+    repo, raw, tensors = pushed
+    layer = layer_of(registry.host, repo, "weights.bin")
+    fault_proxy.add("GET", f"/blobs/{layer.digest}", ignore_range(), times=None)
+    with ocibridge.open_model(f"{fault_proxy.host}/{repo}:v1", warn=None, cache=False) as model:
+        assert model.read("weights.bin", CHUNK, 2 * CHUNK) == raw[CHUNK:2 * CHUNK]
+    honest = FaultProxy(registry)
+    try:
+        with ocibridge.open_model(f"{honest.host}/{repo}:v1", warn=None, cache=False) as model:
+            for i in range(4):
+                assert model.read("weights.bin", i * CHUNK, (i + 1) * CHUNK) == raw[i * CHUNK:(i + 1) * CHUNK]
+        got = ocibridge.load_tensors(f"{honest.host}/{repo}:v1", transfer=SMALL_PARTS)
+        assert all(got[name].tobytes() == array.tobytes() for name, array in tensors.items())
+        ranged = [r for r in honest.requests_matching("GET", "/blobs/") if r.range]
+        assert len(ranged) > 4 and all(r.status == 206 for r in ranged), [(r.range, r.status) for r in ranged]
+    finally:
+        honest.stop()
