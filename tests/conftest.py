@@ -113,8 +113,21 @@ def _checkout_state() -> dict[str, str] | None:
     return state
 
 
+def _compile_the_package() -> None:
+    """ocibridge's bytecode, written where an import reads it (``__pycache__``, ignored by git),
+    before the workers start. An installed wheel has it; the checkout's editable install has it
+    only where an earlier import wrote it, and never where ``PYTHONDONTWRITEBYTECODE`` is set:
+    then each of the suite's thousands of ``ocibridge`` and ``serve`` processes compiled every
+    module it imports from source (a tenth of a second to a second a process). A tree that
+    cannot be written is left as it is."""
+    import compileall
+
+    compileall.compile_dir(os.path.join(_ROOT, "ocibridge"), quiet=2)
+
+
 def pytest_sessionstart(session):
     if not os.environ.get("PYTEST_XDIST_WORKER"):  # the controller (or a run without workers) only
+        _compile_the_package()
         session.config.stash[_BEFORE] = _checkout_state()
 
 

@@ -54,26 +54,40 @@ def _upper_bounds(test: ast.AST, elapsed_names: set[str], readings: set[str]) ->
                 break
 
 
-def _names_of(scope: ast.AST) -> tuple[set[str], set[str]]:
-    """The names a scope gives wall-clock differences (with the usual names of one), and those it
-    gives wall-clock readings."""
-    readings = {t.id for node in ast.walk(scope) if isinstance(node, ast.Assign) and _reads_wall_clock(node.value)
+def _names_of(assigns: list[ast.Assign]) -> tuple[set[str], set[str]]:
+    """The names a scope's ``assigns`` give wall-clock differences (with the usual names of one),
+    and those they give wall-clock readings."""
+    readings = {t.id for node in assigns if _reads_wall_clock(node.value)
                 for t in node.targets if isinstance(t, ast.Name)}
     names = set(ELAPSED_NAMES)
-    for node in ast.walk(scope):
-        if isinstance(node, ast.Assign) and _is_elapsed(node.value, set(), readings):
+    for node in assigns:
+        if _is_elapsed(node.value, set(), readings):
             names |= {t.id for t in node.targets if isinstance(t, ast.Name)}
     return names, readings
+
+
+def _outermost_functions(tree: ast.AST) -> Iterator[ast.AST]:
+    """The functions not inside another function. A function's names and readings hold those of
+    every function inside it, and the checks only grow with them, so an assert an inner function
+    bounds is one its outermost function bounds: each node is walked once, not once per enclosing
+    function (seconds over the suite's files)."""
+    todo = [tree]
+    while todo:
+        for child in ast.iter_child_nodes(todo.pop()):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                yield child
+            else:
+                todo.append(child)
 
 
 def wall_clock_asserts(source: str) -> list[int]:
     """The lines of asserts bounding a wall-clock duration from above."""
     tree = ast.parse(source)
     lines: list[int] = []
-    scopes = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
-    for scope in scopes:
-        names, readings = _names_of(scope)
-        for node in ast.walk(scope):
+    for scope in _outermost_functions(tree):
+        nodes = list(ast.walk(scope))
+        names, readings = _names_of([n for n in nodes if isinstance(n, ast.Assign)])
+        for node in nodes:
             if isinstance(node, ast.Assert) and any(True for _ in _upper_bounds(node.test, names, readings)):
                 lines.append(node.lineno)
     return sorted(set(lines))
