@@ -236,9 +236,7 @@ def test_a_client_is_not_a_new_one_for_each_way_it_writes_its_authorization(upst
             asks = [pool.submit(httpx.get, f"{upstreamed.proxy}/api/models/{repo}/revision/main",
                                 headers={"Authorization": said}, timeout=120)
                     for repo, said in zip(repos, spellings, strict=True)]
-            until = time.monotonic() + 30
-            while not any(a.done() for a in asks) and time.monotonic() < until:
-                time.sleep(0.02)
+            concurrent.futures.wait(asks, timeout=30, return_when=concurrent.futures.FIRST_COMPLETED)
             listed.set()
             answers = [a.result() for a in asks]
     finally:
