@@ -1,7 +1,7 @@
 """The one reader of TOML a user or an archive hands ocibridge (a mirror job, a quotas file, the
-registry settings, a carton's TOML). ``tomllib`` recurses once per level of nesting, so a line of
-50,000 nested arrays escaped it as a bare ``RecursionError``, which only the entry point's last
-resort caught, without naming the file: here it is a :class:`TomlError`, as a syntax error is."""
+registry settings, a carton's TOML). ``tomllib`` recurses once per level of nesting, so text
+nested deeply enough raises a bare ``RecursionError``, naming no file: here it is a
+:class:`TomlError`, as a syntax error is."""
 
 from __future__ import annotations
 

@@ -2,9 +2,9 @@
 fetched, and verified, a piece at a time as far as the header reaches; what follows the header
 in its last piece is kept for the tensors there.
 
-Its room at least doubles when it grows: a GGUF header is read in pieces of 64 KiB to 1 MiB
-(a tokenizer's strings: ~10 MiB in real files, up to 1 GiB accepted), and room grown by one
-piece at a time copied every piece before it again (a 256 MiB header: ~20 s of CPU in copies).
+Its room at least doubles when it grows: a GGUF header (a tokenizer's strings) may span many
+pieces, and room grown by one piece at a time would copy every piece before it again, a
+quadratic amount of copying.
 """
 
 from __future__ import annotations

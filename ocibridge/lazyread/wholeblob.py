@@ -47,10 +47,15 @@ def download_whole(source: ReadableStore, layer: Descriptor, budget: ReadBudget 
 def spool_answer(answer: Reader, layer: Descriptor, budget: ReadBudget | None) -> StoredLayer:
     """The blob from ``answer``, a registry's answer that carries it whole from byte 0 (a
     Range it ignored), into a temporary spool file, checked against the layer digest and
-    size as it ends."""
+    size as it ends; ``answer`` is closed whatever happens (a budget's refusal too)."""
+    verifying = VerifyingReader(answer, layer.digest, layer.size)
     if budget is not None:
-        budget.take(layer.size, f"{layer.digest} read whole")
-    return _spooled(VerifyingReader(answer, layer.digest, layer.size), lambda _n: None)
+        try:
+            budget.take(layer.size, f"{layer.digest} read whole")
+        except BaseException:
+            verifying.close()
+            raise
+    return _spooled(verifying, lambda _n: None)
 
 
 def _spooled(verifying: VerifyingReader | BinaryIO, landed: Callable[[int], None]) -> StoredLayer:

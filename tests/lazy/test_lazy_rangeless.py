@@ -125,3 +125,36 @@ def test_a_registry_that_honours_ranges_still_gets_them(pushed, registry, fault_
         assert len(ranged) > 4 and all(r.status == 206 for r in ranged), [(r.range, r.status) for r in ranged]
     finally:
         honest.stop()
+
+
+def test_a_whole_answer_past_the_read_budget_is_refused_and_closed(pushed, registry, fault_proxy, monkeypatch):
+    """The 200 to a Range from byte 0 is the whole copy's first bytes; a budget that has no room
+    for the whole blob refuses it, and that answer (its connection, its prefetch) is closed."""
+    from ocibridge.lazyread.budget import OverBudget, ReadBudget
+    from ocibridge.lazyread.rangeless import WholeWhenRangeless
+    from ocibridge.oci.reference import parse_registry_reference
+    from ocibridge.stores.registry.store import open_repository
+
+    repo, _, _ = pushed
+    layer = layer_of(registry.host, repo, "weights.bin")
+    fault_proxy.add("GET", f"/blobs/{layer.digest}", ignore_range(), times=None)
+    store = open_repository(parse_registry_reference(f"{fault_proxy.host}/{repo}:v1"))
+    opened, closed = [], []
+    asked = store.open_blob_range
+
+    def noting(*args, **kwargs):  # the store's own answer, its close noted
+        reader = asked(*args, **kwargs)
+        shut = reader.close
+        monkeypatch.setattr(reader, "close", lambda: (closed.append(reader), shut())[1])
+        opened.append(reader)
+        return reader
+
+    monkeypatch.setattr(store, "open_blob_range", noting)
+    ranges = WholeWhenRangeless(store, ReadBudget(layer.size // 2))
+    try:
+        with pytest.raises(OverBudget):
+            ranges.open_blob_range(layer, 0, CHUNK)
+        assert len(opened) == 1 and closed == opened
+    finally:
+        ranges.close()
+        store.close()

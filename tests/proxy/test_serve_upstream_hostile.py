@@ -322,3 +322,26 @@ def _outcomes(root: Path, repo_id: str) -> list[str]:
     audit = root / "audit.jsonl"
     lines = [json.loads(line) for line in audit.read_text().splitlines()] if audit.exists() else []
     return [e["outcome"] for e in lines if e.get("action") == "upstream_ingest" and e.get("repository") == repo_id]
+
+
+@pytest.mark.parametrize(("spelled", "kind"), [
+    ("::ffff:169.254.169.254", "link-local"), ("::ffff:127.0.0.1", "loopback"), ("fe80::1%eth0", "link-local"),
+    ("0.0.0.0", "unspecified"), ("::", "unspecified"), ("100.64.0.1", "reserved"), ("fd00::1", "private"),
+    ("8.8.8.8", "public"),
+])
+def test_the_address_rule_reads_each_spelling_of_an_address_as_its_kind(spelled: str, kind: str):
+    from ocibridge.hubserver.upstream.addressrule import kind_of
+
+    assert kind_of(spelled) == kind
+
+
+def test_a_host_with_one_refused_address_among_public_ones_is_refused_however_it_is_spelled():
+    from ocibridge.hubserver.upstream.addressrule import AddressRule, resolved
+
+    rule = AddressRule("http://127.0.0.1:1", kinds={"loopback"})
+    rule.check("cdn.example", ["8.8.8.8", "127.0.0.1"])
+    with pytest.raises(AddressRefused, match="10.0.0.1, a private address"):
+        rule.check("cdn.example", ["8.8.8.8", "10.0.0.1"])
+    for numeric in ("2852039166", "0251.0376.0251.0376", "0xa9fea9fe"):  # 169.254.169.254, as inet_aton reads it
+        with pytest.raises(AddressRefused, match="a link-local address"):
+            rule.check(numeric, resolved(numeric, 80))

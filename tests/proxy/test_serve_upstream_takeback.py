@@ -236,9 +236,7 @@ def test_a_client_is_not_a_new_one_for_each_way_it_writes_its_authorization(upst
             asks = [pool.submit(httpx.get, f"{upstreamed.proxy}/api/models/{repo}/revision/main",
                                 headers={"Authorization": said}, timeout=120)
                     for repo, said in zip(repos, spellings, strict=True)]
-            until = time.monotonic() + 30
-            while not any(a.done() for a in asks) and time.monotonic() < until:
-                time.sleep(0.02)
+            concurrent.futures.wait(asks, timeout=30, return_when=concurrent.futures.FIRST_COMPLETED)
             listed.set()
             answers = [a.result() for a in asks]
     finally:
@@ -363,3 +361,18 @@ def test_the_asks_budget_refills_at_its_rate_and_its_flag_is_checked_as_serve_ch
             parse_ask_rate(bad)
     with pytest.raises(UsageError, match="--upstream-asks-per-client goes with --upstream"):
         check_serve_options(ServeOptions(upstream_asks_per_client="5/s"))
+
+
+def test_the_asks_budgets_keep_a_bounded_number_of_clients_the_least_recently_seen_forgotten(monkeypatch):
+    from ocibridge.hubserver.upstream import askbudget
+
+    monkeypatch.setattr(askbudget, "MOST_CLIENTS", 3)
+    rate = askbudget.parse_ask_rate("1/h")  # no bucket refills within the test: none is full again
+    assert rate is not None
+    budgets = askbudget.AskBudgets(rate, clock=lambda: 0.0)
+    budgets.take("address:spender", "a/1")
+    for n in range(50):  # a client changing addresses: each a new bucket, spent at once
+        budgets.take(f"address:10.0.0.{n}", "b/1")
+        with pytest.raises(askbudget.AsksSpent):  # the spender, seen again, is the most recent: kept spent
+            budgets.take("address:spender", "a/2")
+    assert len(budgets) == 3

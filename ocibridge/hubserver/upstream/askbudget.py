@@ -18,7 +18,8 @@ from ocibridge.hubserver.lifetimes.durations import parse_duration, shown
 FLAG = "--upstream-asks-per-client"
 #: the flag's default: a client's misses ask the upstream at most this often
 DEFAULT = "60/min"
-#: clients kept at most before those whose bucket is full again are forgotten
+#: clients kept at most: past it the least recently seen is forgotten (its bucket the likeliest full
+#: again), so a client changing addresses grows the table no further
 MOST_CLIENTS = 10_000
 _PERIODS = {"s": 1.0, "sec": 1.0, "second": 1.0, "m": 60.0, "min": 60.0, "minute": 60.0, "h": 3600.0, "hour": 3600.0,
             "d": 86400.0, "day": 86400.0}
@@ -75,24 +76,28 @@ class AskBudgets:
             return
         with self._lock:
             now = self.clock()
-            left, then = self._held.get(client, (float(self.rate.count), now))
+            left, then = self._held.pop(client, (float(self.rate.count), now))  # re-entered last: most recent
             left = min(float(self.rate.count), left + (now - then) * self._per_second)
             if left < 1:
-                self._held[client] = (left, now)
+                self._keep(client, left, now)
                 self.refused += 1
                 spent = AsksSpent(f"{what}: not asked of the upstream now: this client's misses asked it "
                                   f"{self.rate} already ({FLAG}); ask again later")
                 spent.retry_after = max(1, math.ceil((1 - left) / self._per_second))
                 raise spent
-            self._held[client] = (left - 1, now)
-            if len(self._held) > MOST_CLIENTS:
-                self._forget_full(now)
+            self._keep(client, left - 1, now)
 
-    def _forget_full(self, now: float) -> None:
-        """Drops the clients whose bucket refilled whole: they start full when next seen anyway."""
-        for client, (left, then) in list(self._held.items()):
-            if left + (now - then) * self._per_second >= self.rate.count:
-                del self._held[client]
+    def __len__(self) -> int:
+        """How many clients' buckets are kept."""
+        with self._lock:
+            return len(self._held)
+
+    def _keep(self, client: str, left: float, now: float) -> None:
+        """``client``'s bucket kept as the most recently seen; the least recently seen forgotten past
+        :data:`MOST_CLIENTS` (it starts full when next seen)."""
+        self._held[client] = (left, now)
+        while len(self._held) > MOST_CLIENTS:
+            del self._held[next(iter(self._held))]
 
 
 #: what a client's misses may ask when the flag is not given
