@@ -3,13 +3,15 @@
 quadratic amount for a file read chunk by chunk; instead, after the first such answer the blob
 is read whole once into a temporary spool file, verified by its digest, and every range of it
 is served from there (still checked by the reader's chunk table, as a fetched range is). The
-host is noted for the process, so that other readers ask it for no range at all, and said once.
+host is noted, so that other readers ask it for no range at all, and said once; the note lapses after
+:data:`NOTE_LIFETIME` (one stray answer of a CDN is not a long-running serve's rule until restart).
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from typing import Protocol
 
 from ocibridge.lazyread.budget import ReadBudget
@@ -21,8 +23,12 @@ from ocibridge.stores.ranged import RangedBlobSource, RangedPlan, RangeReader, R
 
 NOTICE = logging.getLogger("ocibridge.lazy")
 
+#: seconds a host stays noted as ignoring ranges; then its ranges are asked again (and it is noted again if need be)
+NOTE_LIFETIME = 600.0
+
 _hosts_lock = threading.Lock()
-_rangeless_hosts: set[str] = set()
+_rangeless_hosts: dict[str, float] = {}  # host -> when it was noted (time.monotonic)
+_said: set[str] = set()
 
 
 class LazySource(ReadableStore, RangedBlobSource, Protocol):
@@ -36,17 +42,25 @@ def host_of(where: str) -> str:
 
 def ignores_ranges(where: str) -> bool:
     """Whether the registry named by ``where`` was seen answering a Range with the whole blob."""
+    host = host_of(where)
     with _hosts_lock:
-        return host_of(where) in _rangeless_hosts
+        noted = _rangeless_hosts.get(host)
+        if noted is None:
+            return False
+        if time.monotonic() - noted < NOTE_LIFETIME:
+            return True
+        del _rangeless_hosts[host]
+        return False
 
 
 def note_rangeless(where: str) -> None:
     """Remember that ``where``'s host ignores ranges; the first time, say so."""
     host = host_of(where)
     with _hosts_lock:
-        if host in _rangeless_hosts:
+        _rangeless_hosts[host] = time.monotonic()
+        if host in _said:
             return
-        _rangeless_hosts.add(host)
+        _said.add(host)
     NOTICE.warning("%s answers range requests with whole blobs: lazy reads from it fetch each "
                    "blob whole, once, into a temporary file", host)
 
@@ -55,6 +69,7 @@ def forget_rangeless() -> None:
     """Forget every host noted (a test that starts from a clean process state)."""
     with _hosts_lock:
         _rangeless_hosts.clear()
+        _said.clear()
 
 
 class _Whole:

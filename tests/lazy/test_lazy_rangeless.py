@@ -158,3 +158,23 @@ def test_a_whole_answer_past_the_read_budget_is_refused_and_closed(pushed, regis
     finally:
         ranges.close()
         store.close()
+
+
+def test_a_host_noted_as_ignoring_ranges_is_asked_ranges_again_once_the_note_lapses(monkeypatch, caplog):
+    """One stray whole answer (a CDN's) is no rule for the rest of a long-running process."""
+    from ocibridge.lazyread import rangeless
+
+    now = [1000.0]
+    monkeypatch.setattr(rangeless.time, "monotonic", lambda: now[0])
+    forget_rangeless()
+    with caplog.at_level(logging.WARNING, logger="ocibridge.lazy"):
+        rangeless.note_rangeless("cdn.example/team/model")
+        assert rangeless.ignores_ranges("cdn.example/other") and not rangeless.ignores_ranges("reg.example/x")
+        now[0] += rangeless.NOTE_LIFETIME - 1
+        assert rangeless.ignores_ranges("cdn.example/team/model")
+        now[0] += 2
+        assert not rangeless.ignores_ranges("cdn.example/team/model")  # lapsed: its ranges asked again
+        rangeless.note_rangeless("cdn.example/team/model")  # and it ignored them again
+        assert rangeless.ignores_ranges("cdn.example/team/model")
+    assert sum("cdn.example answers range requests" in r.getMessage() for r in caplog.records) == 1  # said once
+    forget_rangeless()
