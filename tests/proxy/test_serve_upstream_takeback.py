@@ -30,8 +30,7 @@ pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
 UP_TOKEN = "up-token"
 READER = "reader-token"
-PROBER = "prober-token"
-TOKENS = f"{READER} user=carol read=*\n{PROBER} user=dave read=*\nanonymous read=*\n"
+TOKENS = f"{READER} user=carol read=*\nanonymous read=*\n"
 FRESH = 1.0
 MOST, PER_CLIENT = 3, 2
 ASKS = 2  # the asking proxy's asks of the upstream per client (an hour's: none come back during a test)
@@ -335,19 +334,6 @@ def test_one_client_past_its_upstream_asks_is_the_hubs_429_from_serve_and_anothe
     other = httpx.get(f"{upstreamed.asking}/api/models/askers/other", timeout=60)
     assert asked("other") == 1 and other.status_code == 401, (other.status_code, other.text[:300])  # the Hub's
     # "not found" to a client without a token
-
-
-def test_a_revision_the_upstream_lacks_costs_the_client_both_asks_it_makes(upstreamed: Upstreamed):
-    """A missing revision of a repository the upstream holds is asked twice (the revision, then main:
-    whether the repository is private from this reader): both are the client's, not one."""
-    upstreamed.publish("askers/known")
-    prober = {"Authorization": f"Bearer {PROBER}"}
-    lacking = httpx.get(f"{upstreamed.asking}/api/models/askers/known/revision/nosuch", headers=prober, timeout=60)
-    assert lacking.status_code == 404, (lacking.status_code, lacking.text[:300])
-    assert len(upstreamed.counted.requests_matching("GET", "^/api/models/askers/known/")) == ASKS
-    spent = httpx.get(f"{upstreamed.asking}/api/models/askers/unknown", headers=prober, timeout=60)
-    assert spent.status_code == 429, (spent.status_code, spent.text[:300])
-    assert upstreamed.counted.requests_matching("GET", "^/api/models/askers/unknown") == []
 
 
 def test_the_asks_budget_refills_at_its_rate_and_its_flag_is_checked_as_serve_checks_it():

@@ -194,7 +194,7 @@ class UpstreamSource:
         """Not found (the repository) where the upstream keeps it private from this reader: its "no
         revision", said to serve's token, would tell any reader that the repository exists."""
         try:
-            info = self.hub.revision(repo_id, "main", miss=True)  # the client's ask as the first
+            info = self.hub.revision(repo_id, "main")
         except (RepoNotFound, RevisionNotFound):  # no main to ask it by: not known, so not told
             raise not_found(repo_id, self.settings.url) from None
         kept = not self.settings.keeps_private(repo_id) or self._kept_from_reader(repo_id, True, "") is not None
