@@ -18,6 +18,7 @@ Nothing here runs on import (what httpx and httpcore import as they load is put 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # imported where used
@@ -40,6 +41,18 @@ def relied_on() -> dict[type, tuple[str, ...]]:
 def use_backend(transport: httpx.HTTPTransport, backend: httpcore.NetworkBackend) -> None:
     """Make ``transport`` open its connections through ``backend``."""
     transport._pool._network_backend = backend  # pinned by relied_on()
+
+
+def wrap_backend(transport: httpx.HTTPTransport,
+                 wrap: Callable[[httpcore.NetworkBackend], httpcore.NetworkBackend]) -> None:
+    """Make ``transport`` open its connections through ``wrap`` of the backend it has; a TypeError
+    where it sends through no direct connection pool (an explicit proxy's)."""
+    import httpcore
+
+    pool = transport._pool
+    if not isinstance(pool, httpcore.ConnectionPool):
+        raise TypeError("the transport is not a direct connection pool")
+    pool._network_backend = wrap(pool._network_backend)  # pinned by relied_on()
 
 
 def transport_over(pool: httpcore.ConnectionPool) -> httpx.HTTPTransport:

@@ -21,7 +21,7 @@ from ocibridge.oci.models import Descriptor
 from ocibridge.stores.base import ReadableStore
 from ocibridge.stores.ranged import RangedBlobSource, RangedPlan, RangeReader, ReadsOnToTheEnd
 
-NOTICE = logging.getLogger("ocibridge.lazy")
+NOTICE = logging.getLogger("ocibridge.lazyread")
 
 #: seconds a host stays noted as ignoring ranges; then its ranges are asked again (and it is noted again if need be)
 NOTE_LIFETIME = 600.0

@@ -66,7 +66,7 @@ def test_chunk_reads_in_order_move_the_blob_about_once(pushed, registry, fault_p
     layer = layer_of(registry.host, repo, "weights.bin")
     fault_proxy.add("GET", f"/blobs/{layer.digest}", ignore_range(), times=None)
     got = []
-    with caplog.at_level(logging.WARNING, "ocibridge.lazy"), \
+    with caplog.at_level(logging.WARNING, "ocibridge.lazyread"), \
             ocibridge.open_model(f"{fault_proxy.host}/{repo}:v1", warn=None, cache=cache) as model:
         for i in range(CHUNKS):
             got.append(model.read("weights.bin", i * CHUNK, (i + 1) * CHUNK))
@@ -167,7 +167,7 @@ def test_a_host_noted_as_ignoring_ranges_is_asked_ranges_again_once_the_note_lap
     now = [1000.0]
     monkeypatch.setattr(rangeless.time, "monotonic", lambda: now[0])
     forget_rangeless()
-    with caplog.at_level(logging.WARNING, logger="ocibridge.lazy"):
+    with caplog.at_level(logging.WARNING, logger="ocibridge.lazyread"):
         rangeless.note_rangeless("cdn.example/team/model")
         assert rangeless.ignores_ranges("cdn.example/other") and not rangeless.ignores_ranges("reg.example/x")
         now[0] += rangeless.NOTE_LIFETIME - 1

@@ -121,13 +121,11 @@ class CheckedBackend:
 
 def checked_transport(rule: AddressRule, **options: Any) -> httpx.HTTPTransport:
     """httpx's transport (``options``: its own), its pool connecting through :class:`CheckedBackend`."""
-    import httpcore
     import httpx
 
-    transport = httpx.HTTPTransport(**options)
-    pool = transport._pool
-    if not isinstance(pool, httpcore.ConnectionPool):  # an explicit proxy: none is asked for here
-        raise TypeError("the upstream's transport is not a direct connection pool")
+    from ocibridge.core.httpx_wall import wrap_backend
+
+    transport = httpx.HTTPTransport(**options)  # (an explicit proxy's is none: none is asked for here)
     # its protocol's methods, not its class (httpcore is imported when a session is made)
-    pool._network_backend = cast("httpcore.NetworkBackend", CheckedBackend(pool._network_backend, rule))
+    wrap_backend(transport, lambda inner: cast("httpcore.NetworkBackend", CheckedBackend(inner, rule)))
     return transport
