@@ -1,0 +1,45 @@
+"""More hostile values and combinations on the command line: each is one ``ocibridge: error:``
+line and a usage exit, never a traceback, never a value taken silently."""
+
+from __future__ import annotations
+
+import pytest
+
+from ocibridge.cli import main
+
+
+#: an address serve refuses after its options: a line whose options pass never starts a server here
+_NO_LISTEN = ["--listen", "127.0.0.1:99999"]
+
+
+def one_error_line(capsys: pytest.CaptureFixture[str]) -> str:
+    err = capsys.readouterr().err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("ocibridge: error: "), err
+    assert "unexpected" not in err and "Traceback" not in err, err
+    return lines[0]
+
+
+@pytest.mark.parametrize("command", [["serve", "oci:{tmp}/none"], ["k8s", "serve", "reg.example/team"]],
+                         ids=["serve", "k8s serve"])
+@pytest.mark.parametrize("value", ["-1", "nan"])
+@pytest.mark.parametrize("with_upstream", [False, True], ids=["alone", "with --upstream"])
+def test_upstream_fresh_of_no_number_of_seconds_is_refused_with_or_without_upstream(
+        command, value, with_upstream, tmp_path, capsys):
+    """A serve without --upstream ignored --upstream-fresh: -1 and nan were taken and serve ran."""
+    argv = [word.format(tmp=tmp_path) for word in command] + _NO_LISTEN * (command[0] == "serve")
+    argv += [f"--upstream-fresh={value}"] + ["--upstream", "http://127.0.0.1:9"] * with_upstream
+    assert main(argv) == 2
+    assert f"--upstream-fresh {float(value)}: expected a number of seconds, 0 or more" in one_error_line(capsys)
+
+
+@pytest.mark.parametrize("command", [["serve", "oci:{tmp}/none"], ["k8s", "serve", "reg.example/team"]],
+                         ids=["serve", "k8s serve"])
+@pytest.mark.parametrize("flags", [["--upstream-fresh", "60"], ["--upstream-deny", "a/*"],
+                                   ["--upstream-max-fetches", "3"]], ids=lambda flags: flags[0])
+def test_an_upstream_flag_without_upstream_names_itself(command, flags, tmp_path, capsys):
+    """A proxy's flag without --upstream is a usage error naming the flag (--upstream-fresh was
+    taken silently by serve: the typo'd --upstrem line ran without its proxy)."""
+    argv = [word.format(tmp=tmp_path) for word in command] + _NO_LISTEN * (command[0] == "serve")
+    assert main([*argv, *flags]) == 2
+    assert f"error: {flags[0]}: the --upstream-* flags go with --upstream URL" in one_error_line(capsys)
