@@ -7,7 +7,6 @@ import pytest
 
 from ocibridge.cli import main
 
-
 #: an address serve refuses after its options: a line whose options pass never starts a server here
 _NO_LISTEN = ["--listen", "127.0.0.1:99999"]
 
