@@ -113,7 +113,7 @@ def _run(args: argparse.Namespace, *, debug: bool = False) -> int:
         return EXIT_FAILURE
     except (UsageError, InvalidReference) as e:  # a reference typed wrong is a usage mistake too
         trace()
-        print(one_line(f"ocibridge: error: {e} (see 'ocibridge {args.command} --help')"), file=sys.stderr)
+        print(one_line(f"ocibridge: error: {e} (see 'ocibridge {_command_line_name(args)} --help')"), file=sys.stderr)
         return EXIT_USAGE
     except OcibridgeError as e:
         trace()
@@ -151,6 +151,13 @@ KEPT_FOR_RESUME = {
     "push": "the blobs sent are kept by the registry, the upload in flight for as long as it holds it",
     "mirror": "the artifacts copied are kept, with the blobs of the one in flight",
 }
+
+
+def _command_line_name(args: argparse.Namespace) -> str:
+    """The command as typed, its group's subcommand with it (``k8s serve``, ``warm save``): the
+    help a usage mistake points at, as the parser's own errors point there."""
+    sub = getattr(args, f"{args.command}_command", None)
+    return f"{args.command} {sub}" if isinstance(sub, str) else str(args.command)
 
 
 def _what_was_kept(command: str) -> str:

@@ -42,3 +42,15 @@ def test_an_upstream_flag_without_upstream_names_itself(command, flags, tmp_path
     argv = [word.format(tmp=tmp_path) for word in command] + _NO_LISTEN * (command[0] == "serve")
     assert main([*argv, *flags]) == 2
     assert f"error: {flags[0]}: the --upstream-* flags go with --upstream URL" in one_error_line(capsys)
+
+
+@pytest.mark.parametrize(("argv", "help_of"), [
+    (["k8s", "serve", "reg.example/team", "--upstream-fresh", "60"], "k8s serve"),
+    (["warm", "save", "oci:{tmp}/lay:v1", ""], "warm save"),
+    (["serve", "oci:{tmp}/none", "--upstream-fresh", "60"], "serve"),
+], ids=["k8s serve", "warm save", "serve"])
+def test_a_subcommands_usage_error_points_at_its_own_help(argv, help_of, tmp_path, capsys):
+    """A mistake the command finds (not its parser) pointed at the group's help ('ocibridge k8s
+    --help'), which lists the subcommands but none of their flags."""
+    assert main([word.format(tmp=tmp_path) for word in argv]) == 2
+    assert one_error_line(capsys).endswith(f"(see 'ocibridge {help_of} --help')")
