@@ -54,3 +54,25 @@ def test_a_subcommands_usage_error_points_at_its_own_help(argv, help_of, tmp_pat
     --help'), which lists the subcommands but none of their flags."""
     assert main([word.format(tmp=tmp_path) for word in argv]) == 2
     assert one_error_line(capsys).endswith(f"(see 'ocibridge {help_of} --help')")
+
+
+@pytest.mark.parametrize(("argv", "flag"), [
+    (["sign", "oci:{tmp}/lay:v1", "--key", "{tmp}/k.key", "--identity", ""], "--identity"),
+    (["warm", "save", "oci:{tmp}/lay:v1", "{tmp}", "--key", "{tmp}/k.key", "--identity", ""], "--identity"),
+    (["push", "{tmp}/m", "oci:{tmp}/out:v1", "--created", ""], "--created"),
+    (["push", "{tmp}/m", "oci:{tmp}/out:v1", "--sbom", "--sbom-time", ""], "--sbom-time"),
+    (["attest", "oci:{tmp}/lay:v1", "--key", "{tmp}/k.key", "--sbom", "--sbom-time", ""], "--sbom-time"),
+    (["push", "{tmp}/m", "oci:{tmp}/out:v1", "--provenance", "--provenance-time", ""], "--provenance-time"),
+], ids=["sign --identity", "warm save --identity", "push --created", "push --sbom-time", "attest --sbom-time",
+        "push --provenance-time"])
+def test_an_explicitly_empty_value_is_no_flag_left_out(argv, flag, tmp_path, capsys):
+    """``--identity "$REPO"`` with the variable unset was taken as no --identity (the signature
+    named where REF is), --created '' as no createdAt, --sbom-time '' as no timestamp: silently."""
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / "README.md").write_text("# m\n")
+    with pytest.raises(SystemExit) as exited:  # the parser's refusal
+        main([word.format(tmp=tmp_path) for word in argv])
+    assert exited.value.code == 2
+    line = one_error_line(capsys)
+    assert f"argument {flag}: an empty value" in line, line
+    assert not (tmp_path / "out").exists()
