@@ -4,6 +4,7 @@ line and a usage exit, never a traceback, never a value taken silently."""
 from __future__ import annotations
 
 import pytest
+from support.faultproxy import status
 
 from ocibridge.cli import main
 
@@ -76,3 +77,19 @@ def test_an_explicitly_empty_value_is_no_flag_left_out(argv, flag, tmp_path, cap
     line = one_error_line(capsys)
     assert f"argument {flag}: an empty value" in line, line
     assert not (tmp_path / "out").exists()
+
+
+def test_serve_usage_of_a_registry_that_does_not_answer_is_an_error(capsys):
+    """The catalog's failure was taken as a registry of no repositories: an empty table, exit 0."""
+    assert main(["serve-usage", "127.0.0.1:9/team"]) == 1
+    line = one_error_line(capsys)
+    assert "registry 127.0.0.1:9: connection refused" in line, line
+
+
+def test_serve_usage_of_a_registry_that_does_not_list_its_repositories_is_an_error(fault_proxy, capsys):
+    """A registry answering /v2/ but refusing its catalog (Docker Hub's) cannot be counted:
+    its table was empty, exit 0, as if no namespace held a byte."""
+    fault_proxy.add("GET", r"/v2/_catalog", status(404), times=None)
+    assert main(["serve-usage", f"{fault_proxy.host}/usage-team"]) == 1
+    line = one_error_line(capsys)
+    assert f"{fault_proxy.host}/usage-team: the registry does not list its repositories" in line, line
