@@ -371,17 +371,17 @@ def check_serve_options(options: ServeOptions) -> None:
 
 def _check_quotas(options: ServeOptions) -> None:
     """``--quotas`` read once before serve starts (one error line for a file that is not one), and
-    the proxy's quota flags, their values checked first, only with ``--upstream``."""
+    the proxy's quota flags only with ``--upstream``."""
     if options.quotas is not None:
         from ocibridge.hubserver.quotas.quotafile import read_quotas
 
         read_quotas(options.quotas)
+    if options.upstream is None and (options.upstream_max_size is not None or options.upstream_quota_namespace):
+        raise UsageError("--upstream-max-size and --upstream-quota-namespace go with --upstream")
     if options.upstream_max_size is not None and options.upstream_max_size < 1:
         raise UsageError(f"--upstream-max-size {options.upstream_max_size}: expected a size of at least one byte")
     if options.upstream_quota_namespace is not None and not options.upstream_quota_namespace.strip("/ "):
         raise UsageError("--upstream-quota-namespace: expected a namespace's name")
-    if options.upstream is None and (options.upstream_max_size is not None or options.upstream_quota_namespace):
-        raise UsageError("--upstream-max-size and --upstream-quota-namespace go with --upstream")
 
 
 @dataclass(frozen=True)
