@@ -48,7 +48,7 @@ def test_an_upstream_flag_without_upstream_names_itself(command, flags, tmp_path
 @pytest.mark.parametrize(("argv", "help_of"), [
     (["k8s", "serve", "reg.example/team", "--upstream-fresh", "60"], "k8s serve"),
     (["warm", "save", "oci:{tmp}/lay:v1", ""], "warm save"),
-    (["serve", "oci:{tmp}/none", "--upstream-fresh", "60"], "serve"),
+    (["serve", "oci:{tmp}/none", "--upstream-fresh", "60", *_NO_LISTEN], "serve"),
 ], ids=["k8s serve", "warm save", "serve"])
 def test_a_subcommands_usage_error_points_at_its_own_help(argv, help_of, tmp_path, capsys):
     """A mistake the command finds (not its parser) pointed at the group's help ('ocibridge k8s
