@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import errno
+from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -75,6 +76,16 @@ def error_text(e: OcibridgeError) -> str:
     credentials (a mirror job's FAILED line as the CLI's error line)."""
     hint = e.credentials_hint if isinstance(e, RegistryError) else ""
     return f"{e} ({hint})" if hint else str(e)
+
+
+def os_error_text(e: OSError, places: Sequence[str]) -> str:
+    """A system error as one line: the file it names, what went wrong; a full disk reported with
+    no file name (a buffered write's flush has none) names ``places``, the disks the command
+    writes to, so the user knows which one to free."""
+    text = f"{e.filename}: {e.strerror or e}" if e.filename else str(e.strerror or e)
+    if e.errno in (errno.ENOSPC, errno.EDQUOT) and not e.filename:
+        text += f" (writing to {' or '.join(places)}: free some space there, then run it again)"
+    return text
 
 
 #: The words for a registry that wants credentials and got none (a 401 without Authorization).

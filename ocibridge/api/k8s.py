@@ -330,17 +330,16 @@ def k8s_prewarm(
 def _serve_upstream(options: K8sServeOptions) -> ServeUpstream | None:
     """serve's ``--upstream`` flags for the pods, checked as serve checks them; None without ``upstream``."""
     from ocibridge.hubserver.server import parse_public_url
-    from ocibridge.hubserver.upstream.settings import check_fresh
     from ocibridge.k8s.serve import ServeUpstream
 
     if not options.upstream_wanted(options.upstream, tokens=bool(options.token_secret), token_flag="--token-secret",
-                                   others_given=bool(options.upstream_token_secret)
-                                   or options.upstream_fresh is not None):
+                                   others_given=["--upstream-token-secret"] if options.upstream_token_secret else [],
+                                   fresh=options.upstream_fresh):
         return None
     url = parse_public_url(options.upstream, "--upstream")
     assert url is not None
     return ServeUpstream(url, options.upstream_token_secret,
-                         None if options.upstream_fresh is None else check_fresh(options.upstream_fresh),
+                         options.upstream_fresh,
                          options.upstream_policy_flags())
 
 

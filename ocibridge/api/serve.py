@@ -40,6 +40,9 @@ if TYPE_CHECKING:
     from ocibridge.lazyread.diff import ModelDiff
     from ocibridge.oci.reference import LayoutReference, RegistryReference
 
+#: seconds a branch head fetched from the upstream is served before it is asked again (--upstream-fresh)
+UPSTREAM_FRESH = 300.0
+
 #: the one error line when the extra is missing
 EXTRA = "ocibridge serve needs Starlette, uvicorn and its page renderers: pip install 'ocibridge[serve]'"
 
@@ -70,7 +73,8 @@ class ServeOptions(UpstreamPolicyOptions):
     compare_budget: int = _COMPARE_BUDGET  # bytes one compare page may read from registries (--compare-budget)
     upstream: str | None = None  # an upstream Hub API: what the registry lacks is fetched from it once (--upstream)
     upstream_token_file: str | None = None  # the token sent to it (else $OCIBRIDGE_UPSTREAM_TOKEN), never a client's
-    upstream_fresh: float = 300.0  # a branch head re-checked at the upstream at most every SECONDS (0: never)
+    # a branch head re-checked at the upstream at most every SECONDS (0: never; None: UPSTREAM_FRESH)
+    upstream_fresh: float | None = None
     quotas: str | None = None  # bytes and repositories per namespace, a TOML file watched for changes (--quotas)
     upstream_max_size: int | None = None  # one ingest of the proxy never larger (--upstream-max-size)
     upstream_quota_namespace: str | None = None  # whose quota the proxy's ingests count against
@@ -298,10 +302,9 @@ def _app(sources: str | Sequence[str | RegistryReference | LayoutReference], opt
 def _upstream(options: ServeOptions, concurrency: int) -> UpstreamSettings | None:
     """``--upstream`` and its flags, checked; None without ``--upstream``."""
     from ocibridge.hubserver.server import parse_public_url
-    from ocibridge.hubserver.upstream.settings import UpstreamSettings, check_fresh, upstream_token
+    from ocibridge.hubserver.upstream.settings import UpstreamSettings, upstream_token
 
-    if not options.upstream_wanted(options.upstream, others_given=bool(options.upstream_token_file),
-                                   tokens=bool(options.tokens or options.token_file), token_flag="--token-file"):
+    if not _upstream_wanted(options):
         return None
     from ocibridge.cache.modelcache import ModelCache
 
@@ -312,11 +315,19 @@ def _upstream(options: ServeOptions, concurrency: int) -> UpstreamSettings | Non
         # what serve lets in by a commit it lets in by the proxy as well: scanned before it is served
         # (a flagged one refused: its first reader is being sent its bytes, none can be held back)
         policy["scan"] = f"--scan {options.scan}"
-    return UpstreamSettings(url, upstream_token(options.upstream_token_file), check_fresh(options.upstream_fresh),
+    return UpstreamSettings(url, upstream_token(options.upstream_token_file),
+                            UPSTREAM_FRESH if options.upstream_fresh is None else options.upstream_fresh,
                             concurrency=concurrency, asks_per_client=parse_ask_rate(options.upstream_asks_per_client
                                                                                     or DEFAULT_ASKS),
                             hub_cache=ModelCache().root.parent / "upstream-hub",  # beside serve's model cache
                             **policy)
+
+
+def _upstream_wanted(options: ServeOptions) -> bool:
+    """Whether a proxy is asked for; its flags' values checked with ``--upstream`` or without."""
+    token_file = ["--upstream-token-file"] if options.upstream_token_file else []
+    return options.upstream_wanted(options.upstream, others_given=token_file, fresh=options.upstream_fresh,
+                                   tokens=bool(options.tokens or options.token_file), token_flag="--token-file")
 
 
 def sweep_upstream(source: str, keep: float, *, dry_run: bool = True,
@@ -347,6 +358,7 @@ def check_serve_options(options: ServeOptions) -> None:
     from ocibridge.hubserver.replicas.trusted import parse_networks
 
     _check_quotas(options)
+    _upstream_wanted(options)
     parse_networks(options.trust_forwarded)
     if options.writer and options.peers:
         raise UsageError("--writer and --peer: a reader sends every write to its writer; --peer is for serves "

@@ -5,6 +5,7 @@ The flags that set them: :mod:`ocibridge.cli.upstream_flags`."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -12,6 +13,7 @@ from ocibridge.chunks.choice import UPSTREAM_FLAGS, ChunkChoice, choose
 from ocibridge.errors import UsageError
 from ocibridge.hubserver.upstream.settings import MAX_FETCHES as MOST
 from ocibridge.hubserver.upstream.settings import MAX_FETCHES_PER_CLIENT as PER_CLIENT
+from ocibridge.hubserver.upstream.settings import check_fresh
 
 #: ``--upstream-scan``'s choices
 SCAN_MODES = ("refuse", "off")
@@ -48,37 +50,54 @@ class UpstreamPolicyOptions:
     # docs/lifetimes.md); None: kept for ever
     upstream_keep: float | None = None
 
-    def upstream_wanted(self, upstream: str | None, *, others_given: bool, tokens: bool, token_flag: str) -> bool:
-        """Whether a proxy of ``upstream`` is asked for. The policy (or ``others_given``: the caller's own
-        ``--upstream-*`` options set) without ``upstream`` is refused, and so are repositories kept gated or
-        private without serve's own tokens (``tokens``, given by ``token_flag``), which name their readers."""
-        if upstream is None:
-            if others_given or self.upstream_allow or self.upstream_deny or self.upstream_allow_pickle \
-                    or self.upstream_scan != "off" \
-                    or self.upstream_licenses or self.upstream_refuse_files or self.upstream_allow_gated \
-                    or self.upstream_allow_private or self.upstream_no_chunks \
-                    or self.upstream_chunk_threshold is not None or self.upstream_chunk_hash is not None \
-                    or self.upstream_max_fetches != MOST or self.upstream_max_fetches_per_client != PER_CLIENT \
-                    or self.upstream_keep is not None:
-                raise UsageError("the --upstream-* flags go with --upstream URL")
-            return False
+    def upstream_wanted(self, upstream: str | None, *, others_given: Sequence[str], tokens: bool, token_flag: str,
+                        fresh: float | None = None) -> bool:
+        """Whether a proxy of ``upstream`` is asked for. Each value is checked first, with ``upstream`` or
+        without; then the policy, ``fresh`` (``--upstream-fresh``) or ``others_given`` (the caller's own
+        ``--upstream-*`` flags given) without ``upstream`` is refused, naming the first such flag, and so are
+        repositories kept gated or private without serve's own tokens (``tokens``, given by ``token_flag``),
+        which name their readers."""
+        if fresh is not None:
+            check_fresh(fresh)
         if self.upstream_keep is not None and not self.upstream_keep > 0:
             raise UsageError(f"--upstream-keep {self.upstream_keep}: expected a lifetime above zero")
         if self.upstream_scan not in SCAN_MODES:
             raise UsageError(f"--upstream-scan {self.upstream_scan}: one of {', '.join(SCAN_MODES)}")
-        if self.upstream_scan == "refuse":
-            from ocibridge.scanning.library import scanner
-
-            scanner()  # ScannerMissing: one line naming the extra, before serve starts
         for flag, value in (("--upstream-max-fetches", self.upstream_max_fetches),
                             ("--upstream-max-fetches-per-client", self.upstream_max_fetches_per_client)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise UsageError(f"{flag} {value}: expected a number of fetches, 1 or more")
+        if upstream is None:
+            given = [*self._policy_given(), *(["--upstream-fresh"] if fresh is not None else []), *others_given]
+            if given:
+                raise UsageError(f"{given[0]}: the --upstream-* flags go with --upstream URL")
+            return False
+        if self.upstream_scan == "refuse":
+            from ocibridge.scanning.library import scanner
+
+            scanner()  # ScannerMissing: one line naming the extra, before serve starts
         if (self.upstream_allow_gated or self.upstream_allow_private) and not tokens:
             raise UsageError(f"--upstream-allow-gated and --upstream-allow-private go with {token_flag}: a "
                              "repository kept gated or private here is given to the readers serve's own tokens "
                              "name, and a serve without them has none")
         return True
+
+    def _policy_given(self) -> list[str]:
+        """The policy's flags set away from their defaults, as the command line spells them."""
+        set_flags = (("--upstream-allow", self.upstream_allow), ("--upstream-deny", self.upstream_deny),
+                     ("--upstream-allow-pickle", self.upstream_allow_pickle),
+                     ("--upstream-scan", self.upstream_scan != "off"),
+                     ("--upstream-license", self.upstream_licenses),
+                     ("--upstream-refuse-files", self.upstream_refuse_files),
+                     ("--upstream-allow-gated", self.upstream_allow_gated),
+                     ("--upstream-allow-private", self.upstream_allow_private),
+                     ("--upstream-no-chunks", self.upstream_no_chunks),
+                     ("--upstream-chunk-threshold", self.upstream_chunk_threshold is not None),
+                     ("--upstream-chunk-hash", self.upstream_chunk_hash is not None),
+                     ("--upstream-max-fetches", self.upstream_max_fetches != MOST),
+                     ("--upstream-max-fetches-per-client", self.upstream_max_fetches_per_client != PER_CLIENT),
+                     ("--upstream-keep", self.upstream_keep is not None))
+        return [flag for flag, given in set_flags if given]
 
     def upstream_policy(self) -> dict[str, Any]:
         """The policy as serve's ``UpstreamSettings`` takes it (its fields, without ``upstream_``)."""

@@ -11,7 +11,7 @@ import sys
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ocibridge.cli.args import key_values
+from ocibridge.cli.args import given, key_values
 from ocibridge.cli.transfer_flags import add_ranged_flags, add_upload_flags, ranged_options, upload_options
 from ocibridge.core.lazyimport import LazyModule
 from ocibridge.core.terminal import human_size, one_line, printable
@@ -75,7 +75,7 @@ def add_signing_key(p: argparse.ArgumentParser, key_help: str) -> argparse.Argum
 
 def add_signed_name(p: argparse.ArgumentParser, identity_help: str) -> None:
     """The repository a signing command names (``--identity``), then the registry flags."""
-    p.add_argument("--identity", metavar="REPOSITORY", help=identity_help)
+    p.add_argument("--identity", type=given, metavar="REPOSITORY", help=identity_help)
     add_transfer_flags(p)
 
 

@@ -22,7 +22,7 @@ from ocibridge.cli.parser import build_parser
 from ocibridge.core import interrupt, notices
 from ocibridge.core.httpx_defer import defer_httpx_extras
 from ocibridge.core.terminal import one_line
-from ocibridge.errors import InvalidReference, OcibridgeError, RegistryError, UsageError
+from ocibridge.errors import InvalidReference, OcibridgeError, RegistryError, UsageError, os_error_text
 
 EXIT_INTERRUPTED = interrupt.EXIT_INTERRUPTED
 
@@ -113,7 +113,7 @@ def _run(args: argparse.Namespace, *, debug: bool = False) -> int:
         return EXIT_FAILURE
     except (UsageError, InvalidReference) as e:  # a reference typed wrong is a usage mistake too
         trace()
-        print(one_line(f"ocibridge: error: {e} (see 'ocibridge {args.command} --help')"), file=sys.stderr)
+        print(one_line(f"ocibridge: error: {e} (see 'ocibridge {_command_line_name(args)} --help')"), file=sys.stderr)
         return EXIT_USAGE
     except OcibridgeError as e:
         trace()
@@ -126,8 +126,7 @@ def _run(args: argparse.Namespace, *, debug: bool = False) -> int:
         return EXIT_FAILURE
     except OSError as e:
         trace()
-        where = f"{e.filename}: " if e.filename else ""
-        print(one_line(f"ocibridge: error: {where}{e.strerror or e}{_full_disk_hint(args, e)}"), file=sys.stderr)
+        print(one_line(f"ocibridge: error: {os_error_text(e, _places_written(args, e))}"), file=sys.stderr)
         return EXIT_FAILURE
     except Exception as e:
         # httpx is imported only by what talks to a network (~0.1-0.2 s saved on local work):
@@ -153,22 +152,27 @@ KEPT_FOR_RESUME = {
 }
 
 
+def _command_line_name(args: argparse.Namespace) -> str:
+    """The command as typed, its group's subcommand with it (``k8s serve``, ``warm save``): the
+    help a usage mistake points at, as the parser's own errors point there."""
+    sub = getattr(args, f"{args.command}_command", None)
+    return f"{args.command} {sub}" if isinstance(sub, str) else str(args.command)
+
+
 def _what_was_kept(command: str) -> str:
     """What an interrupted transfer kept and how to go on; nothing for other commands."""
     kept = KEPT_FOR_RESUME.get(command)
     return f": {kept}; run the same command again to resume" if kept else ""
 
 
-def _full_disk_hint(args: argparse.Namespace, error: OSError) -> str:
-    """A full disk reported with no file name (a buffered write's flush has none): the disks this
-    command writes to, so the user knows which one to free. What it wrote was staged, so nothing
-    at the destination changed."""
+def _places_written(args: argparse.Namespace, error: OSError) -> list[str]:
+    """The disks this command writes to, named when a full disk is reported with no file name.
+    What it wrote was staged, so nothing at the destination changed."""
     if error.errno not in (errno.ENOSPC, errno.EDQUOT) or error.filename:
-        return ""
+        return []
     from ocibridge.api.session import written_places
 
-    places = written_places(args.command, vars(args))
-    return f" (writing to {' or '.join(places)}: free some space there, then run it again)"
+    return written_places(args.command, vars(args))
 
 
 def _local_names_hint(args: argparse.Namespace, error: OcibridgeError) -> str:

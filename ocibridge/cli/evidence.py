@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
+from ocibridge.cli.args import given
 from ocibridge.cli.common import CommandAdder, add_signed_name, add_signing_key, emit, transfer_options
 from ocibridge.core.lazyimport import LazyModule
 
@@ -30,7 +31,8 @@ def register(command: CommandAdder) -> None:
                         "ECDSA P-256 private key, as sign takes it (password in $COSIGN_PASSWORD)")
     p.add_argument("--sbom", action="store_true",
                    help="attest the model's AI-BOM (CycloneDX 1.6 ML-BOM; pip install 'ocibridge[evidence]')")
-    p.add_argument("--sbom-time", metavar="RFC3339", help="the BOM's timestamp (default: none)")
+    p.add_argument("--sbom-time", type=given, metavar="RFC3339",
+                   help="the BOM's timestamp (default: none)")
     p.add_argument("--provenance", metavar="FILE",
                    help="attest this SLSA provenance v1 predicate (a JSON file, as push --provenance makes it)")
     add_signed_name(p, "repository name the statement's subject names (default: where REF is)")

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
+from ocibridge.cli.args import given
 from ocibridge.core.lazyimport import LazyModule
 from ocibridge.errors import UsageError
 
@@ -30,9 +31,10 @@ def add_evidence_flags(p: argparse.ArgumentParser, what: str = "push") -> None:
     g = p.add_argument_group("evidence (docs/signing.md)")
     g.add_argument("--sbom", action="store_true",
                    help="attach the model's AI-BOM (CycloneDX 1.6 ML-BOM; pip install 'ocibridge[evidence]')")
-    g.add_argument("--sbom-time", metavar="RFC3339", help="the BOM's timestamp (default: none)")
+    g.add_argument("--sbom-time", type=given, metavar="RFC3339",
+                   help="the BOM's timestamp (default: none)")
     g.add_argument("--provenance", action="store_true", help=f"attach SLSA provenance v1 of this {what}")
-    g.add_argument("--provenance-time", metavar="RFC3339",
+    g.add_argument("--provenance-time", type=given, metavar="RFC3339",
                    help=f"the provenance's startedOn (default: none, so the same {what} gives the same statement)")
     g.add_argument("--attest-key", metavar="KEY",
                    help="sign the BOM and provenance as in-toto attestations with this key (else attached unsigned)")

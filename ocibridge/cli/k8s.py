@@ -12,6 +12,7 @@ import json
 import sys
 from typing import TYPE_CHECKING, Any
 
+from ocibridge.cli.args import given
 from ocibridge.cli.common import (
     EXIT_FAILURE,
     Command,
@@ -355,7 +356,8 @@ def _register_policy(ksub: Any) -> None:
                         "(repeatable)")
     p.add_argument("--key", action="append", default=[], metavar="PUB",
                    help="a public key (PEM) whose signature is accepted (repeatable: any one)")
-    p.add_argument("--identity", metavar="SUBJECT", help="keyless: the certificate's subject (an email, a URI)")
+    p.add_argument("--identity", type=given, metavar="SUBJECT",
+                   help="keyless: the certificate's subject (an email, a URI)")
     p.add_argument("--issuer", metavar="URL", help="keyless: the OIDC issuer")
     p.add_argument("--name", default="models-signed", help="name of the documents (default models-signed)")
     only = p.add_mutually_exclusive_group()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
+from ocibridge.cli.args import given
 from ocibridge.cli.common import EXIT_FAILURE, CommandAdder, add_transfer_flags, emit, transfer_options
 from ocibridge.core.lazyimport import LazyModule
 from ocibridge.errors import UsageError
@@ -75,7 +76,7 @@ def register(command: CommandAdder) -> None:
     p.add_argument("--key", metavar="KEY",
                    help="sign the report with this ECDSA P-256 private key, as sign takes it (password in "
                         "$COSIGN_PASSWORD); without it the report is attached unsigned, which no policy counts")
-    p.add_argument("--identity", metavar="REPOSITORY",
+    p.add_argument("--identity", type=given, metavar="REPOSITORY",
                    help="repository name the signed report's subject names (default: where REF is)")
     p.add_argument("--no-attach", action="store_true", help="print the findings, attach no report")
     p.add_argument("--release", action="store_true",

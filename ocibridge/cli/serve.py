@@ -175,7 +175,7 @@ def register(command: CommandAdder) -> None:
     g.add_argument("--upstream-token-file", metavar="FILE",
                    help="the token sent to the upstream (its first line; default: the environment variable "
                         "docs/serve.md names for it); a client's token is never sent")
-    g.add_argument("--upstream-fresh", type=float, default=300.0, metavar="SECONDS",
+    g.add_argument("--upstream-fresh", type=float, metavar="SECONDS",
                    help="re-check a branch's head at the upstream at most every SECONDS (default 300; 0: never)")
     g.add_argument("--upstream-keep-dry-run", action="store_true",
                    help="print what --upstream-keep would drop from the first SOURCE now, and the bytes, and exit")

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 import ocibridge
 from ocibridge.api import choices
+from ocibridge.cli.args import given
 from ocibridge.cli.chunk_flags import add_chunk_flags, add_table_shape_flags, chunk_choice, chunk_choice_given
 from ocibridge.cli.common import CommandAdder, add_file_glob_flags, add_transfer_flags, counts, emit, transfer_options
 from ocibridge.cli.common import annotation_values as _annotations
@@ -248,7 +249,7 @@ def register(command: CommandAdder) -> None:
     chunking.add_argument("--no-chunks", action="store_true",
                           help="bind no chunk table: a lazy read of a file moves all of it")
     add_table_shape_flags(p)
-    p.add_argument("--created", nargs="?", const="now", default=None, metavar="RFC3339",
+    p.add_argument("--created", nargs="?", const="now", default=None, type=given, metavar="RFC3339",
                    help="set descriptor.createdAt (now, honouring SOURCE_DATE_EPOCH, or a time)")
     add_progress_flags(p)
     add_transfer_flags(p)

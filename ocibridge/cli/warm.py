@@ -8,7 +8,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ocibridge.cli.args import key_values
+from ocibridge.cli.args import given, key_values
 from ocibridge.cli.common import Command, CommandAdder, add_transfer_flags, emit, transfer_options
 from ocibridge.cli.signing import add_verify_flags, policy_from_args
 from ocibridge.core.lazyimport import LazyModule
@@ -116,7 +116,8 @@ def register(command: CommandAdder) -> None:
     p.add_argument("--torch", metavar="FILE", help="torch's portable cache: the bytes torch.compiler."
                    "save_cache_artifacts() returned, in FILE")
     p.add_argument("--key", metavar="KEY", help="sign the cache with this private key (as sign takes it)")
-    p.add_argument("--identity", metavar="REPOSITORY", help="repository name to sign as (default: where REF is)")
+    p.add_argument("--identity", type=given, metavar="REPOSITORY",
+                   help="repository name to sign as (default: where REF is)")
     _key_flags(p)
     add_transfer_flags(p)
 

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 
-from ocibridge.errors import OcibridgeError, error_text
+from ocibridge.errors import OcibridgeError, error_text, os_error_text
 from ocibridge.mirror.job import MirrorJob
 from ocibridge.mirror.plan import plan_entry
 from ocibridge.mirror.planned import ArtifactPlan, EntryPlan
@@ -105,6 +105,15 @@ def _execute(plan: EntryPlan, progress: ProgressCallback | None, siblings: list[
         return list(pool.map(one, plan.copies))
 
 
+def _places_written(target: WritableStore) -> list[str]:
+    """The disks a copy writes to: the target's layout, and the cache."""
+    from ocibridge.core.environment import cache_root
+    from ocibridge.stores.layout import LayoutStore
+
+    layout = [str(target.root.absolute())] if isinstance(target, LayoutStore) else []
+    return [*layout, f"the cache {cache_root()}"]
+
+
 def _copy_one(target: WritableStore, item: ArtifactPlan, blobs: int, locks: BlobLocks,
               plan: EntryPlan, blob_progress: ProgressFn | None = None) -> ArtifactResult:
     result = item.result
@@ -147,6 +156,9 @@ def _copy_one(target: WritableStore, item: ArtifactPlan, blobs: int, locks: Blob
             retag(target, stats.root, item.also_tags)
     except OcibridgeError as e:
         result.status, result.reason = "failed", error_text(e)
+        return result
+    except OSError as e:  # a full disk, a directory not writable: said as every command says it
+        result.status, result.reason = "failed", os_error_text(e, _places_written(target))
         return result
     except Exception as e:  # an unexpected bug must not hide the other artifacts' results
         result.status, result.reason = "failed", f"{type(e).__name__}: {e}"

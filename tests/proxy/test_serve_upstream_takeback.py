@@ -309,10 +309,10 @@ def test_the_fetch_bounds_are_flags_of_serve_and_k8s_serve_checked_as_serve_chec
     assert flags == ("--upstream-max-fetches", "8", "--upstream-max-fetches-per-client", "1")
     assert K8sServeOptions().upstream_policy_flags() == ()
     with pytest.raises(UsageError, match="--upstream-max-fetches-per-client 0: expected a number of fetches"):
-        K8sServeOptions(upstream_max_fetches_per_client=0).upstream_wanted("http://up", others_given=False,
+        K8sServeOptions(upstream_max_fetches_per_client=0).upstream_wanted("http://up", others_given=(),
                                                                            tokens=False, token_flag="--token-file")
     with pytest.raises(UsageError, match="go with --upstream URL"):
-        K8sServeOptions(upstream_max_fetches=2).upstream_wanted(None, others_given=False, tokens=False,
+        K8sServeOptions(upstream_max_fetches=2).upstream_wanted(None, others_given=(), tokens=False,
                                                                 token_flag="--token-file")
 
 

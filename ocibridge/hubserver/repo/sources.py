@@ -170,6 +170,7 @@ class RegistrySource(Source):
         self._stores: dict[str, RegistryStore] = {}
         self._lock = threading.Lock()
         self.seen: set[str] = set()  # repo ids found here (listed when the catalog is refused)
+        self.catalog_refused = ""  # why the last read of the catalog failed ("": it did not)
 
     def _store(self, repository: str) -> RegistryStore:
         with self._lock:
@@ -216,8 +217,10 @@ class RegistrySource(Source):
                 more = page.following is not None and count >= CATALOG_PAGES
                 if more:
                     break
-        except RegistryError:
+        except RegistryError as e:
+            self.catalog_refused = str(e)
             return None
+        self.catalog_refused = ""
         self._cut_short(more, len(found))
         return found
 
