@@ -11,14 +11,7 @@ from pathlib import Path
 import pytest
 
 from ocibridge.cli import main
-
-
-def one_error_line(capsys: pytest.CaptureFixture[str]) -> str:
-    err = capsys.readouterr().err
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("ocibridge: error: "), err
-    assert "unexpected" not in err and "Traceback" not in err, err
-    return lines[0]
+from tests.support.cli_run import one_error_line
 
 
 @pytest.mark.parametrize("flag", ["--limit-rate", "--part-size", "--upload-part-size", "--chunk-threshold"])

@@ -7,17 +7,10 @@ import pytest
 from support.faultproxy import status
 
 from ocibridge.cli import main
+from tests.support.cli_run import one_error_line
 
 #: an address serve refuses after its options: a line whose options pass never starts a server here
 _NO_LISTEN = ["--listen", "127.0.0.1:99999"]
-
-
-def one_error_line(capsys: pytest.CaptureFixture[str]) -> str:
-    err = capsys.readouterr().err
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("ocibridge: error: "), err
-    assert "unexpected" not in err and "Traceback" not in err, err
-    return lines[0]
 
 
 @pytest.mark.parametrize("command", [["serve", "oci:{tmp}/none"], ["k8s", "serve", "reg.example/team"]],

@@ -16,6 +16,7 @@ import pytest
 import ocibridge
 from ocibridge.stores.layout import LayoutStore
 from tests.modelgen import make_model
+from tests.support.fulldisk import model_and_places, run_on_full_disk
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
@@ -124,23 +125,13 @@ def test_an_empty_source_or_destination_is_refused(argv, tmp_path):
 def test_a_full_disk_names_the_places_the_command_writes(argv, written, tmp_path, monkeypatch):
     """A full disk reported by a buffered write's flush carries no file name: the line names the
     destination (the local store for a bare NAME:TAG) and the cache, so the user knows which disk
-    to free; nothing is left there. The disk is a 64 KiB tmpfs in a mount namespace of the
-    test's own (``unshare``, util-linux)."""
-    model = tmp_path / "m"
-    model.mkdir()
-    (model / "model.safetensors").write_bytes(os.urandom(300_000))
-    (model / "config.json").write_text("{}")
-    full, cache = tmp_path / "full", tmp_path / "cache"
-    full.mkdir()
+    to free; nothing is left there. The disk is a 64 KiB tmpfs (tests/support/fulldisk.py)."""
+    model, full, cache = model_and_places(tmp_path)
     monkeypatch.setenv("OCIBRIDGE_CACHE", str(cache))
     monkeypatch.setenv("OCIBRIDGE_STORE", str(full / "store"))
-    env = dict(os.environ)
     ocibridge.push(str(model), f"oci:{tmp_path / 'lay'}:v1")  # set-up: in this process, with the command's env
     words = " ".join(f'"{a.format(tmp=tmp_path, full=full)}"' for a in argv)
-    script = (f'mount -t tmpfs -o size=64k tmpfs "{full}" && cd "{full}" && "$0" -m ocibridge {words}; '
-              f'echo "exit $?"; ls -A "{full}"')
-    done = subprocess.run(["unshare", "--user", "--map-root-user", "--mount", "sh", "-c", script, sys.executable],
-                          env=env, capture_output=True, text=True, timeout=120, check=False)
+    done = run_on_full_disk(full, f'cd "{full}" && "$0" -m ocibridge {words}; echo "exit $?"; ls -A "{full}"')
     assert done.stdout.splitlines() == ["exit 1"], (done.stdout, done.stderr)  # and the tmpfs is left empty
     assert done.stderr == (f"ocibridge: error: No space left on device (writing to "
                            f"{written.format(full=full)} or the cache {cache}: free some space there, then run it "

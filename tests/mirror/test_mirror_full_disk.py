@@ -4,30 +4,19 @@ exit status are those of any failed entry."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 import ocibridge
+from tests.support.fulldisk import model_and_places, run_on_full_disk
 
 
 def test_a_full_disk_names_the_target_and_the_cache_in_each_entrys_line(tmp_path, monkeypatch):
-    """The disk is a 64 KiB tmpfs in a mount namespace of the test's own (``unshare``, util-linux),
-    as in tests/cli/test_cli_mistakes.py."""
-    model = tmp_path / "m"
-    model.mkdir()
-    (model / "model.safetensors").write_bytes(os.urandom(300_000))
-    (model / "config.json").write_text("{}")
-    full, cache = tmp_path / "full", tmp_path / "cache"
-    full.mkdir()
+    """The disk is a 64 KiB tmpfs (tests/support/fulldisk.py)."""
+    model, full, cache = model_and_places(tmp_path)
     monkeypatch.setenv("OCIBRIDGE_CACHE", str(cache))
     ocibridge.push(str(model), f"oci:{tmp_path / 'lay'}:v1")  # set-up: in this process
     ocibridge.push(str(model), f"oci:{tmp_path / 'lay'}:v2")
     job = tmp_path / "job.toml"
     job.write_text(f'[[sync]]\nsource = "oci:{tmp_path / "lay"}"\ntarget = "oci:{full / "dst"}"\n')
-    script = f'mount -t tmpfs -o size=64k tmpfs "{full}" && "$0" -m ocibridge mirror "{job}"; echo "exit $?"'
-    done = subprocess.run(["unshare", "--user", "--map-root-user", "--mount", "sh", "-c", script, sys.executable],
-                          env=dict(os.environ), capture_output=True, text=True, timeout=120, check=False)
+    done = run_on_full_disk(full, f'"$0" -m ocibridge mirror "{job}"; echo "exit $?"')
     said = (f"No space left on device (writing to {full / 'dst'} or the cache {cache}: free some space there, "
             "then run it again)")
     assert done.stdout.splitlines()[-1] == "exit 1", (done.stdout, done.stderr)

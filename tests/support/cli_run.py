@@ -17,6 +17,16 @@ def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
     return code, err
 
 
+def one_error_line(capsys: pytest.CaptureFixture[str]) -> str:
+    """The one ``ocibridge: error:`` line a refused command printed: never main's last-resort
+    "unexpected <Exception>", never a traceback."""
+    err = capsys.readouterr().err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("ocibridge: error: "), err
+    assert "unexpected" not in err and "Traceback" not in err, err
+    return lines[0]
+
+
 def digest_of(capsys: pytest.CaptureFixture[str], ref: str) -> str:
     """The digest ``ref`` resolves to (what the test printed before is dropped)."""
     capsys.readouterr()
