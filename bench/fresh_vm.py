@@ -55,6 +55,7 @@ class Row:
     parse: Callable[[str], dict[str, float]]
     needs: Callable[[], str | None] = lambda: None  # why the machine cannot run it (None: it can)
     baseline: bool = False  # whether its bench runs another checkout's code in the same rounds
+    long_rounds: bool = False  # a round takes long (the 1 Gbit/s wire: ~9 s a GiB a transfer; publish: seven ways)
 
 
 @dataclass
@@ -153,15 +154,15 @@ ROWS: list[Row] = [
     Row("pull", "bench.pull_row", lambda r, s: ["--repeat", str(r), "--size-mib", str(s)],
         [("pull", 1.05, True)], parse_pull, needs_tools("curl", "openssl"), baseline=True),
     Row("wire", "bench.shaped_wire", lambda r, s: ["--rows", "push", "pull", "--repeat", str(r), "--size-mib", str(s)],
-        [("wire push", 1.05, True), ("wire pull", 1.05, True)], parse_wire, needs_shaping),
+        [("wire push", 1.05, True), ("wire pull", 1.05, True)], parse_wire, needs_shaping, long_rounds=True),
     Row("mount", "bench.mount", lambda r, s: ["--repeat", str(r), "--size", str(s)],
         [("mount", 0.9, False), ("mount floor", 1.05, True)], parse_mount, needs_fuse),
     Row("load", "bench.load_tensors", lambda r, s: ["--repeat", str(r), "--size", str(s)],
         [("load", 0.6, True)], parse_load, needs_tools("curl"), baseline=True),
     Row("wire-load", "bench.shaped_wire", lambda r, s: ["--rows", "load", "--repeat", str(r), "--size-mib", str(s)],
-        [("wire load", 1.05, True)], parse_wire_load, needs_shaping, baseline=True),
+        [("wire load", 1.05, True)], parse_wire_load, needs_shaping, baseline=True, long_rounds=True),
     Row("publish", "bench.publish", lambda r, s: ["--sizes", str(s), "--repeat", str(r)],
-        [("publish xet", 1.3, True), ("publish lfs", 1.2, True)], parse_publish, needs_hub),
+        [("publish xet", 1.3, True), ("publish lfs", 1.2, True)], parse_publish, needs_hub, long_rounds=True),
 ]
 
 #: what each figure is, as the issue's table names it
@@ -231,11 +232,12 @@ def run_row(row: Row, repeat: int, size: int, logs: Path | None, label: str,
 
 
 def run_pass(rows: list[Row], repeat: int, size: int, logs: Path | None, label: str,
-             baseline: str | None = None) -> Pass:
+             baseline: str | None = None, long_repeat: int | None = None) -> Pass:
     result = Pass(machine_line())
     print(f"# pass {label}: {result.machine}", flush=True)
     for row in rows:
-        found, problem = run_row(row, repeat, size, logs, label, baseline)
+        rounds = long_repeat if row.long_rounds and long_repeat is not None else repeat
+        found, problem = run_row(row, rounds, size, logs, label, baseline)
         for name, _, _ in row.figures:
             result.figures[name] = found.get(name)
             if problem is not None and name not in found:
@@ -287,6 +289,9 @@ def main(argv: list[str] | None = None) -> int:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--size", type=int, default=1024, help="MiB of each row's model (default 1024)")
     p.add_argument("--repeat", type=int, default=5, help="alternating rounds of each row (default 5)")
+    p.add_argument("--long-repeat", type=int, default=None, metavar="N",
+                   help="rounds of the rows whose rounds take long: the two 1 Gbit/s wire rows (~9 s a GiB a "
+                        "transfer) and publish (seven ways a round); default: --repeat")
     p.add_argument("--again-after", type=float, default=None, metavar="MIN",
                    help="run every row again MIN minutes after the first pass began (e.g. 30)")
     p.add_argument("--rows", nargs="+", choices=[r.name for r in ROWS], default=[r.name for r in ROWS],
@@ -302,14 +307,16 @@ def main(argv: list[str] | None = None) -> int:
                 "push gives a model from that size)")
     rows = [r for r in ROWS if r.name in args.rows]
     began = time.monotonic()
-    passes = [("first pass", run_pass(rows, args.repeat, args.size, args.logs, "first", args.baseline))]
+    passes = [("first pass", run_pass(rows, args.repeat, args.size, args.logs, "first", args.baseline,
+                                                args.long_repeat))]
     if args.again_after is not None:
         wait = began + args.again_after * 60 - time.monotonic()
         if wait > 0:
             print(f"# waiting {wait / 60:.1f} min for the second pass", flush=True)
             time.sleep(wait)
         passes.append((f"again ({args.again_after:g} min after)",
-                       run_pass(rows, args.repeat, args.size, args.logs, "again", args.baseline)))
+                       run_pass(rows, args.repeat, args.size, args.logs, "again", args.baseline,
+                                args.long_repeat)))
     text = section(sys.argv[1:] if argv is None else argv, rows, passes)
     print(text)
     if args.out is not None:

@@ -12,6 +12,7 @@
 #   PYTHON=.venv/bin/python bash bench/gpu/boot_rows.sh --local --repeat 1 --size 64   # the flow here
 #   BASELINE=.whl/base OUT=$OUT bash bench/gpu/boot_rows.sh   # + another checkout's pull (and wire's load_tensors) in the same rounds
 #   WIRE_REPEAT=3 ...                                          # fewer rounds of the 1 Gbit/s row (9 s a GiB)
+#   LONG_REPEAT=3 ... --rows fresh                             # fewer rounds of fresh's wire and publish rows
 #   AGAIN=30 OUT=$OUT taskset -c 0,1 bash bench/gpu/boot_rows.sh --rows fresh   # a 2-core VM's rows, twice
 #   FRESH_ROWS="pull mount load" ...                           # some of them (bench.fresh_vm --rows)
 #
@@ -59,6 +60,7 @@ for row in $rows; do
           echo "wire: tc $(command -v tc || echo missing), unshare $(command -v unshare || echo missing)" ;;
     fresh) module=bench.fresh_vm args=(--repeat "$repeat" --size "$size" --logs "$OUT/fresh" --out "$OUT/fresh.md"
                                        ${AGAIN:+--again-after "$AGAIN"} ${BASELINE:+--baseline "$BASELINE"}
+                                       ${LONG_REPEAT:+--long-repeat "$LONG_REPEAT"}
                                        ${FRESH_ROWS:+--rows $FRESH_ROWS}) ;;
     start) module=bench.load_start args=(--repeat "$repeat" ${BASELINE:+--baseline "$BASELINE"}) ;;
     *) echo "boot_rows.sh: unknown row $row" >&2; exit 2 ;;

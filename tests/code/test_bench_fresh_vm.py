@@ -99,3 +99,18 @@ def test_two_passes_end_in_one_table_written_where_asked(monkeypatch: pytest.Mon
     assert section in capsys.readouterr().out
     with pytest.raises(SystemExit):
         fresh_vm.main(["--size", "32"])  # under the chunk table's size: refused before anything runs
+
+
+def test_long_repeat_gives_only_the_rows_of_long_rounds_fewer_rounds(monkeypatch: pytest.MonkeyPatch) -> None:
+    asked: list[tuple[str, int]] = []
+
+    def record(row: fresh_vm.Row, repeat: int, *_: object) -> tuple[dict[str, float], None]:
+        asked.append((row.name, repeat))
+        return {}, None
+
+    monkeypatch.setattr(fresh_vm, "run_row", record)
+    fresh_vm.run_pass(fresh_vm.ROWS, 5, 64, None, "first", long_repeat=3)
+    assert asked == [("pull", 5), ("wire", 3), ("mount", 5), ("load", 5), ("wire-load", 3), ("publish", 3)]
+    asked.clear()
+    fresh_vm.run_pass(fresh_vm.ROWS, 5, 64, None, "first")
+    assert {n for _, n in asked} == {5}
