@@ -14,8 +14,8 @@ machine with no project code in it:
 - ``curl to /dev/null``: the wire alone;
 - ``file write``: ``dd`` of zeros into a new file on the same file system, 64 KiB writes (what
   pull's splices write): the page-cache landing floor;
-- ``fresh memory``: ``numpy.empty`` of the size, each page written once, on as many threads as
-  CPUs: the landing floor of a load into memory.
+- ``fresh memory``: ``numpy.empty`` of the size, each page written once, one thread per CPU
+  the process may use: the landing floor of a load into memory.
 
 What a sample lands in depends on what the one before it freed, so ``prepare(pages, size)``
 runs before each sample and names the state (``--pages``): ``as-is`` (nothing: whatever the
@@ -39,6 +39,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from ocibridge.core.capacity import capacity
 
 from .proc import Sample, run_measured
 
@@ -143,7 +145,7 @@ def file_write(path: Path, size: int) -> list[str]:
 
 
 def fresh_memory(size: int) -> list[str]:
-    return [sys.executable, "-c", TOUCH, str(size), str(os.cpu_count() or 1)]
+    return [sys.executable, "-c", TOUCH, str(size), str(capacity().cpus)]  # a thread per CPU this process may use
 
 
 def write_sample(path: Path, size: int, env: dict[str, str] | None = None) -> Sample:

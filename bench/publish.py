@@ -49,6 +49,8 @@ from pathlib import Path
 
 import httpx
 
+from ocibridge.core.capacity import capacity
+
 from . import tools
 from .proc import Sample, run_measured
 from .registries import BenchRegistry, fresh_registry
@@ -235,8 +237,10 @@ def table(size_mib: int, rows: dict[str, Runs], protocols: list[str], before: st
     """The rows of one size: each way's wall time and CPU, its ratio to push, and the floor that
     bounds it on this machine (measured in the same run)."""
     push, curl, prelude = rows["push"], rows["curl"], rows["prelude"]
-    cores = os.cpu_count() or 1
-    lines = [f"#### {size_mib} MiB: {len(push.wall)} alternating runs each, load {before} → {after}, {cores} CPUs",
+    # the floors divide by the cores these processes may run on (``taskset``, a cgroup's quota), not the machine's
+    cores = capacity().cpus
+    lines = [f"#### {size_mib} MiB: {len(push.wall)} alternating runs each, load {before} → {after}, "
+             f"{os.cpu_count()} CPUs ({cores} this process may use)",
              "",
              "| way | wall median s [runs] | ÷ push | client CPU s | serve CPU s | registry CPU s | peak RSS MiB |",
              "|---|---|---|---|---|---|---|",

@@ -1,0 +1,26 @@
+"""bench.publish: the Xet floors divide the CPU seconds by the cores its processes may run on (taskset,
+a cgroup's quota), not by the machine's: pinned to 2 of 16 cores, a floor over 16 said 0.13× push."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench import publish
+from ocibridge.core.capacity import Capacity
+
+
+def runs(wall: float, client: float, serve: float = 0.0, registry: float = 0.0) -> publish.Runs:
+    return publish.Runs(wall=[wall], client=[client], serve=[serve] if serve else [],
+                        registry=[registry] if registry else [], rss=[10.0])
+
+
+def test_the_xet_floors_use_the_cores_this_process_may_use(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(publish, "capacity", lambda: Capacity(cpus=2, memory=None))
+    rows = {"push": runs(5.0, 2.0, registry=4.0), "curl": runs(4.8, 0.4, registry=4.0),
+            "prelude": runs(1.3, 1.3), "first-xorb": runs(0.9, 0.0),
+            "xet": runs(7.8, 4.0, serve=3.0, registry=4.0), "least-xet": runs(2.0, 2.0)}
+    lines = publish.table(1024, rows, ["xet"], "0.1", "0.2")
+    assert "(2 this process may use)" in lines[0]
+    # (4.0 client + 4.0 registry + 2.0 least + 2 × 0.4) / 2 = 5.40 s; (4 + 3 + 4) / 2 = 5.50 s
+    assert any(line.startswith("| floor of Xet") and "| 5.40 s |" in line and "/ 2 cores" in line for line in lines)
+    assert any("at serve's measured CPU | 5.50 s" in line for line in lines)
