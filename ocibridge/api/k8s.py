@@ -393,7 +393,7 @@ def k8s_serve(
         flags=flags, verification=(checks := pod_verification(*options.checks())))
     secret = pull_secret(docker, hosts, namespace=options.namespace) if pull_secrets.create and docker else None
     return _documents(secret, objects(d), header=header(d), holding=evidence.warnings() if evidence else [],
-                      warnings=loopback_warnings(hosts) + (checks.warnings() if checks else []))
+                      warnings=loopback_warnings(hosts) + d.warnings() + (checks.warnings() if checks else []))
 
 
 def k8s_policy(

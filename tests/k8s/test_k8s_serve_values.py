@@ -2,7 +2,8 @@
 alike, in serve's own words: a value ``ocibridge serve`` refuses at start (what its parser and option
 builders say, run here as serve runs them) is the same one error line from ``ocibridge k8s serve``
 and the same :class:`UsageError` from ``k8s_serve(serve_flags=...)``, never documents whose pods
-fail at start."""
+fail at start. And a proxy without tokens behind an Ingress is warned about: its anonymous clients
+all come from the Ingress' address and share one per-client budget."""
 
 from __future__ import annotations
 
@@ -89,3 +90,19 @@ def test_the_api_still_takes_good_values():
                           "--upstream-asks-per-client", "off", "--no-metrics", "--lfs-multipart-min", "None",
                           "--trust-forwarded", "10.0.0.0/8"]
 
+
+SHARED_BUDGET = "--upstream without --token-secret: serve tells anonymous clients apart by their address"
+
+
+@pytest.mark.parametrize("line, warned", [(["--upstream", UPSTREAM], True),
+                                          (["--upstream", UPSTREAM, "--token-secret", "hf-tokens"], False),
+                                          ([], False)], ids=["anonymous proxy", "proxy with tokens", "no proxy"])
+def test_an_anonymous_proxy_is_warned_of_its_shared_budget(line, warned, capsys):
+    capsys.readouterr()
+    assert main(["k8s", "serve", SOURCE, *line]) == 0
+    out, err = capsys.readouterr()
+    assert "kind: Deployment" in out
+    lines = [e for e in err.splitlines() if SHARED_BUDGET in e]
+    assert len(lines) == int(warned), err
+    if warned:
+        assert lines[0].startswith("ocibridge: warning: ") and "--upstream-asks-per-client budget" in lines[0]
