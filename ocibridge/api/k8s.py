@@ -352,18 +352,19 @@ def k8s_serve(
 ) -> KubernetesDocuments:
     """A Deployment of ``ocibridge serve`` over ``sources`` (registry prefixes, in order), its Service and
     cache volume, and what the pods reach the registries (``access``) and pull the image (``pull_secrets``) with."""
+    from ocibridge.api.k8s_serve_values import checked_pod_flags
     from ocibridge.hubserver.quotas.quotafile import quotas_text
     from ocibridge.hubserver.repo.sources import RegistrySource, parse_sources
     from ocibridge.hubserver.server import GRACE, parse_public_url
     from ocibridge.k8s.node_mirrors import mirrors_of, settings_toml
     from ocibridge.k8s.serve import ServeDeployment, header, objects
-    from ocibridge.k8s.serveflags import pod_flags
     from ocibridge.k8s.servescan import pod_scan
     from ocibridge.k8s.servesign import pod_evidence
     from ocibridge.k8s.serveverify import pod_verification
     from ocibridge.stores.registry.pull_secret import check_secret_name, loopback_warnings, pull_secret, read_ca_pem
     from ocibridge.version import __version__
 
+    flags = checked_pod_flags(options)  # each value read as serve reads it at start
     located = parse_sources(sources)  # each located once, as serve will
     for source in located:
         if not isinstance(source, RegistrySource):
@@ -389,10 +390,10 @@ def k8s_serve(
         quotas=quotas_text(options.quotas) if options.quotas is not None else None,
         evidence=(evidence := pod_evidence(options.name, **options.evidence_flags())),
         scan=pod_scan(options.scan, options.scan_verify_keys, signs=bool(evidence and evidence.own())),
-        flags=pod_flags(options.serve_flags), verification=(checks := pod_verification(*options.checks())))
+        flags=flags, verification=(checks := pod_verification(*options.checks())))
     secret = pull_secret(docker, hosts, namespace=options.namespace) if pull_secrets.create and docker else None
     return _documents(secret, objects(d), header=header(d), holding=evidence.warnings() if evidence else [],
-                      warnings=loopback_warnings(hosts) + (checks.warnings() if checks else []))
+                      warnings=loopback_warnings(hosts) + d.warnings() + (checks.warnings() if checks else []))
 
 
 def k8s_policy(

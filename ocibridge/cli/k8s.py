@@ -25,7 +25,7 @@ from ocibridge.cli.common import (
     transfer_options,
     warn,
 )
-from ocibridge.cli.k8s_serve_flags import add_serve_setting_flags, check_as_serve, serve_flags
+from ocibridge.cli.k8s_serve_flags import add_serve_setting_flags, serve_flags
 from ocibridge.cli.signing import add_verify_flags, policy_from_args
 from ocibridge.cli.upstream_flags import add_default_tag_flag, add_upstream_policy_flags, upstream_policy
 from ocibridge.core.lazyimport import LazyModule
@@ -180,7 +180,6 @@ def cmd_k8s_mount(args: argparse.Namespace) -> int:
 
 
 def cmd_k8s_serve(args: argparse.Namespace) -> int:
-    check_as_serve(args, flags := serve_flags(args))
     options = api_k8s.K8sServeOptions(
         image=args.image, name=args.name, namespace=args.namespace, replicas=args.replicas, port=args.port,
         service_type=args.service_type, cache_size=args.cache_size, cache_access_mode=args.cache_access_mode,
@@ -190,7 +189,7 @@ def cmd_k8s_serve(args: argparse.Namespace) -> int:
         scan=args.scan, scan_verify_keys=tuple(args.scan_verify_key), sign_key=args.sign_key,
         sign_key_secret=args.sign_key_secret, sign_form=args.sign_form, sbom=args.sbom, provenance=args.provenance,
         attest_key=args.attest_key, attest_key_secret=args.attest_key_secret, verify_keys=tuple(args.verify_key),
-        policy=args.policy, serve_flags=tuple(flags), **upstream_policy(args))
+        policy=args.policy, serve_flags=tuple(serve_flags(args)), **upstream_policy(args))
     access = api_k8s.PodRegistryAccess(plain_http=args.plain_http, insecure=args.insecure, ca_file=args.ca_file,
                                        docker_config_secret=args.docker_config_secret,
                                        docker_config=not args.no_docker_config)

@@ -1,13 +1,12 @@
 """``k8s serve``'s flags that are serve's own (``--verify-key``, ``--policy``, ``--concurrency``,
 ``--staging-budget``...): the files read here and carried in ConfigMaps, the values passed to the pods
-as given (which pods take which: ocibridge/k8s/serveflags.py). Each value is read here by serve's
-own parser and the functions serve builds its options with, so a value serve would refuse at start
-is one error line now, not a pod that never becomes ready."""
+as given (which pods take which: ocibridge/k8s/serveflags.py). Each value is read as serve reads
+it at start, by the check the Python API runs (ocibridge/api/k8s_serve_values.py), so a value serve
+would refuse is one error line now, not a pod that never becomes ready."""
 
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
 from ocibridge.api.k8s_types import COMMITTING, EVERY_POD, FACING, SWITCHES
 
@@ -76,22 +75,3 @@ def serve_flags(args: argparse.Namespace) -> list[str]:
             flags += [word for each in (value if isinstance(value, list) else [value]) for word in (flag, each)]
     return flags
 
-
-def check_as_serve(args: argparse.Namespace, flags: list[str]) -> None:
-    """``flags`` read by serve's own parser and option builders, beside what they go with (``--sbom``,
-    ``--upstream``): what serve refuses at start is refused here, in serve's words."""
-    from ocibridge.api.serve import check_serve_options
-    from ocibridge.cli.common import transfer_options
-    from ocibridge.cli.evidence_flags import attest_options
-    from ocibridge.cli.parser import command_parser
-    from ocibridge.cli.serve import serve_options
-
-    if not flags:
-        return
-    context: list[Any] = [["--upstream", args.upstream] if args.upstream else [], ["--sbom"] if args.sbom else [],
-                          ["--provenance"] if args.provenance else []]
-    line = ["registry.invalid/k8s-serve", *flags, *(word for words in context for word in words)]
-    parsed = command_parser("serve", "ocibridge k8s serve").parse_args(line)
-    transfer_options(parsed)
-    attest_options(parsed, "serve")
-    check_serve_options(serve_options(parsed))

@@ -219,32 +219,19 @@ def _trusted(args: argparse.Namespace) -> tuple[str, ...]:
 
 
 def _multipart_min(args: argparse.Namespace) -> int | None:
-    if args.lfs_multipart_min is not None and args.lfs_multipart_min.lower() in ("off", "none", "no"):
-        return None
-    return _size(args, "lfs_multipart_min", api_serve.ServeOptions.lfs_multipart_min or 0) or None
+    from ocibridge.api.k8s_serve_values import size_or_off
+
+    return size_or_off("--lfs-multipart-min", args.lfs_multipart_min, api_serve.ServeOptions.lfs_multipart_min)
 
 
 def _size(args: argparse.Namespace, name: str, default: int) -> int:
-    """A ``SIZE`` flag (``500K``, ``20M``, ``1G``), or its default."""
-    from ocibridge.cli.transfer_flags import parse_bytes
+    """A ``SIZE`` flag (``500K``, ``20M``, ``1G``), or its default (read as ``k8s serve`` reads the pods')."""
+    from ocibridge.api.k8s_serve_values import size
 
-    text = getattr(args, name)
-    if text is None:
-        return default
-    try:
-        return parse_bytes(text)
-    except ValueError as e:
-        raise UsageError(f"--{name.replace('_', '-')}: {e}") from None
+    return size(f"--{name.replace('_', '-')}", getattr(args, name), default)
 
 
 def _xet_min(args: argparse.Namespace) -> int | None:
-    from ocibridge.cli.transfer_flags import parse_bytes
+    from ocibridge.api.k8s_serve_values import size_or_off
 
-    if args.xet_min_size is None:
-        return api_serve.XET_MIN_SIZE
-    if args.xet_min_size.lower() in ("off", "none", "no"):
-        return None
-    try:
-        return max(1, parse_bytes(args.xet_min_size))
-    except ValueError as e:
-        raise UsageError(f"--xet-min-size: {e}") from None
+    return size_or_off("--xet-min-size", args.xet_min_size, api_serve.XET_MIN_SIZE)

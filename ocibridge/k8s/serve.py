@@ -128,6 +128,17 @@ class ServeDeployment:
             return self.cache_access_mode
         return "ReadWriteOnce" if self.replicas == 1 else "emptyDir"
 
+    def warnings(self) -> list[str]:
+        """A proxy without tokens tells its clients apart by their address, and behind an Ingress
+        or a load balancer they all arrive from its: serve takes no X-Forwarded-For, which anyone
+        could write."""
+        if self.upstream is None or self.token_secret:
+            return []
+        return ["warning: --upstream without --token-secret: serve tells anonymous clients apart by their address, "
+                "and behind an Ingress every one arrives from the Ingress' address, so they share one "
+                "--upstream-asks-per-client budget (and --upstream-max-fetches-per-client); give each client a "
+                "token (--token-secret) to give each its own"]
+
 
 def check(d: ServeDeployment) -> None:
     if not d.sources:

@@ -5,8 +5,8 @@ fails on a serve flag this module does not decide).
 
 The flags passed as given go to every pod, to the pod that commits alone (one replica, else the
 writer: uploads are staged and commits attested there) or to the pods users reach alone (one
-replica, else the readers). Their values are checked by serve's own parser and option builders
-before the documents are printed (cli/k8s_serve_flags.py)."""
+replica, else the readers). Their values are checked as serve checks them at start before the
+documents are written, by the command and the Python API alike (api/k8s_serve_values.py)."""
 
 from __future__ import annotations
 

@@ -5,10 +5,11 @@ flag standing for it or why none does: a serve flag added without a decision fai
 
 The carried ones: ``--verify-key`` and ``--policy`` in ConfigMaps mounted read-only on every pod;
 the values passed as given, each to the pods it belongs to (the writer commits, the readers face
-users); each value checked here by serve's own parser and option builders (a bad one is one error
-line, nothing printed); the documents pass the Kubernetes client's models and ``kubectl apply
---dry-run=client``; serve started from the emitted container accepts them all; and
-docs/serve-kubernetes.md's block runs as printed."""
+users); each value checked as serve checks it (a bad one is one error line, nothing printed;
+test_k8s_serve_values.py holds the check to serve's own parser's and builders' words); the
+documents pass the Kubernetes client's models and ``kubectl apply --dry-run=client``; serve
+started from the emitted container accepts them all; and docs/serve-kubernetes.md's block runs as
+printed."""
 
 from __future__ import annotations
 
