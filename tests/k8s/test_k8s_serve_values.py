@@ -109,3 +109,17 @@ def test_an_anonymous_proxy_is_warned_of_its_shared_budget(line, warned, capsys)
     assert len(lines) == int(warned), err
     if warned:
         assert lines[0].startswith("ocibridge: warning: ") and "--upstream-asks-per-client budget" in lines[0]
+
+
+def test_every_number_flag_k8s_serve_passes_is_read_as_serve_reads_it() -> None:
+    """The shared check reads numbers by its own table: a flag serve's parser takes as an int or a
+    float, passed into the pods, with no entry there would go through unchecked."""
+    from ocibridge.api.k8s_serve_values import NUMBERS
+    from ocibridge.k8s.serveflags import COMMITTING, EVERY_POD, FACING
+
+    passed = set(EVERY_POD) | set(COMMITTING) | set(FACING)
+    parser = command_parser("serve", "ocibridge serve")
+    typed = {flag: action.type for action in parser._actions if action.type in (int, float)
+             for flag in action.option_strings if flag in passed}
+    assert typed, "serve's parser names no number among the passed flags: the walk above is wrong"
+    assert {flag: NUMBERS.get(flag) for flag in typed} == typed
