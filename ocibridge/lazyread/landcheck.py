@@ -45,13 +45,15 @@ class ChunkDigests:
     def __init__(self, chunks: LayerChunks, chunk_size: int):
         self.chunks = chunks
         self.unit = chunk_size
+        self._new_hasher = chunks.hasher_factory()  # the table's own hash (looked up once, not per chunk)
 
     def landed(self, start: int, views: list[memoryview]) -> bool:
         index = start // self.unit
-        digest = self.chunks.new_hasher()  # the table's own hash
+        digest = self._new_hasher()
+        size = 0
         for view in views:
             digest.update(view)  # (hashlib and blake3 let go of the GIL: receiving threads hash in parallel)
-        size = sum(len(v) for v in views)
+            size += len(view)
         if start % self.unit or digest.hexdigest() != self.chunks.chunks[index]:
             raise Mismatch(start, start + size, f"chunk {index} (bytes {start}-{start + size}) of {self.chunks.digest} "
                                                 "does not match its digest in the chunk table")

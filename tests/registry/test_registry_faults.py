@@ -10,6 +10,7 @@ import gc
 import hashlib
 import io
 import os
+import socket
 import threading
 import time
 import uuid
@@ -143,6 +144,39 @@ def test_socket_read_of_corrupt_bytes_is_rejected(registry, fault_proxy, monkeyp
         copy(src, "v1", out, "v1")
     assert not out.blob_path(layer_desc.digest).exists()
     assert _leftovers(out.root) == []
+
+
+def test_socket_read_into_sets_the_read_timeout_once_a_body(registry, monkeypatch):
+    """A body received off the socket straight into the caller's memory reads under the read
+    timeout, set on the socket once (each setting is a system call), not once a read."""
+    monkeypatch.setattr(blobstream, "DIRECT_MIN", 0)
+    settings, read_under = [], []
+    settimeout, recv_into = socket.socket.settimeout, socket.socket.recv_into
+
+    def setting(self, value):
+        settings.append(value)
+        return settimeout(self, value)
+
+    def receiving(self, *args):
+        read_under.append(self.gettimeout())
+        return recv_into(self, *args)
+
+    repo, layer_desc, layer, _ = _artifact(registry)
+    monkeypatch.setattr(socket.socket, "settimeout", setting)
+    monkeypatch.setattr(socket.socket, "recv_into", receiving)
+    got = bytearray(SIZE)
+    view = memoryview(got)
+    with _open(registry, repo, read_timeout=7.0) as src:
+        reader = src.open_blob_range(layer_desc, 0, SIZE)
+        at = 0
+        while at < SIZE:
+            n = reader.readinto(view[at:at + 16384])
+            assert n
+            at += n
+        reader.close()
+    assert bytes(got) == layer
+    assert len(read_under) >= SIZE // 16384 and set(read_under) == {7.0}
+    assert len(settings) < 10
 
 
 def _blob_threads() -> list[threading.Thread]:

@@ -284,7 +284,9 @@ class BlobStream:
             if self._socket_left <= 0:
                 raise StopIteration
             try:
-                self._raw.settimeout(self.client.options.read_timeout)
+                timeout = self.client.options.read_timeout
+                if self._raw.gettimeout() != timeout:  # (each settimeout is a system call: once a body)
+                    self._raw.settimeout(timeout)
                 n = self._raw.recv_into(view[: min(len(view), self._socket_left)])
             except OSError as e:
                 raise httpx.ReadError(str(e) or type(e).__name__) from e
