@@ -88,3 +88,13 @@ def test_a_token_does_not_follow_a_redirect_to_another_host(tmp_path, hostile):
     assert elsewhere, requests  # the redirect was followed
     assert not any(r["auth"] for r in elsewhere), elsewhere
     assert any(r["auth"] for r in requests if r["host"].startswith("127.0.0.1"))  # the endpoint itself got it
+
+
+def test_a_redirect_to_the_metadata_address_stops_the_revision_before_connecting(tmp_path, hostile):
+    url, _ = hostile("metadata")
+    code, text, target = _run(tmp_path, url)
+    assert code != 0, text
+    assert "169.254.169.254 resolves to 169.254.169.254, a link-local address: not connected" in text, text
+    assert f"a URL the endpoint {url} pointed at" in text, text
+    assert "unexpected" not in text, text
+    assert _published(target) == []

@@ -22,8 +22,8 @@ import httpx
 import pytest
 from serving import serve_over
 
+from ocibridge.core.addressrule import AddressRefused
 from ocibridge.errors import OcibridgeError
-from ocibridge.hubserver.upstream.addressrule import AddressRefused
 from ocibridge.hubserver.upstream.session import UpstreamSession
 from ocibridge.kinds.hf.commitdownload import CommitDownload, HubSource
 
@@ -330,13 +330,13 @@ def _outcomes(root: Path, repo_id: str) -> list[str]:
     ("8.8.8.8", "public"),
 ])
 def test_the_address_rule_reads_each_spelling_of_an_address_as_its_kind(spelled: str, kind: str):
-    from ocibridge.hubserver.upstream.addressrule import kind_of
+    from ocibridge.core.addressrule import kind_of
 
     assert kind_of(spelled) == kind
 
 
 def test_a_host_with_one_refused_address_among_public_ones_is_refused_however_it_is_spelled():
-    from ocibridge.hubserver.upstream.addressrule import AddressRule, resolved
+    from ocibridge.core.addressrule import AddressRule, resolved
 
     rule = AddressRule("http://127.0.0.1:1", kinds={"loopback"})
     rule.check("cdn.example", ["8.8.8.8", "127.0.0.1"])
