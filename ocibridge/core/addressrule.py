@@ -87,8 +87,9 @@ class AddressRule:
         for address in addresses:
             kind = kind_of(address)
             if kind not in allowed:
-                log.warning("%s: not connected to %s: it resolves to %s, a %s address (the %s %s "
-                            "is %s)", self.role, host, address, kind, self.role, self.url, " or ".join(sorted(allowed)))
+                log.warning("%s: not connected to %s: it resolves to %s, a %s address (the address rule: the %s "
+                            "%s is %s)", self.role, host, address, kind, self.role, self.url,
+                            " or ".join(sorted(allowed)))
                 raise self.refusal(f"{host} resolves to {address}, a {kind} address: not connected (a URL the "
                                    f"{self.role} {self.url} pointed at; it may point at "
                                    f"{' or '.join(sorted(allowed))} addresses only)")

@@ -54,6 +54,7 @@ class Recorder:
 
     asked: list[tuple[str, str | None]] = field(default_factory=list)
     release: threading.Event = field(default_factory=threading.Event)  # the held weights' GET
+    cut: threading.Event = field(default_factory=threading.Event)  # metacut's first GET: hang up now
     other: str = ""  # the second server's URL (a page link's other origin)
     cdn: str = ""  # a third server's URL (a redirect's other loopback port)
 
@@ -117,6 +118,15 @@ def hostile_handler(rec: Recorder) -> type[BaseHTTPRequestHandler]:
                 return self._send(200, CONFIG, "application/octet-stream")
             if path.startswith("/evil/metadata/") and path.endswith("/w.safetensors"):  # the cloud's metadata
                 return self._send(302, b"", headers={"Location": "http://169.254.169.254/latest/w.safetensors"})
+            if path.startswith("/evil/metacut/") and path.endswith("/w.safetensors"):
+                if self.headers.get("Range"):  # the resumed fetch: to the cloud's metadata
+                    return self._send(302, b"", headers={"Location": "http://169.254.169.254/latest/w.safetensors"})
+                head = (f"HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\n"
+                        f"Content-Length: {len(WEIGHTS)}\r\n\r\n").encode()
+                self.wfile.write(head + WEIGHTS[:len(WEIGHTS) // 2])  # half, then a hang-up
+                rec.cut.wait(60)
+                self.close_connection = True
+                return None
             if path.startswith("/evil/tocdn/") and path.endswith("/w.safetensors"):  # another loopback port
                 return self._send(302, b"", headers={"Location": f"{rec.cdn}/cdn/w.safetensors"})
             if path.startswith("/evil/") and path.endswith("/w.safetensors"):
@@ -257,8 +267,11 @@ def test_a_tree_pages_link_to_another_origin_never_gets_the_upstream_token(
 def test_a_redirect_to_the_metadata_address_is_never_connected_and_the_fetch_fails_saying_why(
         proxy: tuple[str, Path], hostile: tuple[str, Recorder, Recorder]):
     rec, (proxy_url, root) = hostile[1], proxy
-    with pytest.raises(httpx.HTTPError):  # the read began with the listing's size: cut, never whole
-        httpx.get(f"{proxy_url}/evil/metadata/resolve/main/w.safetensors", timeout=60)
+    # refused before the read's answer began: the Hub's 503 saying why, not a 200 cut after its headers
+    read = httpx.get(f"{proxy_url}/evil/metadata/resolve/main/w.safetensors", timeout=60)
+    assert read.status_code == 503, (read.status_code, read.headers)
+    said = read.headers["x-error-message"]
+    assert "169.254.169.254 resolves to 169.254.169.254, a link-local address: not connected" in said, said
     until = time.monotonic() + 60
     while not _outcomes(root, "evil/metadata"):
         assert time.monotonic() < until, rec.asked
@@ -268,6 +281,31 @@ def test_a_redirect_to_the_metadata_address_is_never_connected_and_the_fetch_fai
     assert "169.254.169.254 resolves to 169.254.169.254, a link-local address: not connected" in reason, reason
     logged = (root / "serve.log").read_text()
     assert "not connected to 169.254.169.254" in logged and UP_TOKEN not in logged
+
+
+def test_a_refusal_after_the_body_began_is_a_cut_the_client_detects_and_one_log_line_names_the_rule(
+        proxy: tuple[str, Path], hostile: tuple[str, Recorder, Recorder]):
+    rec, (proxy_url, root) = hostile[1], proxy
+    before = len((root / "serve.log").read_text().splitlines())
+    with httpx.stream("GET", f"{proxy_url}/evil/metacut/resolve/main/w.safetensors", timeout=60) as read:
+        assert read.status_code == 200 and read.headers["content-length"] == str(len(WEIGHTS))
+        rec.cut.set()  # the upstream hangs up half-way; the fetch's resumed ask is sent to the metadata address
+        got = b""
+        with pytest.raises(httpx.RemoteProtocolError, match="incomplete|without sending complete"):
+            for chunk in read.iter_raw():
+                got += chunk
+    assert got == WEIGHTS[:len(got)] and len(got) < len(WEIGHTS)  # never a complete-looking short body
+    until = time.monotonic() + 60
+    while not _outcomes(root, "evil/metacut"):
+        assert time.monotonic() < until, rec.asked
+        time.sleep(0.1)
+    assert _outcomes(root, "evil/metacut") == ["failed"], _audit(root, "evil/metacut")
+    logged = (root / "serve.log").read_text().splitlines()[before:]
+    named = [line for line in logged if "the address rule" in line and "169.254.169.254" in line]
+    assert len(named) == 1, logged[-20:]
+    cut = [line for line in logged if "cut short" in line and "evil/metacut" in line]
+    assert len(cut) == 1 and "a link-local address: not connected" in cut[0], logged[-20:]
+    assert not any(line.startswith("Traceback") for line in logged), logged[-40:]  # the cut said once, no traceback
 
 
 def test_a_redirect_to_another_loopback_port_of_a_loopback_upstream_is_followed_without_the_token(
