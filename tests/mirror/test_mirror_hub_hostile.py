@@ -98,3 +98,20 @@ def test_a_redirect_to_the_metadata_address_stops_the_revision_before_connecting
     assert f"a URL the endpoint {url} pointed at" in text, text
     assert "unexpected" not in text, text
     assert _published(target) == []
+
+
+def test_a_xet_cas_url_on_a_refused_address_is_refused_before_hf_xet_is_handed_it():
+    import httpx
+
+    from ocibridge.core.addressrule import AddressRefused, AddressRule
+    from ocibridge.kinds.hf.checkedhub import cas_checked
+
+    hook = cas_checked(AddressRule("http://127.0.0.1:1", role="endpoint"))
+    grant = httpx.Request("GET", "http://127.0.0.1:1/api/models/acme/tiny/xet-read-token/main")
+    hook(httpx.Response(200, json={"casUrl": "http://127.0.0.1:2", "accessToken": "t", "exp": 1}, request=grant))
+    with pytest.raises(AddressRefused, match="169.254.169.254, a link-local address: not connected"):
+        hook(httpx.Response(200, json={"casUrl": "http://169.254.169.254", "accessToken": "t", "exp": 1},
+                            request=grant))
+    with pytest.raises(AddressRefused, match="10.0.0.7, a private address: not connected"):
+        hook(httpx.Response(200, headers={"X-Xet-Cas-Url": "https://10.0.0.7"},
+                            request=httpx.Request("HEAD", "http://127.0.0.1:1/acme/tiny/resolve/main/w")))

@@ -19,7 +19,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from ocibridge.core.addressrule import AddressRule, resolved
-from ocibridge.core.proxiedcheck import PORTS, checked_client_options
+from ocibridge.core.proxiedcheck import PORTS, checked_client_options, proxy_resolves
 from ocibridge.errors import OcibridgeError
 
 #: one entry's rule at a time (entries run one after another)
@@ -28,7 +28,7 @@ _LOCK = threading.Lock()
 CAS_HEADER, CAS_KEY = "x-xet-cas-url", "casUrl"
 
 
-def _cas_checked(rule: AddressRule) -> Any:
+def cas_checked(rule: AddressRule) -> Any:
     """A response hook: the CAS URL an answer names, checked before anyone connects to it."""
 
     def hook(answer: Any) -> None:
@@ -41,7 +41,14 @@ def _cas_checked(rule: AddressRule) -> Any:
             parts = urlsplit(cas)
             if parts.hostname:
                 host, port = parts.hostname, parts.port or PORTS.get(parts.scheme, 443)
-                rule.check(host, resolved(host, port, OSError))
+                try:
+                    addresses = resolved(host, port, OSError)
+                except OSError:
+                    if proxy_resolves():
+                        return
+                    raise rule.refusal(f"{host} (a Xet CAS URL the endpoint {rule.url} named) does not resolve "
+                                       "here, so the address rule cannot check it: not connected") from None
+                rule.check(host, addresses)
 
     return hook
 
@@ -65,7 +72,7 @@ def checked_hub(endpoint: str) -> Iterator[None]:
     flavour = importlib.import_module(type(usual).__module__.split(".")[0])  # httpx, or httpx2
     core = importlib.import_module(flavour.__name__.replace("httpx", "httpcore"))
     hooks = {"request": list(usual.event_hooks["request"]),
-             "response": [*usual.event_hooks["response"], _cas_checked(rule)]}
+             "response": [*usual.event_hooks["response"], cas_checked(rule)]}
     follow, timeout = usual.follow_redirects, usual.timeout
     usual.close()
 
