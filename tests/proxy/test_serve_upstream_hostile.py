@@ -116,7 +116,8 @@ def hostile_handler(rec: Recorder) -> type[BaseHTTPRequestHandler]:
                 return self._json({"branches": [{"name": "main", "targetCommit": COMMIT}], "tags": []})
             if path.startswith("/evil/") and path.endswith("/config.json"):
                 return self._send(200, CONFIG, "application/octet-stream")
-            if path.startswith("/evil/metadata/") and path.endswith("/w.safetensors"):  # the cloud's metadata
+            if path.startswith(("/evil/metadata/", "/evil/metahub/")) and path.endswith("/w.safetensors"):
+                # the cloud's metadata
                 return self._send(302, b"", headers={"Location": "http://169.254.169.254/latest/w.safetensors"})
             if path.startswith("/evil/metacut/") and path.endswith("/w.safetensors"):
                 if self.headers.get("Range"):  # the resumed fetch: to the cloud's metadata
@@ -383,3 +384,15 @@ def test_a_host_with_one_refused_address_among_public_ones_is_refused_however_it
     for numeric in ("2852039166", "0251.0376.0251.0376", "0xa9fea9fe"):  # 169.254.169.254, as inet_aton reads it
         with pytest.raises(AddressRefused, match="a link-local address"):
             rule.check(numeric, resolved(numeric, 80))
+
+
+
+def test_huggingface_hubs_client_raises_the_address_rules_refusal_as_serve_said_it(
+        proxy: tuple[str, Path], tmp_path: Path):
+    import huggingface_hub
+
+    with pytest.raises(huggingface_hub.errors.HfHubHTTPError) as raised:
+        huggingface_hub.hf_hub_download("evil/metahub", "w.safetensors", endpoint=proxy[0], cache_dir=tmp_path)
+    assert raised.value.response is not None and raised.value.response.status_code == 503
+    assert "169.254.169.254 resolves to 169.254.169.254, a link-local address: not connected" in str(raised.value)
+    assert not list(tmp_path.rglob("w.safetensors"))
