@@ -19,6 +19,7 @@ from typing import Any
 
 from ocibridge.core import environment
 from ocibridge.core.addressrule import AddressRule, CheckedBackend, resolved
+from ocibridge.errors import OcibridgeError
 
 PORTS = {"http": 80, "https": 443}
 
@@ -105,6 +106,11 @@ def checked_client_options(rule: AddressRule, flavour: Any = None, core: Any = N
     wrap_backend(direct, lambda inner: CheckedBackend(inner, rule, core), core)
     mounts: dict[str, Any] = {}
     for pattern, proxy in environment_proxies().items():
-        mounts[pattern] = None if proxy is None else \
-            CheckedTarget(flavour.HTTPTransport(proxy=proxy, **options), rule, proxy)
+        if proxy is None:
+            mounts[pattern] = None
+            continue
+        try:
+            mounts[pattern] = CheckedTarget(flavour.HTTPTransport(proxy=proxy, **options), rule, proxy)
+        except (ImportError, ValueError) as e:  # a SOCKS proxy without socksio, a scheme httpx has no proxy of
+            raise OcibridgeError(f"the environment's proxy {_shown(proxy)} cannot be used: {e}") from None
     return {"transport": direct, "mounts": mounts}

@@ -144,3 +144,13 @@ def test_no_proxy_keeps_a_host_off_the_proxy(proxied_env: tuple[str, list[str]],
         assert seen == []
     finally:
         session.close()
+
+
+def test_a_proxy_of_a_scheme_httpx_cannot_use_is_one_error_line(proxied_env: tuple[str, list[str]],
+                                                                monkeypatch: pytest.MonkeyPatch):
+    from ocibridge.errors import OcibridgeError
+
+    monkeypatch.setenv("HTTP_PROXY", "ftp://user:secret@proxy.example:21")
+    with pytest.raises(OcibridgeError, match=r"the environment's proxy ftp://proxy\.example:21 cannot be used") as e:
+        UpstreamSession(proxied_env[0], None)
+    assert "secret" not in str(e.value)
