@@ -65,11 +65,12 @@ def resolved(host: str, port: int, failed: type[Exception] | None = None) -> lis
 class AddressRule:
     """The kinds of address connected to for the upstream at ``url``: public, and those of its
     own host (resolved at the first connection); ``kinds``: fixed instead (a test's upstream);
-    ``refusal``: the error a refusal raises; ``role``: what ``url`` is called in it."""
+    ``refusal``: the error a refusal raises; ``role``: what ``url`` is called in it; ``logged``: each
+    refusal logged too (serve's log; a mirror says it in its summary line only)."""
 
     def __init__(self, url: str, kinds: Iterable[str] | None = None, *,
-                 refusal: type[AddressRefused] = AddressRefused, role: str = "upstream"):
-        self.url, self.refusal, self.role = url, refusal, role
+                 refusal: type[AddressRefused] = AddressRefused, role: str = "upstream", logged: bool = True):
+        self.url, self.refusal, self.role, self.logged = url, refusal, role, logged
         self._kinds = frozenset(kinds) | {PUBLIC} if kinds is not None else None
         self._lock = threading.Lock()
 
@@ -87,11 +88,12 @@ class AddressRule:
         for address in addresses:
             kind = kind_of(address)
             if kind not in allowed:
-                log.warning("%s: not connected to %s: it resolves to %s, a %s address (the address rule: the %s "
-                            "%s is %s)", self.role, host, address, kind, self.role, self.url,
-                            " or ".join(sorted(allowed)))
-                raise self.refusal(f"{host} resolves to {address}, a {kind} address: not connected (a URL the "
-                                   f"{self.role} {self.url} pointed at; it may point at "
+                if self.logged:
+                    log.warning("%s: not connected to %s: it resolves to %s, a %s address (the address rule: the %s "
+                                "%s is %s)", self.role, host, address, kind, self.role, self.url,
+                                " or ".join(sorted(allowed)))
+                raise self.refusal(f"{host} resolves to {address}, a {kind} address: not connected (the address "
+                                   f"rule: a URL the {self.role} {self.url} pointed at; it may point at "
                                    f"{' or '.join(sorted(allowed))} addresses only)")
 
 

@@ -95,7 +95,7 @@ def test_a_redirect_to_the_metadata_address_stops_the_revision_before_connecting
     code, text, target = _run(tmp_path, url)
     assert code != 0, text
     assert "169.254.169.254 resolves to 169.254.169.254, a link-local address: not connected" in text, text
-    assert f"a URL the endpoint {url} pointed at" in text, text
+    assert f"(the address rule: a URL the endpoint {url} pointed at" in text, text
     assert "unexpected" not in text, text
     assert _published(target) == []
 

@@ -302,8 +302,8 @@ def test_a_refusal_after_the_body_began_is_a_cut_the_client_detects_and_one_log_
         time.sleep(0.1)
     assert _outcomes(root, "evil/metacut") == ["failed"], _audit(root, "evil/metacut")
     logged = (root / "serve.log").read_text().splitlines()[before:]
-    named = [line for line in logged if "the address rule" in line and "169.254.169.254" in line]
-    assert len(named) == 1, logged[-20:]
+    named = [line for line in logged if "not connected to 169.254.169.254" in line]
+    assert len(named) == 1 and "(the address rule: the upstream" in named[0], logged[-20:]
     cut = [line for line in logged if "cut short" in line and "evil/metacut" in line]
     assert len(cut) == 1 and "a link-local address: not connected" in cut[0], logged[-20:]
     assert not any(line.startswith("Traceback") for line in logged), logged[-40:]  # the cut said once, no traceback

@@ -67,7 +67,7 @@ def checked_hub(endpoint: str) -> Iterator[None]:
         raise OcibridgeError("hf:// sources need huggingface_hub >= 1.0 (pip install -U huggingface_hub): "
                              "its client is what the address rule checks") from None
 
-    rule = AddressRule(endpoint, role="endpoint")
+    rule = AddressRule(endpoint, role="endpoint", logged=False)  # said in the summary's line
     usual = default_client_factory()
     flavour = importlib.import_module(type(usual).__module__.split(".")[0])  # httpx, or httpx2
     core = importlib.import_module(flavour.__name__.replace("httpx", "httpcore"))
