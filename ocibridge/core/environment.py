@@ -54,6 +54,9 @@ SERVE_STATE_KEEP = "OCIBRIDGE_SERVE_STATE_KEEP"
 SERVE_INLINE_BUDGET = "OCIBRIDGE_SERVE_INLINE_BUDGET"
 #: the token serve --upstream sends to the upstream Hub when no --upstream-token-file names one
 SERVE_UPSTREAM_TOKEN = "OCIBRIDGE_UPSTREAM_TOKEN"
+#: a name an HTTP proxy of the environment is asked to reach, which this machine cannot resolve
+#: (so the address rule cannot check it), is sent to the proxy to resolve when set to 1 (core/proxiedcheck.py)
+PROXY_RESOLVES = "OCIBRIDGE_PROXY_RESOLVES"
 #: the largest compile cache ``warm load`` fetches, in bytes (warm/restore.py)
 MAX_WARM_CACHE = "OCIBRIDGE_MAX_WARM_CACHE"
 
@@ -85,6 +88,7 @@ VARIABLES = (
     Variable(SERVE_STATE_KEEP, "5 (seconds; at most 5)"),
     Variable(SERVE_INLINE_BUDGET, "268435456 (256 MiB)"),
     Variable(SERVE_UPSTREAM_TOKEN, "unset: no token sent to the upstream"),
+    Variable(PROXY_RESOLVES, "off: a name this machine cannot resolve is not asked through the proxy"),
     Variable(MAX_WARM_CACHE, "68719476736 (64 GiB)"),
 )
 

@@ -19,7 +19,7 @@ Nothing here runs on import (what httpx and httpcore import as they load is put 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # imported where used
     import httpcore
@@ -43,14 +43,16 @@ def use_backend(transport: httpx.HTTPTransport, backend: httpcore.NetworkBackend
     transport._pool._network_backend = backend  # pinned by relied_on()
 
 
-def wrap_backend(transport: httpx.HTTPTransport,
-                 wrap: Callable[[httpcore.NetworkBackend], httpcore.NetworkBackend]) -> None:
+def wrap_backend(transport: httpx.HTTPTransport, wrap: Callable[[httpcore.NetworkBackend], Any],
+                 core: Any = None) -> None:
     """Make ``transport`` open its connections through ``wrap`` of the backend it has; a TypeError
-    where it sends through no direct connection pool (an explicit proxy's)."""
-    import httpcore
+    where it sends through no direct connection pool (an explicit proxy's). ``core``: the httpcore
+    the transport's httpx is over (httpcore2 for huggingface_hub's httpx2, the same private names)."""
+    if core is None:
+        import httpcore as core
 
     pool = transport._pool
-    if not isinstance(pool, httpcore.ConnectionPool):
+    if not isinstance(pool, core.ConnectionPool) or isinstance(pool, (core.HTTPProxy, core.SOCKSProxy)):
         raise TypeError("the transport is not a direct connection pool")
     pool._network_backend = wrap(pool._network_backend)  # pinned by relied_on()
 

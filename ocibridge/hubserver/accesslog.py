@@ -9,6 +9,8 @@
 - uvicorn's own process lines ("Started server process", "Waiting for application startup",
   "Application startup complete", "Finished server process") are dropped: serve prints one start
   line of its own (:func:`.starting.banner`) naming what it serves.
+- A body cut on purpose (:class:`CutSaid`: a streamed file whose fetch failed, said in one line
+  where it is cut) is not said again as uvicorn's "Exception in ASGI application" traceback.
 """
 
 from __future__ import annotations
@@ -50,10 +52,18 @@ class AccessLines(logging.Filter):
         return True
 
 
+class CutSaid(Exception):
+    """A response body cut on purpose (the client sees fewer bytes than its Content-Length), its
+    reason logged in one line already."""
+
+
 class ProcessLines(logging.Filter):
-    """uvicorn's process lines (``uvicorn.error``), which serve's start line stands for."""
+    """uvicorn's process lines (``uvicorn.error``), which serve's start line stands for, and its
+    traceback of a :class:`CutSaid`."""
 
     def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info is not None and isinstance(record.exc_info[1], CutSaid):
+            return False
         return not record.getMessage().startswith(_UVICORN_PROCESS_LINES)
 
 

@@ -9,6 +9,7 @@ re-run: what finished is skipped, what did not is sent again, nothing half-done 
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Callable
@@ -16,6 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 
 from ocibridge.errors import OcibridgeError, error_text, os_error_text
+from ocibridge.kinds.hf.checkedhub import checked_hub
 from ocibridge.mirror.job import MirrorJob
 from ocibridge.mirror.plan import plan_entry
 from ocibridge.mirror.planned import ArtifactPlan, EntryPlan
@@ -47,21 +49,22 @@ def run_job(job: MirrorJob, *, dry_run: bool = False, progress: ProgressCallback
     started = time.monotonic()
     summary = MirrorSummary(dry_run=dry_run, shard=shard, job_digest=job.digest() if shard else None)
     for index, entry in enumerate(job.sync):
-        plan = plan_entry(job, index, entry, dry_run=dry_run, shard=shard)
-        try:
-            summary.entries.append(plan.summary)
-            for result in plan.results:
-                _emit(progress, result)
-            summary.artifacts.extend(plan.results)
-            if dry_run:
-                for item in plan.copies:
-                    _emit(progress, item.result)
-                    summary.artifacts.append(item.result)
-            else:
-                siblings = sibling_repositories(job, index) if shard is not None and shard.count > 1 else []
-                summary.artifacts.extend(_execute(plan, progress, siblings, blob_progress))
-        finally:
-            plan.close()
+        with checked_hub(job.hub_endpoint(entry)) if entry.from_hub else contextlib.nullcontext():
+            plan = plan_entry(job, index, entry, dry_run=dry_run, shard=shard)
+            try:
+                summary.entries.append(plan.summary)
+                for result in plan.results:
+                    _emit(progress, result)
+                summary.artifacts.extend(plan.results)
+                if dry_run:
+                    for item in plan.copies:
+                        _emit(progress, item.result)
+                        summary.artifacts.append(item.result)
+                else:
+                    siblings = sibling_repositories(job, index) if shard is not None and shard.count > 1 else []
+                    summary.artifacts.extend(_execute(plan, progress, siblings, blob_progress))
+            finally:
+                plan.close()
     summary.seconds = time.monotonic() - started
     summary.finished_at = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
     return summary

@@ -88,3 +88,30 @@ def test_a_token_does_not_follow_a_redirect_to_another_host(tmp_path, hostile):
     assert elsewhere, requests  # the redirect was followed
     assert not any(r["auth"] for r in elsewhere), elsewhere
     assert any(r["auth"] for r in requests if r["host"].startswith("127.0.0.1"))  # the endpoint itself got it
+
+
+def test_a_redirect_to_the_metadata_address_stops_the_revision_before_connecting(tmp_path, hostile):
+    url, _ = hostile("metadata")
+    code, text, target = _run(tmp_path, url)
+    assert code != 0, text
+    assert "169.254.169.254 resolves to 169.254.169.254, a link-local address: not connected" in text, text
+    assert f"(the address rule: a URL the endpoint {url} pointed at" in text, text
+    assert "unexpected" not in text, text
+    assert _published(target) == []
+
+
+def test_a_xet_cas_url_on_a_refused_address_is_refused_before_hf_xet_is_handed_it():
+    import httpx
+
+    from ocibridge.core.addressrule import AddressRefused, AddressRule
+    from ocibridge.kinds.hf.checkedhub import cas_checked
+
+    hook = cas_checked(AddressRule("http://127.0.0.1:1", role="endpoint"))
+    grant = httpx.Request("GET", "http://127.0.0.1:1/api/models/acme/tiny/xet-read-token/main")
+    hook(httpx.Response(200, json={"casUrl": "http://127.0.0.1:2", "accessToken": "t", "exp": 1}, request=grant))
+    with pytest.raises(AddressRefused, match="169.254.169.254, a link-local address: not connected"):
+        hook(httpx.Response(200, json={"casUrl": "http://169.254.169.254", "accessToken": "t", "exp": 1},
+                            request=grant))
+    with pytest.raises(AddressRefused, match="10.0.0.7, a private address: not connected"):
+        hook(httpx.Response(200, headers={"X-Xet-Cas-Url": "https://10.0.0.7"},
+                            request=httpx.Request("HEAD", "http://127.0.0.1:1/acme/tiny/resolve/main/w")))

@@ -22,8 +22,8 @@ import httpx
 import pytest
 from serving import serve_over
 
+from ocibridge.core.addressrule import AddressRefused
 from ocibridge.errors import OcibridgeError
-from ocibridge.hubserver.upstream.addressrule import AddressRefused
 from ocibridge.hubserver.upstream.session import UpstreamSession
 from ocibridge.kinds.hf.commitdownload import CommitDownload, HubSource
 
@@ -54,6 +54,7 @@ class Recorder:
 
     asked: list[tuple[str, str | None]] = field(default_factory=list)
     release: threading.Event = field(default_factory=threading.Event)  # the held weights' GET
+    cut: threading.Event = field(default_factory=threading.Event)  # metacut's first GET: hang up now
     other: str = ""  # the second server's URL (a page link's other origin)
     cdn: str = ""  # a third server's URL (a redirect's other loopback port)
 
@@ -115,8 +116,18 @@ def hostile_handler(rec: Recorder) -> type[BaseHTTPRequestHandler]:
                 return self._json({"branches": [{"name": "main", "targetCommit": COMMIT}], "tags": []})
             if path.startswith("/evil/") and path.endswith("/config.json"):
                 return self._send(200, CONFIG, "application/octet-stream")
-            if path.startswith("/evil/metadata/") and path.endswith("/w.safetensors"):  # the cloud's metadata
+            if path.startswith(("/evil/metadata/", "/evil/metahub/")) and path.endswith("/w.safetensors"):
+                # the cloud's metadata
                 return self._send(302, b"", headers={"Location": "http://169.254.169.254/latest/w.safetensors"})
+            if path.startswith("/evil/metacut/") and path.endswith("/w.safetensors"):
+                if self.headers.get("Range"):  # the resumed fetch: to the cloud's metadata
+                    return self._send(302, b"", headers={"Location": "http://169.254.169.254/latest/w.safetensors"})
+                head = (f"HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\n"
+                        f"Content-Length: {len(WEIGHTS)}\r\n\r\n").encode()
+                self.wfile.write(head + WEIGHTS[:len(WEIGHTS) // 2])  # half, then a hang-up
+                rec.cut.wait(60)
+                self.close_connection = True
+                return None
             if path.startswith("/evil/tocdn/") and path.endswith("/w.safetensors"):  # another loopback port
                 return self._send(302, b"", headers={"Location": f"{rec.cdn}/cdn/w.safetensors"})
             if path.startswith("/evil/") and path.endswith("/w.safetensors"):
@@ -257,8 +268,11 @@ def test_a_tree_pages_link_to_another_origin_never_gets_the_upstream_token(
 def test_a_redirect_to_the_metadata_address_is_never_connected_and_the_fetch_fails_saying_why(
         proxy: tuple[str, Path], hostile: tuple[str, Recorder, Recorder]):
     rec, (proxy_url, root) = hostile[1], proxy
-    with pytest.raises(httpx.HTTPError):  # the read began with the listing's size: cut, never whole
-        httpx.get(f"{proxy_url}/evil/metadata/resolve/main/w.safetensors", timeout=60)
+    # refused before the read's answer began: the Hub's 503 saying why, not a 200 cut after its headers
+    read = httpx.get(f"{proxy_url}/evil/metadata/resolve/main/w.safetensors", timeout=60)
+    assert read.status_code == 503, (read.status_code, read.headers)
+    said = read.headers["x-error-message"]
+    assert "169.254.169.254 resolves to 169.254.169.254, a link-local address: not connected" in said, said
     until = time.monotonic() + 60
     while not _outcomes(root, "evil/metadata"):
         assert time.monotonic() < until, rec.asked
@@ -268,6 +282,31 @@ def test_a_redirect_to_the_metadata_address_is_never_connected_and_the_fetch_fai
     assert "169.254.169.254 resolves to 169.254.169.254, a link-local address: not connected" in reason, reason
     logged = (root / "serve.log").read_text()
     assert "not connected to 169.254.169.254" in logged and UP_TOKEN not in logged
+
+
+def test_a_refusal_after_the_body_began_is_a_cut_the_client_detects_and_one_log_line_names_the_rule(
+        proxy: tuple[str, Path], hostile: tuple[str, Recorder, Recorder]):
+    rec, (proxy_url, root) = hostile[1], proxy
+    before = len((root / "serve.log").read_text().splitlines())
+    with httpx.stream("GET", f"{proxy_url}/evil/metacut/resolve/main/w.safetensors", timeout=60) as read:
+        assert read.status_code == 200 and read.headers["content-length"] == str(len(WEIGHTS))
+        rec.cut.set()  # the upstream hangs up half-way; the fetch's resumed ask is sent to the metadata address
+        got = b""
+        with pytest.raises(httpx.RemoteProtocolError, match="incomplete|without sending complete"):
+            for chunk in read.iter_raw():
+                got += chunk
+    assert got == WEIGHTS[:len(got)] and len(got) < len(WEIGHTS)  # never a complete-looking short body
+    until = time.monotonic() + 60
+    while not _outcomes(root, "evil/metacut"):
+        assert time.monotonic() < until, rec.asked
+        time.sleep(0.1)
+    assert _outcomes(root, "evil/metacut") == ["failed"], _audit(root, "evil/metacut")
+    logged = (root / "serve.log").read_text().splitlines()[before:]
+    named = [line for line in logged if "not connected to 169.254.169.254" in line]
+    assert len(named) == 1 and "(the address rule: the upstream" in named[0], logged[-20:]
+    cut = [line for line in logged if "cut short" in line and "evil/metacut" in line]
+    assert len(cut) == 1 and "a link-local address: not connected" in cut[0], logged[-20:]
+    assert not any(line.startswith("Traceback") for line in logged), logged[-40:]  # the cut said once, no traceback
 
 
 def test_a_redirect_to_another_loopback_port_of_a_loopback_upstream_is_followed_without_the_token(
@@ -330,13 +369,13 @@ def _outcomes(root: Path, repo_id: str) -> list[str]:
     ("8.8.8.8", "public"),
 ])
 def test_the_address_rule_reads_each_spelling_of_an_address_as_its_kind(spelled: str, kind: str):
-    from ocibridge.hubserver.upstream.addressrule import kind_of
+    from ocibridge.core.addressrule import kind_of
 
     assert kind_of(spelled) == kind
 
 
 def test_a_host_with_one_refused_address_among_public_ones_is_refused_however_it_is_spelled():
-    from ocibridge.hubserver.upstream.addressrule import AddressRule, resolved
+    from ocibridge.core.addressrule import AddressRule, resolved
 
     rule = AddressRule("http://127.0.0.1:1", kinds={"loopback"})
     rule.check("cdn.example", ["8.8.8.8", "127.0.0.1"])
@@ -345,3 +384,15 @@ def test_a_host_with_one_refused_address_among_public_ones_is_refused_however_it
     for numeric in ("2852039166", "0251.0376.0251.0376", "0xa9fea9fe"):  # 169.254.169.254, as inet_aton reads it
         with pytest.raises(AddressRefused, match="a link-local address"):
             rule.check(numeric, resolved(numeric, 80))
+
+
+
+def test_huggingface_hubs_client_raises_the_address_rules_refusal_as_serve_said_it(
+        proxy: tuple[str, Path], tmp_path: Path):
+    import huggingface_hub
+
+    with pytest.raises(huggingface_hub.errors.HfHubHTTPError) as raised:
+        huggingface_hub.hf_hub_download("evil/metahub", "w.safetensors", endpoint=proxy[0], cache_dir=tmp_path)
+    assert raised.value.response is not None and raised.value.response.status_code == 503
+    assert "169.254.169.254 resolves to 169.254.169.254, a link-local address: not connected" in str(raised.value)
+    assert not list(tmp_path.rglob("w.safetensors"))

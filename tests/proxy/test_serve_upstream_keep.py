@@ -101,7 +101,12 @@ def test_an_unread_revision_goes_and_comes_back_a_pinned_or_promoted_one_stays(t
                 path = huggingface_hub.hf_hub_download(f"acme/{name}", "model.safetensors", endpoint=proxy,
                                                        token=CLIENT_TOKEN, cache_dir=fresh)
                 assert Path(path).read_bytes() == (tmp_path / "models" / name / "model.safetensors").read_bytes()
-                return landed(registry, f"proxy/acme/{name}", commits[name])
+                found = landed(registry, f"proxy/acme/{name}", commits[name])
+                until = time.monotonic() + 60  # main's tag is moved just after the commit landed
+                while digest(registry, f"proxy/acme/{name}", "latest") != found:
+                    assert time.monotonic() < until, f"acme/{name}: main never tagged {found}"
+                    time.sleep(0.1)
+                return found
 
             pinned = read("pinned")
             api.create_tag("acme/pinned", tag="keep-me", revision=commits["pinned"])  # a person's tag

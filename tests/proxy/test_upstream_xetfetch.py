@@ -20,9 +20,9 @@ from typing import Any
 import lz4.frame
 import pytest
 
+from ocibridge.core.addressrule import AddressRefused
 from ocibridge.errors import OcibridgeError
 from ocibridge.hubserver.upstream import xetfetch
-from ocibridge.hubserver.upstream.addressrule import AddressRefused
 from ocibridge.hubserver.upstream.fileget import XetUnavailable
 from ocibridge.hubserver.upstream.session import UpstreamSession
 from ocibridge.hubserver.upstream.tee import FileCut, FileFlight

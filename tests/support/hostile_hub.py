@@ -9,7 +9,9 @@ lies the way MODE says:
 - ``many``: the tree lists 250,000 files (pages of 50,000, as the Hub pages it);
 - ``mismatch``: an LFS file whose bytes do not hash to the sha256 listed;
 - ``redirect``: ``resolve`` answers 302 to the same server under another host name
-  (``localhost`` for ``127.0.0.1``), where a token must not follow.
+  (``localhost`` for ``127.0.0.1``), where a token must not follow;
+- ``metadata``: ``resolve`` answers 302 to the cloud's metadata address (169.254.169.254), where
+  no client of ocibridge may connect.
 
 Every request is logged as one JSON line (method, host, path, whether an Authorization header
 came) to LOG_FILE, so a test sees what the client sent where.
@@ -120,6 +122,9 @@ class Handler(BaseHTTPRequestHandler):
         if self.mode == "redirect" and host.startswith("127.0.0.1"):
             port = host.rsplit(":", 1)[1]
             send(self, 302, b"", {**headers, "Location": f"http://localhost:{port}/{REPO}/resolve/{COMMIT}/{rel}"})
+            return
+        if self.mode == "metadata":
+            send(self, 302, b"", {**headers, "Location": f"http://169.254.169.254/latest/meta-data/{rel}"})
             return
         if self.mode == "mismatch" and lfs:
             data = FORGED

@@ -328,6 +328,7 @@ class ReadRoutes:
         f = found.file
 
         async def body(start: int, end: int, status: int, headers: dict[str, str]) -> Response:
+            await in_thread(f.ready)  # a fetch that failed at once: its error, before any header
             return StreamingResponse(f.read(start, end), status_code=status, headers=headers)
 
         return await self._file_answer(request, found.arriving.commit, f.size, _named(f.size, f.git_blob, f.lfs_sha256),

@@ -28,6 +28,11 @@ class ArrivingFile(Protocol):
     @property
     def git_blob(self) -> str | None: ...
 
+    def ready(self) -> None:
+        """Waits a moment at most for the first bytes (blocking); raises where the fetch failed
+        before any, so the answer is an error, not a body cut after its headers."""
+        ...
+
     def read(self, start: int, end: int) -> Iterator[bytes]:
         """Bytes ``[start, end)`` as they arrive (blocking); a failed fetch cuts the iteration."""
         ...

@@ -3,6 +3,7 @@ serve's one table (hubserver/failures.py)."""
 
 from __future__ import annotations
 
+from ocibridge.core.addressrule import AddressRefused
 from ocibridge.errors import OcibridgeError
 from ocibridge.hubserver.repo.sources import UpstreamRefused as UpstreamRefused  # where the quotas refuse too
 
@@ -15,6 +16,11 @@ class UpstreamDown(OcibridgeError):
     miss is the Hub's 503 with Retry-After."""
 
     retry_after = RETRY_AFTER
+
+
+class UpstreamAddressRefused(AddressRefused, UpstreamDown):
+    """A URL the upstream pointed at is refused by the address rule (core/addressrule.py): the
+    fetch fails as one the upstream did not answer does."""
 
 
 class UpstreamBusy(UpstreamDown):

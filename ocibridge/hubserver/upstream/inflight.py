@@ -37,6 +37,10 @@ PASSED = ("content-type", "x-repo-commit", "etag", "x-error-code", "x-error-mess
 LISTING_WAIT = 60.0
 #: seconds a read the failed fetch could not answer is told to wait
 RETRY_AFTER = 5
+#: seconds a file's read waits for its first bytes before its answer begins (below a Hub client's
+#: 10 s wait for headers): a fetch that fails at once (a redirect the address rule refuses) is then
+#: the Hub's 503 saying why, not a body cut after its headers
+FIRST_BYTES_WAIT = 5.0
 
 
 def landed(flight: Flight) -> None:
@@ -58,6 +62,15 @@ class ArrivingFile:
         self.size = flight.size
         self.lfs_sha256 = flight.expected if flight.kind == "sha256" else None
         self.git_blob = None if flight.kind == "sha256" else flight.expected
+
+    def ready(self) -> None:
+        """Waits a moment at most for the file's first bytes; :class:`UpstreamDown` (the Hub's 503,
+        saying why) where its fetch failed before any."""
+        why = self._flight.begun(FIRST_BYTES_WAIT)
+        if why is not None:
+            failed = UpstreamDown(why)
+            failed.retry_after = RETRY_AFTER
+            raise failed
 
     def read(self, start: int, end: int) -> Iterator[bytes]:
         return _cut_on_failure(self._flight.read(start, end))
@@ -150,5 +163,7 @@ def _cut_on_failure(chunks: Iterator[bytes]) -> Iterator[bytes]:
     except FileCut as e:
         import logging
 
+        from ocibridge.hubserver.accesslog import CutSaid
+
         logging.getLogger("ocibridge.hubserver").warning("upstream: a streamed file cut short: %s", e)
-        raise
+        raise CutSaid(str(e)) from None

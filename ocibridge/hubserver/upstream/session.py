@@ -12,7 +12,8 @@ Three rules hold for every request, here, once:
   port are the upstream's (:meth:`UpstreamSession.auth_for`), never to a redirect's or a page
   link's other origin;
 - **checked addresses**: a redirect's or a Xet answer's URL is connected only where its host
-  resolves to addresses of the kinds :mod:`.addressrule` allows (public, and the upstream's own);
+  resolves to addresses of the kinds :mod:`ocibridge.core.addressrule` allows (public, and the upstream's own),
+  through a proxy the environment names too (:mod:`ocibridge.core.proxiedcheck`);
 - **bounded answers**: every answer read into memory is capped after decoding (:func:`bounded_get`),
   and every JSON answer is read by :mod:`ocibridge.core.boundedjson`; one too large, nested too
   deep, or no JSON, is :class:`.errors.UpstreamDown` (the Hub's 503: the upstream did not answer
@@ -29,9 +30,10 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlsplit
 
 from ocibridge.core import boundedjson
+from ocibridge.core.addressrule import AddressRule
+from ocibridge.core.proxiedcheck import checked_client_options
 from ocibridge.hubserver.repo.reponames import API_PARTS, hub_id, type_of
-from ocibridge.hubserver.upstream.addressrule import AddressRule, checked_transport
-from ocibridge.hubserver.upstream.errors import UpstreamDown
+from ocibridge.hubserver.upstream.errors import UpstreamAddressRefused, UpstreamDown
 from ocibridge.hubserver.upstream.ratewindow import RateWindow, busy, retry_after
 
 if TYPE_CHECKING:
@@ -113,12 +115,12 @@ class UpstreamSession:
         self.url = url.rstrip("/")
         self.token = token
         self._home = origin(self.url)
-        self.rule = AddressRule(self.url, kinds)
+        self.rule = AddressRule(self.url, kinds, refusal=UpstreamAddressRefused)
         self.window = RateWindow()  # the upstream's last 429: no request to it until it closes
         #: no redirect followed: each answer is handled where it is (a CDN's URL without the token);
         #: every request, the fetches' too, waits out the upstream's window and may open it
         self.http = httpx.Client(timeout=httpx.Timeout(TIMEOUT[1], connect=TIMEOUT[0]), follow_redirects=False,
-                                 transport=checked_transport(self.rule, verify=upstream_tls()),
+                                 **checked_client_options(self.rule, verify=upstream_tls()),
                                  event_hooks={"request": [self._waited], "response": [self._limited]})
 
     def close(self) -> None:

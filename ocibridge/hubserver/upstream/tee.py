@@ -258,6 +258,13 @@ class FileFlight:
         with self._cond:
             return None if self.readers else self.last_read
 
+    def begun(self, timeout: float) -> str | None:
+        """Waits up to ``timeout`` for the file's first bytes (or its end): why its fetch failed,
+        where it failed before a reader's answer began (so it can say so before its headers)."""
+        with self._cond:
+            self._cond.wait_for(lambda: self.written > 0 or self.checked or self.error is not None, timeout)
+            return None if self.checked else self.error
+
     def wait(self, timeout: float | None = None) -> bool:
         """Whether the file checked (waiting for its end); False when it failed."""
         with self._cond:

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ocibridge.core import boundedjson
+from ocibridge.core.addressrule import AddressRefused
 from ocibridge.errors import OcibridgeError
-from ocibridge.hubserver.upstream.addressrule import AddressRefused
 from ocibridge.hubserver.upstream.errors import UpstreamDown
 from ocibridge.hubserver.upstream.fileget import XetUnavailable
 from ocibridge.hubserver.upstream.session import bounded_get, later, refused

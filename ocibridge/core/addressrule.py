@@ -6,8 +6,9 @@ upstream's own host resolves to (an upstream on loopback or a private range: tes
 mirror), never to another kind. The check is in the connection pool's network backend: the host is
 resolved once, every address it resolves to checked, and the socket connected to a checked address
 (a name that changes its answer between check and connect gains nothing). TLS still verifies the
-name asked for. A URL sent through an HTTP proxy from the environment connects to the proxy: the
-proxy's own rules apply there."""
+name asked for. Through an HTTP proxy the environment names, the proxy is the operator's and
+trusted as it is; the host each request names is checked before the proxy is asked
+(:mod:`.proxiedcheck`). serve's upstream session and a mirror's ``hf://`` client obey one rule."""
 
 from __future__ import annotations
 
@@ -16,24 +17,23 @@ import logging
 import socket
 import threading
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from ocibridge.hubserver.upstream.errors import UpstreamDown
+from ocibridge.errors import OcibridgeError
 
 if TYPE_CHECKING:
     import httpcore
-    import httpx
 
-log = logging.getLogger("ocibridge.hubserver")
+log = logging.getLogger("ocibridge.addresses")
 PUBLIC = "public"
 #: each kind of address but public, tested in this order (a loopback address is private to Python too)
 _KINDS = (("loopback", "is_loopback"), ("link-local", "is_link_local"), ("unspecified", "is_unspecified"),
           ("multicast", "is_multicast"), ("private", "is_private"), ("reserved", "is_reserved"))
 
 
-class AddressRefused(UpstreamDown):
-    """A URL the upstream pointed at resolves to an address of a kind serve does not connect to."""
+class AddressRefused(OcibridgeError):
+    """A URL the upstream pointed at resolves to an address of a kind not connected to."""
 
 
 def kind_of(text: str) -> str:
@@ -48,23 +48,29 @@ def kind_of(text: str) -> str:
     return PUBLIC if address.is_global else "reserved"
 
 
-def resolved(host: str, port: int) -> list[str]:
-    """Every address ``host`` resolves to (once), in the resolver's order."""
-    import httpcore
+def resolved(host: str, port: int, failed: type[Exception] | None = None) -> list[str]:
+    """Every address ``host`` resolves to (once), in the resolver's order; ``failed``: the error
+    a name that does not resolve raises (httpcore's ``ConnectError`` unless said)."""
+    if failed is None:
+        import httpcore
 
+        failed = httpcore.ConnectError
     try:
         found = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except (OSError, UnicodeError) as e:
-        raise httpcore.ConnectError(f"{host}: {e}") from None
+        raise failed(f"{host}: {e}") from None
     return list(dict.fromkeys(str(info[4][0]) for info in found))
 
 
 class AddressRule:
-    """The kinds of address serve connects to for the upstream at ``url``: public, and those of its
-    own host (resolved at the first connection); ``kinds``: fixed instead (a test's upstream)."""
+    """The kinds of address connected to for the upstream at ``url``: public, and those of its
+    own host (resolved at the first connection); ``kinds``: fixed instead (a test's upstream);
+    ``refusal``: the error a refusal raises; ``role``: what ``url`` is called in it; ``logged``: each
+    refusal logged too (serve's log; a mirror says it in its summary line only)."""
 
-    def __init__(self, url: str, kinds: Iterable[str] | None = None):
-        self.url = url
+    def __init__(self, url: str, kinds: Iterable[str] | None = None, *,
+                 refusal: type[AddressRefused] = AddressRefused, role: str = "upstream", logged: bool = True):
+        self.url, self.refusal, self.role, self.logged = url, refusal, role, logged
         self._kinds = frozenset(kinds) | {PUBLIC} if kinds is not None else None
         self._lock = threading.Lock()
 
@@ -82,32 +88,35 @@ class AddressRule:
         for address in addresses:
             kind = kind_of(address)
             if kind not in allowed:
-                log.warning("upstream: not connected to %s: it resolves to %s, a %s address (the upstream %s "
-                            "is %s)", host, address, kind, self.url, " or ".join(sorted(allowed)))
-                raise AddressRefused(f"{host} resolves to {address}, a {kind} address: not connected (a URL the "
-                                     f"upstream {self.url} pointed at; it may point at "
-                                     f"{' or '.join(sorted(allowed))} addresses only)")
+                if self.logged:
+                    log.warning("%s: not connected to %s: it resolves to %s, a %s address (the address rule: the %s "
+                                "%s is %s)", self.role, host, address, kind, self.role, self.url,
+                                " or ".join(sorted(allowed)))
+                raise self.refusal(f"{host} resolves to {address}, a {kind} address: not connected (the address "
+                                   f"rule: a URL the {self.role} {self.url} pointed at; it may point at "
+                                   f"{' or '.join(sorted(allowed))} addresses only)")
 
 
 class CheckedBackend:
     """httpcore's network backend with :class:`AddressRule` before each TCP connection: the socket
     is connected to an address the rule checked, never to the name resolved again."""
 
-    def __init__(self, inner: httpcore.NetworkBackend, rule: AddressRule):
+    def __init__(self, inner: httpcore.NetworkBackend, rule: AddressRule, core: Any = None):
         self.inner, self.rule = inner, rule
+        if core is None:  # the httpcore the pool is of (httpcore2 under huggingface_hub's httpx2)
+            import httpcore as core
+        self.core = core
 
     def connect_tcp(self, host: str, port: int, timeout: float | None = None, local_address: str | None = None,
                     socket_options: Iterable[Any] | None = None) -> httpcore.NetworkStream:
-        import httpcore
-
-        addresses = resolved(host, port)
+        addresses = resolved(host, port, self.core.ConnectError)
         self.rule.check(host, addresses)
-        failed: Exception = httpcore.ConnectError(f"{host}: no address")
+        failed: Exception = self.core.ConnectError(f"{host}: no address")
         for address in addresses:
             try:
                 return self.inner.connect_tcp(address, port, timeout=timeout, local_address=local_address,
                                               socket_options=socket_options)
-            except (httpcore.ConnectError, httpcore.ConnectTimeout) as e:
+            except (self.core.ConnectError, self.core.ConnectTimeout) as e:
                 failed = e
         raise failed
 
@@ -117,15 +126,3 @@ class CheckedBackend:
 
     def sleep(self, seconds: float) -> None:
         self.inner.sleep(seconds)
-
-
-def checked_transport(rule: AddressRule, **options: Any) -> httpx.HTTPTransport:
-    """httpx's transport (``options``: its own), its pool connecting through :class:`CheckedBackend`."""
-    import httpx
-
-    from ocibridge.core.httpx_wall import wrap_backend
-
-    transport = httpx.HTTPTransport(**options)  # (an explicit proxy's is none: none is asked for here)
-    # its protocol's methods, not its class (httpcore is imported when a session is made)
-    wrap_backend(transport, lambda inner: cast("httpcore.NetworkBackend", CheckedBackend(inner, rule)))
-    return transport

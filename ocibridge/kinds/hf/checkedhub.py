@@ -1,0 +1,88 @@
+"""huggingface_hub's client under the address rule (core/addressrule.py) while a mirror reads an
+``hf://`` source: a redirect or a Xet answer of the endpoint is connected to only where it resolves
+to a public address or one of the endpoint's own kind, as serve's ``--upstream`` is.
+
+huggingface_hub sends through one client it makes with the factory ``set_client_factory`` sets
+(its ``HfApi`` calls, ``hf_hub_download`` and its redirects): for the entry's run that factory makes
+its usual client over checked transports, and huggingface_hub's own is put back after. Xet's CAS
+URL, named in the endpoint's answers, is checked before huggingface_hub hands it to hf_xet; the
+fetch URLs hf_xet reads from the CAS are its own (``HF_HUB_DISABLE_XET=1`` keeps every
+connection under the rule)."""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import threading
+from collections.abc import Iterator
+from typing import Any
+from urllib.parse import urlsplit
+
+from ocibridge.core.addressrule import AddressRule, resolved
+from ocibridge.core.proxiedcheck import PORTS, checked_client_options, proxy_resolves
+from ocibridge.errors import OcibridgeError
+
+#: one entry's rule at a time (entries run one after another)
+_LOCK = threading.Lock()
+#: the headers and JSON keys that name a Xet CAS URL in a Hub's answers
+CAS_HEADER, CAS_KEY = "x-xet-cas-url", "casUrl"
+
+
+def cas_checked(rule: AddressRule) -> Any:
+    """A response hook: the CAS URL an answer names, checked before anyone connects to it."""
+
+    def hook(answer: Any) -> None:
+        cas = answer.headers.get(CAS_HEADER)
+        if cas is None and "xet-read-token" in answer.url.path and answer.status_code == 200:
+            answer.read()
+            with contextlib.suppress(ValueError, AttributeError):
+                cas = answer.json().get(CAS_KEY)
+        if isinstance(cas, str):
+            parts = urlsplit(cas)
+            if parts.hostname:
+                host, port = parts.hostname, parts.port or PORTS.get(parts.scheme, 443)
+                try:
+                    addresses = resolved(host, port, OSError)
+                except OSError:
+                    if proxy_resolves():
+                        return
+                    raise rule.refusal(f"{host} (a Xet CAS URL the endpoint {rule.url} named) does not resolve "
+                                       "here, so the address rule cannot check it: not connected") from None
+                rule.check(host, addresses)
+
+    return hook
+
+
+@contextlib.contextmanager
+def checked_hub(endpoint: str) -> Iterator[None]:
+    """huggingface_hub's client under the rule of ``endpoint`` (the kinds of its own host) while
+    inside; its default client after."""
+    from ocibridge.kinds.hf.commitdownload import hub
+
+    hub()  # its one line when huggingface_hub is missing
+    try:  # huggingface_hub < 1.0 sends with requests: no client the rule can check
+        from huggingface_hub import set_client_factory
+        from huggingface_hub.utils._http import default_client_factory
+    except ImportError:
+        raise OcibridgeError("hf:// sources need huggingface_hub >= 1.0 (pip install -U huggingface_hub): "
+                             "its client is what the address rule checks") from None
+
+    rule = AddressRule(endpoint, role="endpoint", logged=False)  # said in the summary's line
+    usual = default_client_factory()
+    flavour = importlib.import_module(type(usual).__module__.split(".")[0])  # httpx, or httpx2
+    core = importlib.import_module(flavour.__name__.replace("httpx", "httpcore"))
+    hooks = {"request": list(usual.event_hooks["request"]),
+             "response": [*usual.event_hooks["response"], cas_checked(rule)]}
+    follow, timeout = usual.follow_redirects, usual.timeout
+    usual.close()
+
+    def factory() -> Any:
+        return flavour.Client(event_hooks=hooks, follow_redirects=follow, timeout=timeout,
+                              **checked_client_options(rule, flavour, core))
+
+    with _LOCK:
+        set_client_factory(factory)
+        try:
+            yield
+        finally:
+            set_client_factory(default_client_factory)
