@@ -28,11 +28,11 @@ class _ReadOnce(io.RawIOBase):
     def readable(self) -> bool:
         return True
 
-    def readinto(self, buffer) -> int:  # type: ignore[no-untyped-def]
+    def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
         return self._raw.readinto(buffer)
 
 
-def _pushed(fault_proxy, registry, reader_of) -> list:  # type: ignore[no-untyped-def]
+def _pushed(fault_proxy, registry, reader_of) -> list:
     data = os.urandom(SIZE)
     desc = Descriptor.for_bytes(OCI_LAYER_TAR, data)
     repo = f"readonce/{uuid.uuid4().hex[:8]}"
