@@ -10,7 +10,7 @@ Run it from a directory that holds no ``ocibridge`` package (``python -m`` puts 
 directory first on ``sys.path``, before ``PYTHONPATH``, which is how each serve is given its
 checkout; ``PYTHONPATH`` here finds this ``bench``). Each line: ``upload_folder`` over Xet (hf_xet,
 huggingface_hub's default; ``--lfs``: over LFS) through
-that serve, its wall time and serve's CPU seconds and peak RSS; then ``ocibridge push`` of the
+that serve, its wall time, serve's and the registry's CPU seconds and serve's peak RSS; then ``ocibridge push`` of the
 same directory for the ratio.
 """
 
@@ -37,7 +37,7 @@ def main() -> None:
     args = p.parse_args()
     if (Path.cwd() / "ocibridge").is_dir():
         sys.exit("bench.publish_pair: run it from a directory without an ocibridge package (see --help)")
-    rows: dict[Path, list[tuple[float, float, float]]] = {c: [] for c in args.checkouts}
+    rows: dict[Path, list[tuple[float, float, float, float]]] = {c: [] for c in args.checkouts}
     pushes: list[float] = []
     with tempfile.TemporaryDirectory(prefix="bench-pair-") as tmp:
         work = Path(tmp)
@@ -58,23 +58,26 @@ def main() -> None:
                                    "HF_HOME": str(work / f"hf-{n}-{k}")}
                             if args.lfs:
                                 env["HF_HUB_DISABLE_XET"] = "1"
-                            s0 = cpu_of(proc.pid)
+                            s0, r0 = cpu_of(proc.pid), reg.cpu_seconds()
                             sample = run_measured([sys.executable, "-c", publish.UPLOAD, f"acme/p{n}-{k}", str(model)],
                                                   env=env)
                             rows[checkout].append((sample.seconds, cpu_of(proc.pid) - s0,
-                                                   publish.peak_rss_mib(proc.pid)))
+                                                   publish.peak_rss_mib(proc.pid), reg.cpu_seconds() - r0))
                     finally:
                         publish.base_env = base_env
-                    wall, cpu, rss = rows[checkout][-1]
-                    print(f"{checkout}: wall {wall:.2f} s, serve CPU {cpu:.2f} s, serve peak RSS {rss:.0f} MiB",
-                          flush=True)
+                    wall, cpu, rss, registry = rows[checkout][-1]
+                    print(f"{checkout}: wall {wall:.2f} s, serve CPU {cpu:.2f} s, registry CPU {registry:.2f} s, "
+                          f"serve peak RSS {rss:.0f} MiB", flush=True)
     push = statistics.median(pushes)
-    print(f"| checkout | wall median s | ÷ push ({push:.2f} s) | serve CPU median s | serve peak RSS MiB |")
-    print("|---|---|---|---|---|")
+    print(f"| checkout | wall median s | ÷ push ({push:.2f} s) | serve CPU median s | registry CPU median s "
+          "| serve peak RSS MiB |")
+    print("|---|---|---|---|---|---|")
     for checkout, samples in rows.items():
         wall = statistics.median(s[0] for s in samples)
         cpu = statistics.median(s[1] for s in samples)
-        print(f"| {checkout} | {wall:.2f} | {wall / push:.2f}× | {cpu:.2f} | {max(s[2] for s in samples):.0f} |")
+        registry = statistics.median(s[3] for s in samples)
+        print(f"| {checkout} | {wall:.2f} | {wall / push:.2f}× | {cpu:.2f} | {registry:.2f} "
+              f"| {max(s[2] for s in samples):.0f} |")
 
 
 if __name__ == "__main__":

@@ -281,7 +281,7 @@ class RegistryStore(ClosesOnExit):
     def push_blob(self, desc: Descriptor, reader: BinaryIO, *, reopen: Reopen | None = None) -> None:
         """Upload unless present. ``reopen`` (or a seekable reader) lets an interrupted upload
         restart or resume; ``chunk_size`` (store option) selects PATCH uploads."""
-        from ocibridge.stores.registry.upload import RESUMABLE_MIN, BlobUpload
+        from ocibridge.stores.registry.upload import BlobUpload, resumable
         from ocibridge.stores.registry.uploadstate import UploadState
 
         if desc.digest in self._missing:
@@ -289,7 +289,7 @@ class RegistryStore(ClosesOnExit):
         elif self.exists(desc):
             self.stats.add(blobs_skipped=1)
             return
-        chunked, state = desc.size >= RESUMABLE_MIN, None
+        chunked, state = resumable(desc.size, reader, reopen), None
         if chunked:  # chunks, and the session kept for a later run
             state = UploadState.open(self.client.base, self.repository, f"digest:{desc.digest}")
         session = self._mounts.session_for(desc.digest)

@@ -18,6 +18,7 @@ import httpx
 
 from ocibridge.core import interrupt, notices
 from ocibridge.core.httpheaders import header_int
+from ocibridge.core.streams import can_seek
 from ocibridge.core.terminal import human_size
 from ocibridge.errors import DigestMismatch, OcibridgeError, RegistryError
 from ocibridge.oci.models import Descriptor
@@ -41,6 +42,14 @@ SMALL_BODY = 256 * 1024
 #: chunk in flight (when the registry keeps the session; see docs/transfers.md). Smaller
 #: blobs keep the fewer requests of one streamed body.
 RESUMABLE_MIN = 64 * 1024 * 1024
+
+
+def resumable(size: int, reader: BinaryIO, reopen: Reopen | None) -> bool:
+    """Whether an upload goes as chunks kept for a later run: a large one whose source can be
+    read again. One read once (a relay's, as it arrives) goes as one PUT, unless the registry
+    caps bodies: chunks would buy a resume it cannot make, and cost the registry a session
+    reopened per chunk and the sender a copy of each piece into the chunked framing."""
+    return size >= RESUMABLE_MIN and (reopen is not None or can_seek(reader))
 
 def push_scopes(repository: str) -> tuple[str, ...]:
     return (f"repository:{repository}:pull,push",)
