@@ -67,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rows", nargs="+", choices=sorted(ROWS), default=["push", "pull"],
                    help="which rows (default: push pull)")
     p.add_argument("--baseline", default=None,
-                   help="another checkout whose load_tensors runs in the load row's rounds too")
+                   help="another checkout measured in each row's rounds too (its push, pull, load_tensors)")
     p.add_argument("--inside", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if not args.inside:
@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     _shape(args.rate)
     for row in args.rows:
         module, row_args = ROWS[row](args.repeat, args.size_mib)
-        if row == "load" and args.baseline:
+        if args.baseline:
             row_args += ["--baseline", args.baseline]
         done = subprocess.run([sys.executable, "-m", module, *row_args], cwd=REPO_ROOT, check=False)
         if done.returncode:

@@ -24,9 +24,6 @@ from ocibridge.api.copy import pinned, wire_counts
 from ocibridge.api.opening import open_at, open_read, refuse_bookkeeping, registry_options
 from ocibridge.api.options import AttestOptions, PushOptions, SignOptions, push_options
 from ocibridge.api.options import TransferOptions as TransferOptions  # public here too (docs/api.md)
-from ocibridge.api.pull_ops import PullDestination as PullDestination  # pull's home: api.pull_ops
-from ocibridge.api.pull_ops import pull as pull
-from ocibridge.api.pull_ops import pull_destination as pull_destination
 from ocibridge.api.scan_ops import attach_after_push, scan_before_push
 from ocibridge.errors import UsageError
 from ocibridge.kinds import dispatch
@@ -43,14 +40,20 @@ if TYPE_CHECKING:
     from ocibridge.api.auth import login as login  # public here too (its home: api.auth)
     from ocibridge.api.auth import logout as logout
     from ocibridge.api.cache_ops import path as path  # public here too: ocibridge.path
+    from ocibridge.api.pull_ops import PullDestination as PullDestination  # pull's home: api.pull_ops
+    from ocibridge.api.pull_ops import pull as pull
+    from ocibridge.api.pull_ops import pull_destination as pull_destination
     from ocibridge.kinds.source import SourceFormat
     from ocibridge.model.package import ModelPackage
     from ocibridge.oci.mediatypes import Kind
 
 
 #: names public here too, loaded on first use: a pull needs neither login's modules (the
-#: results of every other call) nor the model cache's (the Hugging Face cache's reader)
-_ELSEWHERE = {"login": "ocibridge.api.auth", "logout": "ocibridge.api.auth", "path": "ocibridge.api.cache_ops"}
+#: results of every other call) nor the model cache's (the Hugging Face cache's reader), and a
+#: push not pull's (its policy check, its cache of pulled files): imports precede a push's first byte
+_ELSEWHERE = {"login": "ocibridge.api.auth", "logout": "ocibridge.api.auth", "path": "ocibridge.api.cache_ops",
+              "pull": "ocibridge.api.pull_ops", "pull_destination": "ocibridge.api.pull_ops",
+              "PullDestination": "ocibridge.api.pull_ops"}
 
 
 def __getattr__(name: str) -> Any:

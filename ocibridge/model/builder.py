@@ -25,10 +25,10 @@ from typing import BinaryIO
 from ocibridge.chunks import chunkcache
 from ocibridge.chunks.chunking import ChunkingReader, ChunkPolicy, chunk_table
 from ocibridge.chunks.chunktable import ChunkTable, LayerChunks, binding_annotations
+from ocibridge.core.preload import preload
 from ocibridge.core.streams import IterReader
 from ocibridge.errors import DigestMismatch, NotFound, SourceError
 from ocibridge.model import digestcache
-from ocibridge.model.config import parse_config
 from ocibridge.model.package import ModelFile, ModelPackage, env_epoch
 from ocibridge.model.packing import compress, file_chunks, tar_chunks
 from ocibridge.model.paths import ArtifactPaths
@@ -45,6 +45,8 @@ from ocibridge.transfer.progress_events import file_key, layer_key
 AUTO_GROUP_THRESHOLD = 64
 EPOCH_ZERO = "1970-01-01T00:00:00Z"
 ARTIFACT_TAG = "artifact"
+#: the config model (pydantic: much of a push's start-up), loaded while pending files are sent
+CONFIG_MODULE = "ocibridge.model.config"
 
 
 @dataclass(frozen=True)
@@ -304,6 +306,8 @@ class PlannedArtifact:
     def pending_blobs(self) -> list[PendingBlob]:
         files = [layer.files[0] for layer in plan_layers(self.package, self.options)
                  if layer.variant is Variant.RAW and (layer.files[0].digest is None or self._unchunked(layer.files[0]))]
+        if files:  # the config is built once they are settled: its model loads while they go out
+            preload(CONFIG_MODULE)
         return [PendingBlob(file_key(f.path, f.size), self._opener(f), functools.partial(self._settle, f),
                             f.source_path, _vouched(f)) for f in files]
 
@@ -420,6 +424,7 @@ def build(package: ModelPackage, options: BuildOptions | None = None,
     descriptor = dict(package.descriptor)
     if options.created_at:
         descriptor["createdAt"] = options.created_at
+    from ocibridge.model.config import parse_config  # pydantic: see CONFIG_MODULE
     config = parse_config(
         {
             "descriptor": descriptor,

@@ -213,3 +213,32 @@ def test_load_tensors_without_keys_or_policy_file_loads_no_policy_code(registry,
     done = subprocess.run([sys.executable, "-c", probe], cwd=REPO_ROOT, env={**env, "OCIBRIDGE_POLICY": str(rejecting)},
                           capture_output=True, text=True)
     assert done.returncode == 1 and "SignatureError" in done.stderr and "refused" in done.stderr, done.stderr
+
+
+PUSH_PROBE = """
+import sys, threading
+import ocibridge.api.model_ops, ocibridge.cli.transfer, ocibridge.model.builder, ocibridge.model.deliver
+import ocibridge.stores.registry.store, ocibridge.stores.registry.streamupload
+from ocibridge.kinds.directory.source import read_directory
+from ocibridge.model.builder import PlannedArtifact
+before = sorted(m for m in ("pydantic", "ocibridge.model.config", "ocibridge.api.pull_ops") if m in sys.modules)
+artifact = PlannedArtifact(read_directory({root!r}))
+pending = artifact.pending_blobs()
+for thread in threading.enumerate():
+    if thread.name == "preload":
+        thread.join()
+after = "ocibridge.model.config" in sys.modules
+print(f"BEFORE:{{','.join(before)}} PENDING:{{len(pending)}} LOADED:{{after}}", file=sys.stderr)
+"""
+
+
+def test_a_push_sends_its_new_files_before_the_config_model_is_needed(tmp_path):
+    """A push's modules load without pydantic's config model nor pull's (their import came
+    before a push's first byte); the config model loads in a thread once the files to be sent
+    while hashed are asked for, since the config that names their digests is built after them."""
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / "w.bin").write_bytes(b"weights" * 100)
+    done = subprocess.run([sys.executable, "-c", PUSH_PROBE.format(root=str(tmp_path / "m"))], cwd=REPO_ROOT,
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.strip().splitlines()[-1] == "BEFORE: PENDING:1 LOADED:True", done.stderr
