@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from ocibridge.hubserver.repo.resolved import Resolved
     from ocibridge.hubserver.repo.sources import Source
 
+
 class ArrivingFile(Protocol):
     """One file of an arriving revision: what names it (an LFS file's SHA-256, or a file in git's
     blob id) and its bytes as they arrive."""

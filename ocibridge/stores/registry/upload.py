@@ -46,10 +46,12 @@ RESUMABLE_MIN = 64 * 1024 * 1024
 
 def resumable(size: int, reader: BinaryIO, reopen: Reopen | None) -> bool:
     """Whether an upload goes as chunks kept for a later run: a large one whose source can be
-    read again. One read once (a relay's, as it arrives) goes as one PUT, unless the registry
-    caps bodies: chunks would buy a resume it cannot make, and cost the registry a session
-    reopened per chunk and the sender a copy of each piece into the chunked framing."""
+    read again. One read once (a relay's, as it arrives) goes as one PUT: chunks would buy a
+    resume it cannot make, and cost the registry a session reopened per chunk and the sender a
+    copy of each piece into the chunked framing. (A registry known to cap bodies gets chunks under
+    its cap all the same: :class:`BlobUpload`'s host policy.)"""
     return size >= RESUMABLE_MIN and (reopen is not None or can_seek(reader))
+
 
 def push_scopes(repository: str) -> tuple[str, ...]:
     return (f"repository:{repository}:pull,push",)
