@@ -27,7 +27,7 @@ from ocibridge.api.copy import TransferOptions
 from ocibridge.api.opening import locate_destination, open_at, open_checked
 from ocibridge.core import boundedjson
 from ocibridge.core.asdict import FieldsAsDict
-from ocibridge.core.fsutil import refuse_special_target, write_sliced
+from ocibridge.core.fsutil import check_output_file, write_sliced
 from ocibridge.core.textlists import one_or_many
 from ocibridge.errors import OcibridgeError, UsageError
 from ocibridge.layers.tarwalk import tar_members
@@ -115,7 +115,7 @@ def save(refs: str | Sequence[str], output: str | os.PathLike[str], *, transfer:
     out = Path(output)
     if out.is_dir():
         raise UsageError(f"{out} is a directory; a bundle is one file (e.g. models.tar)")
-    refuse_special_target(out)
+    check_output_file(out)
     entries: list[BundleEntry] = []
     signatures = 0
     if not out.parent.is_dir():

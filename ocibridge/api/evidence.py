@@ -184,9 +184,10 @@ def prepare(options: AttestOptions, dest: Locator | None) -> PreparedEvidence:
         _library()
     key = None
     if options.key is not None:
-        from ocibridge.signing import keys
+        from ocibridge.signing import ATTEST_PASSWORD_ENV, keys
 
-        key = keys.load_private_key(options.key, _secret(options.password))
+        key = keys.load_private_key(options.key, _secret(options.password), password_env=ATTEST_PASSWORD_ENV,
+                                    flag="--attest-key")
     return PreparedEvidence(options, key)
 
 

@@ -331,16 +331,17 @@ def _serve_upstream(options: K8sServeOptions) -> ServeUpstream | None:
     """serve's ``--upstream`` flags for the pods, checked as serve checks them; None without ``upstream``."""
     from ocibridge.hubserver.server import parse_public_url
     from ocibridge.k8s.serve import ServeUpstream
+    from ocibridge.k8s.sharedbudget import ACCEPT_FLAG
 
+    others = [flag for flag, given in (("--upstream-token-secret", options.upstream_token_secret),
+                                       (ACCEPT_FLAG, options.anonymous_shared_budget)) if given]
     if not options.upstream_wanted(options.upstream, tokens=bool(options.token_secret), token_flag="--token-secret",
-                                   others_given=["--upstream-token-secret"] if options.upstream_token_secret else [],
-                                   fresh=options.upstream_fresh):
+                                   others_given=others, fresh=options.upstream_fresh):
         return None
     url = parse_public_url(options.upstream, "--upstream")
     assert url is not None
-    return ServeUpstream(url, options.upstream_token_secret,
-                         options.upstream_fresh,
-                         options.upstream_policy_flags())
+    return ServeUpstream(url, options.upstream_token_secret, options.upstream_fresh, options.upstream_policy_flags(),
+                         options.anonymous_shared_budget)
 
 
 def k8s_serve(

@@ -123,6 +123,9 @@ class K8sServeOptions(UpstreamPolicyOptions):
     upstream: str | None = None  # serve --upstream: a proxy of this Hub API (docs/serve.md)
     upstream_token_secret: str | None = None  # a Secret whose key 'token' is the token sent to it
     upstream_fresh: float | None = None  # --upstream-fresh (None: serve's default)
+    # with upstream and no token_secret: the anonymous clients arriving from one address share one per-client
+    # budget, accepted (no warning; with token_secret a usage error)
+    anonymous_shared_budget: bool = False
     quotas: str | None = None  # serve --quotas: a TOML file here, read now and carried to the pods in a ConfigMap
     scan: str = "off"  # serve --scan: refuse | quarantine | off
     scan_verify_keys: Sequence[str] = ()  # serve --scan-verify-key: public keys here, carried in a ConfigMap

@@ -169,8 +169,8 @@ def _call_transport(rate: int | None, user_agent: str | None, shard: Shard | Non
 def check_report_place(path: str) -> None:
     """Refuse a ``--report`` path before the work, not after it: its directory must exist, and a
     device or pipe there would be replaced by the staged report, not written to."""
-    from ocibridge.core.fsutil import refuse_special_target
+    from ocibridge.core.fsutil import check_output_file
 
     if not Path(path).resolve().parent.is_dir():
         raise UsageError(f"--report {path}: no such directory")
-    refuse_special_target(path)
+    check_output_file(path)

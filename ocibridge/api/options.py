@@ -141,7 +141,9 @@ class AttestOptions:
     sbom_time: str | None = None
     provenance_time: str | None = None
     parameters: Mapping[str, Any] = field(default_factory=dict)
-    password: str | bytes | None = None  # the key file's (None: $COSIGN_PASSWORD, as cosign reads it)
+    #: the key file's (None: $OCIBRIDGE_ATTEST_PASSWORD, else $COSIGN_PASSWORD, so that the two keys of
+    #: a push or a serve may have two passwords)
+    password: str | bytes | None = None
 
     @property
     def wanted(self) -> bool:

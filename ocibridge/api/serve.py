@@ -158,7 +158,8 @@ def _load_builder() -> None:
 
 def _evidence(sign: SignOptions | None, attest: AttestOptions | None, scan: str = "off") -> Evidence | None:
     """``sign`` and ``attest`` checked and their keys loaded (``$COSIGN_PASSWORD`` for an
-    encrypted one, as push reads it), and ``scan``'s library looked for, before serve starts;
+    encrypted one, ``$OCIBRIDGE_ATTEST_PASSWORD`` first for the attestation key, as push reads
+    them), and ``scan``'s library looked for, before serve starts;
     None: commits carry no evidence and are not scanned."""
     if scan not in ("refuse", "quarantine", "off"):
         raise UsageError(f"--scan {scan}: one of refuse, quarantine, off")
@@ -177,7 +178,7 @@ def _evidence(sign: SignOptions | None, attest: AttestOptions | None, scan: str 
     if sign is not None:
         password = sign.password.encode() if isinstance(sign.password, str) else sign.password
         found.update(forms=sign_forms(sign.forms), identity=sign.identity, claims=dict(sign.claims),
-                     sign_key=keys.load_private_key(sign.key, password))
+                     sign_key=keys.load_private_key(sign.key, password, flag="--sign-key"))
     if attest is not None and attest.wanted:
         prepared = prepare(attest, None)  # the BOM's library looked for, the attestation key loaded
         found.update(sbom=attest.sbom, provenance=attest.provenance, attest_key=prepared.key,

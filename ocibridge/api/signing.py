@@ -301,7 +301,7 @@ def keygen(prefix: str | os.PathLike[str] = "cosign", *, password: str | bytes |
     P-256), written as ``openssl genpkey`` writes one, PEM PKCS#8 encrypted with the password
     (none when it is empty), so that ``model_signing sign key --private_key PREFIX.key
     --password …`` signs with it too: it reads no cosign key file."""
-    from ocibridge.core.fsutil import atomic_writer
+    from ocibridge.core.fsutil import atomic_writer, check_output_file
     from ocibridge.signing import keys
 
     if curve not in keys.KEYGEN_CURVES:
@@ -320,6 +320,8 @@ def keygen(prefix: str | os.PathLike[str] = "cosign", *, password: str | bytes |
                          "pass --overwrite (or --force) to replace them")
     if not private.parent.is_dir():  # as cosign: no directory is made for the keys
         raise UsageError(f"{private.parent}: no such directory for the key pair")
+    for path in (private, public):  # even with --overwrite: a read-only key stays
+        check_output_file(path)
     key = keys.generate_private_key(curve)
     # before any file: a missing PyNaCl leaves none
     sealed = keys.encrypt_cosign_key(key, secret) if curve == "p256" else keys.pkcs8_pem(key, secret)

@@ -297,6 +297,10 @@ def warm_load(reference: str | Locator, dest: str | os.PathLike[str] | None = No
         raise UsageError("warm load needs a directory to restore into, or --torch")
     if not torch and dest is not None and not os.fspath(dest).strip():  # not the working directory
         raise UsageError("an empty directory to restore into (an unset shell variable?): name one")
+    if torch and dest is not None:
+        from ocibridge.core.fsutil import check_output_file
+
+        check_output_file(dest)  # before anything is fetched
     form = "torch" if torch else "dir"
     located, store, subject, config = _model(reference, transfer)
     name = _named(located)

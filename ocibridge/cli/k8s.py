@@ -186,6 +186,7 @@ def cmd_k8s_serve(args: argparse.Namespace) -> int:
         storage_class=args.storage_class, token_secret=args.token_secret, default_tag=args.default_tag,
         public_url=args.public_url, cpu=args.cpu, memory=args.memory, upstream=args.upstream,
         upstream_token_secret=args.upstream_token_secret, upstream_fresh=args.upstream_fresh, quotas=args.quotas,
+        anonymous_shared_budget=args.upstream_anonymous_shared_budget,
         scan=args.scan, scan_verify_keys=tuple(args.scan_verify_key), sign_key=args.sign_key,
         sign_key_secret=args.sign_key_secret, sign_form=args.sign_form, sbom=args.sbom, provenance=args.provenance,
         attest_key=args.attest_key, attest_key_secret=args.attest_key_secret, verify_keys=tuple(args.verify_key),
@@ -428,6 +429,9 @@ def _register_serve(ksub: Any) -> None:
                    help="a Secret whose key 'token' is the token sent to the upstream (mounted as "
                         "--upstream-token-file; never in the args)")
     g.add_argument("--upstream-fresh", type=float, metavar="SECONDS", help="serve --upstream-fresh")
+    g.add_argument("--upstream-anonymous-shared-budget", action="store_true",
+                   help="without --token-secret: accept that anonymous clients arriving from one address (an "
+                        "Ingress', a node's) share one per-client budget, and print no warning of it")
     add_upstream_policy_flags(g)
     g = _pod_registry_access(p, "pods")
     g.add_argument("--ca-file", metavar="PEM", help="CA of the registries: read here, put in a ConfigMap mounted "

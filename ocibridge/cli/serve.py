@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 from typing import TYPE_CHECKING
 
 from ocibridge.cli.common import CommandAdder, add_transfer_flags, emit, transfer_options
@@ -18,9 +19,11 @@ from ocibridge.errors import UsageError
 if TYPE_CHECKING:
     from ocibridge.api import options as api_options
     from ocibridge.api import serve as api_serve
+    from ocibridge.api import signing as signing_api
 else:  # loaded when the command runs: --help loads none of serve
     api_serve = LazyModule("ocibridge.api.serve")
     api_options = LazyModule("ocibridge.api.options")
+    signing_api = LazyModule("ocibridge.api.signing")
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -107,8 +110,8 @@ def _sign_options(args: argparse.Namespace) -> api_options.SignOptions | None:
 def _attest_options(args: argparse.Namespace) -> api_options.AttestOptions | None:
     """``--sbom``/``--provenance`` of every commit, signed with --attest-key, else --sign-key."""
     attest = attest_options(args, "serve")
-    if attest is not None and attest.key is None and args.sign_key is not None:
-        attest = dataclasses.replace(attest, key=args.sign_key)
+    if attest is not None and attest.key is None and args.sign_key is not None:  # and the signing key's password
+        attest = dataclasses.replace(attest, key=args.sign_key, password=os.environ.get(signing_api.PASSWORD_ENV, ""))
     return attest
 
 

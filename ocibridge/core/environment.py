@@ -59,6 +59,9 @@ SERVE_UPSTREAM_TOKEN = "OCIBRIDGE_UPSTREAM_TOKEN"
 PROXY_RESOLVES = "OCIBRIDGE_PROXY_RESOLVES"
 #: the largest compile cache ``warm load`` fetches, in bytes (warm/restore.py)
 MAX_WARM_CACHE = "OCIBRIDGE_MAX_WARM_CACHE"
+#: the password of the key ``--attest-key`` (a mirror job's ``attest_key``) names, so that it may differ
+#: from the other key's in ``$COSIGN_PASSWORD`` (signing/__init__.py)
+ATTEST_PASSWORD = "OCIBRIDGE_ATTEST_PASSWORD"
 
 #: Every variable and its default (the numbers themselves live beside the code they bound).
 VARIABLES = (
@@ -90,6 +93,7 @@ VARIABLES = (
     Variable(SERVE_UPSTREAM_TOKEN, "unset: no token sent to the upstream"),
     Variable(PROXY_RESOLVES, "off: a name this machine cannot resolve is not asked through the proxy"),
     Variable(MAX_WARM_CACHE, "68719476736 (64 GiB)"),
+    Variable(ATTEST_PASSWORD, "unset: $COSIGN_PASSWORD"),
 )
 
 

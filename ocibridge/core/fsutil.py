@@ -6,6 +6,7 @@ import contextlib
 import fcntl
 import os
 import posixpath
+import stat
 import tempfile
 import threading
 from collections.abc import Iterator, Sequence
@@ -54,6 +55,31 @@ def refuse_special_target(final: str | os.PathLike[str]) -> None:
     written to (for root, /dev/null itself), so it is refused before anything is written."""
     if os.path.exists(final) and not os.path.isfile(final) and not os.path.isdir(final):  # links followed
         raise UsageError(f"{os.fspath(final)} is not a regular file (a device or a pipe): name a file to write")
+
+
+def refuse_read_only_target(final: str | os.PathLike[str]) -> None:
+    """rename(2) replaces a file whatever its mode, so a file the user made read-only (no write
+    bit for anyone), or one this user may not write, would be replaced silently where ``cp``,
+    ``tar -f`` and ``curl -o`` refuse: it is refused first. The bits are read for root too, who
+    may write anything: a mode set on purpose says keep it."""
+    try:
+        mode = os.stat(final).st_mode  # links followed: the file the user named
+    except OSError:
+        return  # not there (or not reachable): nothing to keep
+    if not stat.S_ISREG(mode):
+        return
+    if mode & 0o222 == 0:
+        raise UsageError(f"{os.fspath(final)} is read-only (mode {stat.S_IMODE(mode):04o}): refused, nothing "
+                         "written; make it writable (chmod u+w) or remove it to replace it")
+    if not os.access(final, os.W_OK):
+        raise UsageError(f"{os.fspath(final)} is not writable by this user: refused, nothing written")
+
+
+def check_output_file(final: str | os.PathLike[str]) -> None:
+    """The checks of a file a user names as a command's output, before anything is written: the
+    staged file is renamed over it, which would replace a device, a pipe or a read-only file."""
+    refuse_special_target(final)
+    refuse_read_only_target(final)
 
 
 @contextlib.contextmanager

@@ -75,6 +75,7 @@ class ServeUpstream:
     token_secret: str | None = None  # a Secret whose key 'token' is the upstream's token
     fresh: float | None = None  # --upstream-fresh (None: serve's default)
     policy: tuple[str, ...] = ()  # the --upstream-allow flags and their kin, as the API renders its options
+    anonymous_shared_budget: bool = False  # accepted: no warning of the anonymous clients' shared budget (not serve's)
 
     def args(self) -> list[str]:
         args = ["--upstream", self.url]
@@ -129,15 +130,13 @@ class ServeDeployment:
         return "ReadWriteOnce" if self.replicas == 1 else "emptyDir"
 
     def warnings(self) -> list[str]:
-        """A proxy without tokens tells its clients apart by their address, and behind an Ingress
-        or a load balancer they all arrive from its: serve takes no X-Forwarded-For, which anyone
-        could write."""
-        if self.upstream is None or self.token_secret:
+        """A proxy without tokens tells its clients apart by their address, which the Service's
+        exposure may make one for many (sharedbudget.py); unless the user accepted that."""
+        if self.upstream is None or self.token_secret or self.upstream.anonymous_shared_budget:
             return []
-        return ["warning: --upstream without --token-secret: serve tells anonymous clients apart by their address, "
-                "and behind an Ingress every one arrives from the Ingress' address, so they share one "
-                "--upstream-asks-per-client budget (and --upstream-max-fetches-per-client); give each client a "
-                "token (--token-secret) to give each its own"]
+        from ocibridge.k8s.sharedbudget import shared_budget_warning
+
+        return [shared_budget_warning(self.service_type, self.public_url)]
 
 
 def check(d: ServeDeployment) -> None:
@@ -175,6 +174,10 @@ def check(d: ServeDeployment) -> None:
 
     if d.default_tag is not None and not is_tag(d.default_tag):  # the pods' serve would refuse it at start
         raise UsageError(f"--default-tag {d.default_tag!r} is not a tag (up to 128 of letters, digits, _ . -)")
+    if d.upstream is not None:
+        from ocibridge.k8s.sharedbudget import check_accepted
+
+        check_accepted(d.upstream.anonymous_shared_budget, bool(d.token_secret))
     own = d.evidence.own() if d.evidence else None
     if (d.replicas > 1 and d.writer is None and own and own.public is None and d.scan
             and d.scan.mode == "quarantine" and not d.scan.keys):

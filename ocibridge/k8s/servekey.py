@@ -1,16 +1,16 @@
 """A private key of serve's on the pods (``--sign-key``, ``--attest-key``), one way for each:
-either read and loaded here as serve loads it (a bad key or a wrong ``$COSIGN_PASSWORD`` is one
-error line, before anything is printed) and printed in a Secret ``NAME-ROLE`` (never a
+either read and loaded here as serve loads it (a bad key or a wrong password, from the role's
+variable, is one error line, before anything is printed) and printed in a Secret ``NAME-ROLE`` (never a
 ConfigMap) with an encrypted key's password; or a Secret the cluster already has, named by
 ``--ROLE-secret`` (sealed-secrets, external-secrets, Vault keep keys out of Git), when nothing
 secret is printed. Either way the Secret's key file is mounted read-only in a directory of its
-own and named to serve by its mounted path, and its ``password`` reaches serve as
-``$COSIGN_PASSWORD`` through a secretKeyRef, never in the args."""
+own and named to serve by its mounted path, and its ``password`` reaches serve as the role's
+variable (``$COSIGN_PASSWORD``, ``$OCIBRIDGE_ATTEST_PASSWORD``) through a secretKeyRef, never in
+the args."""
 
 from __future__ import annotations
 
 import base64
-import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,10 +25,12 @@ KEY_FILE_MODE = 0o440
 @dataclass(frozen=True)
 class KeyRole:
     """Which of serve's keys: ``role`` is serve's flag without its dashes (``sign-key``), the
-    name of the volume and the printed Secret's suffix; ``file`` the Secret's key of the key file."""
+    name of the volume and the printed Secret's suffix; ``file`` the Secret's key of the key file;
+    ``password_env`` the variable serve reads its password from (else ``$COSIGN_PASSWORD``)."""
 
     role: str
     file: str
+    password_env: str
 
     @property
     def flag(self) -> str:
@@ -82,20 +84,22 @@ class PodKey:
                 {"name": self.kind.role, "mountPath": self.kind.directory, "readOnly": True})
 
     def env(self) -> list[dict[str, Any]]:
-        """``$COSIGN_PASSWORD`` from the Secret: when the key printed is encrypted, or, from a named
-        Secret, when it holds a ``password`` (optional: a plain key's Secret has none)."""
-        from ocibridge.signing import PASSWORD_ENV
-
+        """The role's password variable from the Secret: when the key printed is encrypted, or,
+        from a named Secret, when it holds a ``password`` (optional: a plain key's Secret has none)."""
         ref: dict[str, Any] = {"name": self.secret, "key": PASSWORD}
         if self.key is None:
             ref["optional"] = True
         elif self.password is None:
             return []
-        return [{"name": PASSWORD_ENV, "valueFrom": {"secretKeyRef": ref}}]
+        return [{"name": self.kind.password_env, "valueFrom": {"secretKeyRef": ref}}]
+
+    def plain(self) -> bool:
+        """A key printed here that has no password (a named Secret's is not known)."""
+        return self.key is not None and self.password is None
 
 
 def pod_key(kind: KeyRole, path: str | None, existing: str | None, name: str) -> PodKey | None:
-    """``--ROLE PATH`` loaded as serve loads it (its password: ``$COSIGN_PASSWORD`` now), carried
+    """``--ROLE PATH`` loaded as serve loads it (its password: the role's variable now), carried
     in a Secret ``NAME-ROLE``, or ``--ROLE-secret EXISTING``, a Secret the cluster has; None
     without either."""
     if path is not None and existing is not None:
@@ -110,14 +114,14 @@ def pod_key(kind: KeyRole, path: str | None, existing: str | None, name: str) ->
         return None
     from ocibridge.core.limits import MAX_SMALL_INPUT, read_small_file
     from ocibridge.errors import SignatureError
-    from ocibridge.signing import PASSWORD_ENV
+    from ocibridge.signing import env_password
     from ocibridge.signing.keys import private_key_from_pem, public_pem
 
     data = read_small_file(path, MAX_SMALL_INPUT, kind.flag, UsageError)
     try:
-        key = private_key_from_pem(data, f"{kind.flag} {path}")
+        key = private_key_from_pem(data, f"{kind.flag} {path}", password_env=kind.password_env)
     except SignatureError as e:
         raise UsageError(str(e)) from None
     # loaded with a password that is not empty: the key is encrypted (a plain one refuses a password)
-    password = os.environ.get(PASSWORD_ENV) or None
+    password = env_password(kind.password_env)[0] or None
     return PodKey(kind, f"{name}-{kind.role}", data, password, public_pem(key).decode())

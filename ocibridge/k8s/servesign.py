@@ -1,7 +1,8 @@
 """``k8s serve``'s commit evidence: serve's ``--sign-key`` (and ``--sign-form``), ``--sbom``,
 ``--provenance`` and ``--attest-key`` on the pods that commit. Each key is printed in a Secret or
-named as a Secret the cluster has (:mod:`ocibridge.k8s.servekey`); serve reads one
-``$COSIGN_PASSWORD`` for both, so the pods take it from the first Secret that carries one.
+named as a Secret the cluster has (:mod:`ocibridge.k8s.servekey`); serve reads the signing key's
+password from ``$COSIGN_PASSWORD`` and the attestation key's from ``$OCIBRIDGE_ATTEST_PASSWORD``
+(unset: ``$COSIGN_PASSWORD``), so the pods take each from its own key's Secret.
 
 Only the writer commits: with replicas, the readers get no private key, and under ``--scan
 quarantine`` the public half of the key serve signs its reports with (``--attest-key``, else
@@ -15,9 +16,10 @@ from typing import Any
 
 from ocibridge.errors import UsageError
 from ocibridge.k8s.servekey import KeyRole, PodKey, pod_key
+from ocibridge.signing import ATTEST_PASSWORD_ENV, PASSWORD_ENV
 
-SIGN = KeyRole("sign-key", "sign.key")
-ATTEST = KeyRole("attest-key", "attest.key")
+SIGN = KeyRole("sign-key", "sign.key", PASSWORD_ENV)
+ATTEST = KeyRole("attest-key", "attest.key", ATTEST_PASSWORD_ENV)
 FORMS = ("classic", "bundle", "both")
 
 
@@ -56,8 +58,12 @@ class PodEvidence:
         return [key.volume() for key in self.keys()]
 
     def env(self) -> list[dict[str, Any]]:
-        """``$COSIGN_PASSWORD`` once: serve reads one password for both keys."""
-        return next((env for key in self.keys() if (env := key.env())), [])
+        """Each key's password from its own Secret; a plain attestation key beside a signing key
+        gets an empty one, which serve reads as none (unset, it would take the signing key's)."""
+        env = [entry for key in self.keys() for entry in key.env()]
+        if self.sign is not None and self.attest is not None and self.attest.plain():
+            env.append({"name": ATTEST_PASSWORD_ENV, "value": ""})
+        return env
 
 
 def pod_evidence(name: str, *, sign_key: str | None = None, sign_key_secret: str | None = None,

@@ -112,7 +112,7 @@ def export_file(store: Store, desc: Descriptor, dest: str, request: ExportReques
                 write: WriteFile) -> PullResult:
     """An archive export: the artifact's blobs pass the pull cache (resumable across runs),
     then ``write`` builds the file at ``dest``."""
-    from ocibridge.core.fsutil import refuse_special_target
+    from ocibridge.core.fsutil import refuse_read_only_target, refuse_special_target
     from ocibridge.core.overwrite import OnExisting
     from ocibridge.transfer.pull_result import PullResult
 
@@ -122,6 +122,7 @@ def export_file(store: Store, desc: Descriptor, dest: str, request: ExportReques
     if there and request.on_existing is not OnExisting.OVERWRITE:
         _refuse_unless_same(out, lambda path: _write_cached(store, desc, path, request, write))
     else:
+        refuse_read_only_target(out)  # even with --overwrite; the same archive read-only is left as it is
         _write_cached(store, desc, out, request, write)
     return PullResult(desc.digest, dest, name)
 

@@ -17,7 +17,7 @@ from typing import Any
 from pydantic import TypeAdapter
 from pydantic import ValidationError as PydanticValidationError
 
-from ocibridge.core.fsutil import refuse_special_target
+from ocibridge.core.fsutil import check_output_file
 from ocibridge.core.smallfile import read_small
 from ocibridge.core.terminal import one_line
 from ocibridge.errors import OcibridgeError, UsageError
@@ -259,7 +259,7 @@ def _snake(d: dict[str, Any]) -> dict[str, Any]:
 def write_report(path: str | Path, data: dict[str, Any]) -> None:
     """Write a report whole or not at all: a pod killed while writing leaves the old one."""
     path = Path(path)
-    refuse_special_target(path)
+    check_output_file(path)
     tmp = path.with_name(f".{path.name}.tmp")
     try:
         tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")

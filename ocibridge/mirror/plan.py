@@ -48,9 +48,10 @@ def plan_entry(job: MirrorJob, index: int, entry: SyncEntry, *, dry_run: bool = 
             rl = settings.rate_limit
             plan.bucket = TokenBucket(rl.requests_per_second, rl.burst)
         if settings.attest_key:  # a key that cannot sign fails the entry before a target is opened (created)
-            from ocibridge.signing import keys
+            from ocibridge.signing import ATTEST_PASSWORD_ENV, keys
 
-            plan.attest_key = keys.load_private_key(settings.attest_key)
+            plan.attest_key = keys.load_private_key(settings.attest_key, password_env=ATTEST_PASSWORD_ENV,
+                                                    flag="attest_key")
         if settings.scan is not None and settings.scan_key:  # a key that cannot sign fails the entry, as attest_key
             from ocibridge.signing import keys
 

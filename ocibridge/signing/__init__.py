@@ -11,11 +11,26 @@ badly signed one before they write anything.
 
 from __future__ import annotations
 
+import os
 from typing import Any
+
+from ocibridge.core import environment
 
 #: The environment variable cosign reads a key's password from; ocibridge reads (and keygen takes)
 #: the same one. Here, light, so the CLI can name it without loading ``cryptography``.
 PASSWORD_ENV = "COSIGN_PASSWORD"
+#: The password of the key named by ``--attest-key`` (push, copy, convert, serve), so that it may
+#: differ from the signing key's; unset, ``$COSIGN_PASSWORD`` is read for both.
+ATTEST_PASSWORD_ENV = environment.ATTEST_PASSWORD
+
+
+def env_password(first: str = PASSWORD_ENV) -> tuple[str | None, str]:
+    """A key's password from the environment, ``$first`` else ``$COSIGN_PASSWORD`` (set but empty
+    is a password: none), and the variable it came from, for messages (``first`` when neither is set)."""
+    for name in dict.fromkeys((first, PASSWORD_ENV)):
+        if (value := os.environ.get(name)) is not None:
+            return value, name
+    return None, first
 
 #: Public names, imported on first use: the CLI must not pay for ``cryptography`` unless it signs.
 _EXPORTS = {

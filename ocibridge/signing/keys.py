@@ -32,7 +32,7 @@ from cryptography.hazmat.primitives.kdf.scrypt import Scrypt
 from ocibridge.core import boundedjson
 from ocibridge.core.limits import MAX_SMALL_INPUT, read_small_file
 from ocibridge.errors import SignatureError
-from ocibridge.signing import PASSWORD_ENV
+from ocibridge.signing import PASSWORD_ENV, env_password
 
 COSIGN_PEM_TYPES = (b"ENCRYPTED SIGSTORE PRIVATE KEY", b"ENCRYPTED COSIGN PRIVATE KEY")
 
@@ -75,24 +75,28 @@ def _hash(key: PrivateKey | PublicKey) -> hashes.HashAlgorithm:
 
 
 def load_private_key(path: str | os.PathLike[str], password: bytes | None = None, *,
-                     any_curve: bool = False) -> PrivateKey:
+                     any_curve: bool = False, password_env: str = PASSWORD_ENV, flag: str = "") -> PrivateKey:
     """A P-256 private key from PEM (P-384 and P-521 too with ``any_curve``, for the OMS form);
-    the password defaults to ``$COSIGN_PASSWORD``."""
-    return private_key_from_pem(_read(path, "key"), path, password, any_curve=any_curve)
+    the password defaults to ``$password_env``, else ``$COSIGN_PASSWORD``. ``flag``: the option
+    that named the key, so that a message says which of two keys failed."""
+    return private_key_from_pem(_read(path, "key"), f"{flag} {os.fspath(path)}" if flag else path, password,
+                                any_curve=any_curve, password_env=password_env)
 
 
 def private_key_from_pem(data: bytes, path: str | os.PathLike[str], password: bytes | None = None, *,
-                         any_curve: bool = False) -> PrivateKey:
+                         any_curve: bool = False, password_env: str = PASSWORD_ENV) -> PrivateKey:
     """:func:`load_private_key` of bytes already read (``path`` names them in messages)."""
-    if password is None and os.environ.get(PASSWORD_ENV) is not None:
-        password = os.environ[PASSWORD_ENV].encode()
+    variable, source = password_env, "the password given"
+    if password is None:
+        value, variable = env_password(password_env)
+        password, source = (None if value is None else value.encode()), f"${variable}"
     if any(b"BEGIN " + kind in data for kind in COSIGN_PEM_TYPES):
-        key: object = _load_cosign_key(data, password or b"", path)
+        key: object = _load_cosign_key(data, password or b"", path, source)
     else:
         try:
             key = serialization.load_pem_private_key(data, password or None)
         except TypeError:  # encrypted PKCS#8 without a password, or a password for a plain key
-            hint = f"set {PASSWORD_ENV}" if not password else f"unset {PASSWORD_ENV}"
+            hint = f"set {variable}" if not password else f"unset {variable}"
             raise SignatureError(f"{path}: key is {'encrypted' if not password else 'not encrypted'} "
                                  f"({hint})") from None
         except (ValueError, UnsupportedAlgorithm) as e:
@@ -104,7 +108,7 @@ def private_key_from_pem(data: bytes, path: str | os.PathLike[str], password: by
     return key
 
 
-def _load_cosign_key(pem: bytes, password: bytes, path: str | os.PathLike[str]) -> object:
+def _load_cosign_key(pem: bytes, password: bytes, path: str | os.PathLike[str], source: str) -> object:
     try:
         import nacl.exceptions
         import nacl.secret
@@ -122,7 +126,7 @@ def _load_cosign_key(pem: bytes, password: bytes, path: str | os.PathLike[str]) 
         box = nacl.secret.SecretBox(secret)
         der = box.decrypt(base64.b64decode(doc["ciphertext"]), base64.b64decode(cipher["nonce"]))
     except nacl.exceptions.CryptoError:
-        raise SignatureError(f"{path}: wrong password for the cosign key (${PASSWORD_ENV})") from None
+        raise SignatureError(f"{path}: wrong password for the cosign key ({source})") from None
     except (ValueError, KeyError, TypeError) as e:
         raise SignatureError(f"{path}: not a cosign key file ({_first_line(e)})") from None
     try:

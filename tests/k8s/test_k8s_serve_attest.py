@@ -1,7 +1,9 @@
 """``ocibridge k8s serve --sbom/--provenance --attest-key KEY | --attest-key-secret SECRET``: serve's
 signed attestations on the pods, its key carried as ``--sign-key``'s is (printed in a Secret
 ``NAME-attest-key``, or a Secret the cluster has named, nothing secret printed), mounted read-only
-at its own directory. serve reads one $COSIGN_PASSWORD for both keys: the pods get it once. Under
+at its own directory. serve reads the signing key's password from $COSIGN_PASSWORD and the
+attestation key's from $OCIBRIDGE_ATTEST_PASSWORD (unset: $COSIGN_PASSWORD): each from its own
+key's Secret, so the two keys may have two passwords. Under
 ``--scan quarantine`` serve signs its reports with the attestation key, so with replicas the readers
 trust that key's public half, not the signing key's. The container laid out here with both named
 Secrets signs a commit and attests its provenance, and ``ocibridge verify`` accepts each with its
@@ -59,7 +61,7 @@ def test_a_printed_attestation_key_goes_in_a_secret_of_its_own(tmp_path, capsys,
     assert_only_the_secret_holds(list(docs.values()), private, None)
 
 
-def test_two_named_secrets_print_nothing_secret_and_one_password(tmp_path, capsys, monkeypatch):
+def test_two_named_secrets_print_nothing_secret_and_a_password_each(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("COSIGN_PASSWORD", "commit-key-password")
     capsys.readouterr()
     assert main(["k8s", "serve", SOURCE, "--sign-key-secret", "signer", "--sbom", "--provenance",
@@ -73,8 +75,48 @@ def test_two_named_secrets_print_nothing_secret_and_one_password(tmp_path, capsy
     assert (parsed.sign_key, parsed.attest_key, parsed.sbom, parsed.provenance) == (KEY_PATH, ATTEST_PATH, True, True)
     mounts = {m["mountPath"] for m in c["volumeMounts"]}
     assert {"/etc/ocibridge-sign-key", "/etc/ocibridge-attest-key"} <= mounts
-    [password] = [e for e in c["env"] if e["name"] == "COSIGN_PASSWORD"]  # serve reads one for both keys
-    assert password["valueFrom"]["secretKeyRef"] == {"name": "signer", "key": "password", "optional": True}
+    passwords = {e["name"]: e["valueFrom"]["secretKeyRef"] for e in c["env"] if e["name"].endswith("PASSWORD")}
+    assert passwords == {"COSIGN_PASSWORD": {"name": "signer", "key": "password", "optional": True},
+                         "OCIBRIDGE_ATTEST_PASSWORD": {"name": "attester", "key": "password", "optional": True}}
+
+
+def test_two_printed_keys_with_two_passwords_each_reach_serve_from_their_own_secret(tmp_path, capsys, monkeypatch):
+    signer, _ = keygen(tmp_path / "signer", "sign-pw")
+    attester, _ = keygen(tmp_path / "attester", "attest-pw")
+    monkeypatch.setenv("COSIGN_PASSWORD", "sign-pw")
+    monkeypatch.setenv("OCIBRIDGE_ATTEST_PASSWORD", "attest-pw")
+    argv = ["k8s", "serve", SOURCE, "--sign-key", str(signer), "--provenance", "--attest-key", str(attester)]
+    capsys.readouterr()
+    assert main(argv) == 0
+    docs = checked_list(tmp_path, capsys.readouterr().out)
+    secrets = {d["metadata"]["name"]: secret_data(d) for d in docs if d["kind"] == "Secret"}
+    assert secrets["ocibridge-serve-sign-key"]["password"] == b"sign-pw"
+    assert secrets["ocibridge-serve-attest-key"]["password"] == b"attest-pw"
+    [pod] = [d["spec"]["template"]["spec"] for d in docs if d["kind"] == "Deployment"]
+    env = {e["name"]: e["valueFrom"]["secretKeyRef"] for e in pod["containers"][0]["env"]
+           if e["name"].endswith("PASSWORD")}
+    assert env == {"COSIGN_PASSWORD": {"name": "ocibridge-serve-sign-key", "key": "password"},
+                   "OCIBRIDGE_ATTEST_PASSWORD": {"name": "ocibridge-serve-attest-key", "key": "password"}}
+
+    monkeypatch.setenv("OCIBRIDGE_ATTEST_PASSWORD", "wrong")
+    assert main(argv) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1, err
+    assert f"--attest-key {attester}: wrong password for the cosign key ($OCIBRIDGE_ATTEST_PASSWORD)" in err
+
+
+def test_a_plain_attestation_key_beside_an_encrypted_signing_key_gets_an_empty_password(tmp_path, capsys, monkeypatch):
+    """Unset, serve would read the signing key's password for the plain key, which refuses one."""
+    signer, _ = keygen(tmp_path / "signer", "sign-pw")
+    attester, _ = key_pair(tmp_path, "attester")
+    monkeypatch.setenv("COSIGN_PASSWORD", "sign-pw")
+    monkeypatch.setenv("OCIBRIDGE_ATTEST_PASSWORD", "")
+    capsys.readouterr()
+    assert main(["k8s", "serve", SOURCE, "--sign-key", str(signer), "--provenance", "--attest-key", str(attester)]) == 0
+    docs = checked_list(tmp_path, capsys.readouterr().out)
+    [pod] = [d["spec"]["template"]["spec"] for d in docs if d["kind"] == "Deployment"]
+    [attest_env] = [e for e in pod["containers"][0]["env"] if e["name"] == "OCIBRIDGE_ATTEST_PASSWORD"]
+    assert attest_env == {"name": "OCIBRIDGE_ATTEST_PASSWORD", "value": ""}
 
 
 def test_the_readers_trust_the_key_serve_signs_its_reports_with(tmp_path, capsys, monkeypatch):
@@ -126,27 +168,28 @@ def test_a_wrong_attestation_key_is_one_error_line(tmp_path, capsys, monkeypatch
 
 def test_commits_published_through_the_emitted_container_are_signed_and_attested(
         tmp_path, capsys, monkeypatch, registry, unique_repo):
-    """Both keys encrypted with one password (serve reads one), each in a Secret kubectl makes,
-    laid out at the pod's mounts: the commit's signature verifies with the signing key, its
-    provenance attestation with the attestation key, and neither with the other's."""
+    """Both keys encrypted, each with its own password, each in a Secret kubectl makes with its
+    password, laid out at the pod's mounts: the commit's signature verifies with the signing key,
+    its provenance attestation with the attestation key, and neither with the other's."""
     prefix = f"{registry.host}/{unique_repo}"
     signer, signer_pub = keygen(tmp_path / "signer", "one-password")
-    attester, attester_pub = keygen(tmp_path / "attester", "one-password")
+    attester, attester_pub = keygen(tmp_path / "attester", "another-password")
     monkeypatch.delenv("COSIGN_PASSWORD", raising=False)
     capsys.readouterr()
     assert main(["k8s", "serve", prefix, "--token-secret", "hf-tokens", "--sign-key-secret", "signer",
                  "--provenance", "--attest-key-secret", "attester"]) == 0
     out = capsys.readouterr().out
     assert_nothing_secret(out, signer, "one-password")
-    assert_nothing_secret(out, attester, None)
+    assert_nothing_secret(out, attester, "another-password")
     docs = checked(tmp_path, out)
     signer_secret = kubectl_secret(tmp_path, "signer", signer, "one-password")
-    attester_secret = kubectl_secret(tmp_path, "attester", attester, None, file="attest.key")
+    attester_secret = kubectl_secret(tmp_path, "attester", attester, "another-password", file="attest.key")
     secrets = {"signer": signer_secret, "attester": attester_secret,
                "hf-tokens": {"tokens": b"writer-token write * ci-bot\n"}}
     pod = docs["Deployment"]["spec"]["template"]["spec"]
     publish_through_the_pod(pod, secrets, tmp_path, monkeypatch, "acme/attested",
-                            expect_env={"COSIGN_PASSWORD": "one-password"})
+                            expect_env={"COSIGN_PASSWORD": "one-password",
+                                        "OCIBRIDGE_ATTEST_PASSWORD": "another-password"})
     ref = f"{prefix}/acme/attested:latest"
     capsys.readouterr()
     assert main(["verify", ref, "--key", str(signer_pub)]) == 0, capsys.readouterr().err

@@ -228,7 +228,8 @@ def publish_through_the_pod(pod: dict, secrets: dict[str, dict[str, bytes]], tmp
             return None
         return secrets[ref["name"]][ref["key"]].decode()
 
-    environ = {k: v for k, v in os.environ.items() if k != "COSIGN_PASSWORD"}  # the pod's env alone sets it
+    environ = {k: v for k, v in os.environ.items()  # the pod's env alone sets them
+               if k not in ("COSIGN_PASSWORD", "OCIBRIDGE_ATTEST_PASSWORD")}
     env = {**environ, "PYTHONPATH": str(ROOT),
            **{e["name"]: found for e in c["env"] if (found := value(e)) is not None}}
     assert {k: env.get(k) for k in expect_env} == expect_env

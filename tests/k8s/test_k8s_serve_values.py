@@ -2,8 +2,9 @@
 alike, in serve's own words: a value ``ocibridge serve`` refuses at start (what its parser and option
 builders say, run here as serve runs them) is the same one error line from ``ocibridge k8s serve``
 and the same :class:`UsageError` from ``k8s_serve(serve_flags=...)``, never documents whose pods
-fail at start. And a proxy without tokens behind an Ingress is warned about: its anonymous clients
-all come from the Ingress' address and share one per-client budget."""
+fail at start. And a proxy without tokens is warned about: its anonymous clients arriving from one
+address (an Ingress', a node's, as the Service's exposure makes it) share one per-client budget,
+unless the user accepts that (``--upstream-anonymous-shared-budget``)."""
 
 from __future__ import annotations
 
@@ -109,6 +110,72 @@ def test_an_anonymous_proxy_is_warned_of_its_shared_budget(line, warned, capsys)
     assert len(lines) == int(warned), err
     if warned:
         assert lines[0].startswith("ocibridge: warning: ") and "--upstream-asks-per-client budget" in lines[0]
+
+
+#: where anonymous clients arrive from, as the warning says it for each exposure
+ARRIVAL = {
+    "ClusterIP": "the ClusterIP Service is reached from inside the cluster, each pod from its own address, but "
+                 "through an Ingress or a proxy put in front of it every client arrives from that one's address",
+    "NodePort": "through the NodePort Service every client from outside the cluster arrives from the address of the "
+                "node it came in by",
+    "LoadBalancer": "through the LoadBalancer Service every client arrives from the address of the node the load "
+                    "balancer sent it to",
+    "ClusterIP behind an Ingress ending TLS": "behind the Ingress that ends TLS for --public-url every client "
+                                              "arrives from the Ingress controller's address",
+}
+
+
+def _exposure(name: str) -> list[str]:
+    kind, _, ingress = name.partition(" ")
+    return ["--service-type", kind] + (["--public-url", "https://hub.example.com"] if ingress else [])
+
+
+@pytest.mark.parametrize("exposure", list(ARRIVAL))
+def test_the_shared_budget_warning_says_where_clients_arrive_from_for_the_exposure(exposure, capsys):
+    """It named the Ingress whatever the exposure: a LoadBalancer's clients come from the nodes."""
+    capsys.readouterr()
+    assert main(["k8s", "serve", SOURCE, "--upstream", UPSTREAM, *_exposure(exposure)]) == 0
+    [line] = [e for e in capsys.readouterr().err.splitlines() if SHARED_BUDGET in e]
+    assert f"their address, and {ARRIVAL[exposure]}" in line, line
+    assert ("Ingress" in line) == ("Ingress" in exposure or exposure == "ClusterIP"), line
+    assert line.endswith("or pass --upstream-anonymous-shared-budget to accept it"), line
+    [warning] = api_k8s.k8s_serve([SOURCE], _api_options(exposure)).warnings
+    assert line == f"ocibridge: {warning}"
+
+
+def _api_options(exposure: str, **more: object) -> api_k8s.K8sServeOptions:
+    kind, _, ingress = exposure.partition(" ")
+    return api_k8s.K8sServeOptions(upstream=UPSTREAM, service_type=kind,
+                                   public_url="https://hub.example.com" if ingress else None, **more)  # type: ignore
+
+
+@pytest.mark.parametrize("exposure", ["ClusterIP", "LoadBalancer"])
+def test_a_user_who_accepts_the_shared_budget_silences_its_warning(exposure, capsys):
+    capsys.readouterr()
+    argv = ["k8s", "serve", SOURCE, "--upstream", UPSTREAM, *_exposure(exposure)]
+    assert main([*argv, "--upstream-anonymous-shared-budget"]) == 0
+    out, err = capsys.readouterr()
+    assert "kind: Deployment" in out and err == "", err
+    assert "--upstream-anonymous-shared-budget" not in out  # k8s serve's own: not passed to serve
+    assert main(argv) == 0  # not accepted: warned
+    assert SHARED_BUDGET in capsys.readouterr().err
+    assert api_k8s.k8s_serve([SOURCE], _api_options(exposure, anonymous_shared_budget=True)).warnings == ()
+
+
+@pytest.mark.parametrize("line, words", [
+    ([], "--upstream-anonymous-shared-budget: the --upstream-* flags go with --upstream URL"),
+    (["--upstream", UPSTREAM, "--token-secret", "hf-tokens"],
+     "--upstream-anonymous-shared-budget goes with --upstream without --token-secret"),
+], ids=["without --upstream", "with --token-secret"])
+def test_accepting_a_shared_budget_there_is_not_is_a_usage_error(line, words, capsys):
+    capsys.readouterr()
+    assert main(["k8s", "serve", SOURCE, *line, "--upstream-anonymous-shared-budget"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1 and words in err, err
+    with pytest.raises(UsageError, match=words.replace("*", r"\*")):
+        api_k8s.k8s_serve([SOURCE], api_k8s.K8sServeOptions(
+            upstream=UPSTREAM if line else None, token_secret="hf-tokens" if line else None,
+            anonymous_shared_budget=True))
 
 
 def test_every_number_flag_k8s_serve_passes_is_read_as_serve_reads_it() -> None:

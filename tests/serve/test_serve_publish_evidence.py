@@ -185,3 +185,37 @@ def test_deleting_the_last_file_commits_signed_and_attested(tmp_path, registry, 
     assert sorted(p.name for p in out.iterdir()) == [".ocibridge"]
     build = _provenance(out)["predicate"]["buildDefinition"]
     assert build["externalParameters"]["parentCommit"] not in (None, first.oid)  # the commit deleting config.json
+
+
+def test_the_attestation_key_reads_its_own_password_at_start(tmp_path, monkeypatch, capsys):
+    """Both keys' passwords came from $COSIGN_PASSWORD, so two keys with two passwords could not
+    serve together; $OCIBRIDGE_ATTEST_PASSWORD is the attestation key's, unset: $COSIGN_PASSWORD's."""
+    signer = ocibridge.keygen(tmp_path / "signer", password="sign-pw").private_key
+    attester = ocibridge.keygen(tmp_path / "attester", password="attest-pw").private_key
+    argv = ["serve", "oci:" + str(tmp_path / "layout"), "--sign-key", signer, "--provenance", "--attest-key", attester]
+    past_the_keys = "is not one"  # a layout is refused as where commits go: only once both keys are loaded
+
+    def serve_says(cosign: str, attest: str | None) -> tuple[int, str]:
+        monkeypatch.setenv("COSIGN_PASSWORD", cosign)
+        if attest is None:
+            monkeypatch.delenv("OCIBRIDGE_ATTEST_PASSWORD", raising=False)
+        else:
+            monkeypatch.setenv("OCIBRIDGE_ATTEST_PASSWORD", attest)
+        capsys.readouterr()
+        code = main(argv)
+        err = capsys.readouterr().err
+        assert err.startswith("ocibridge: error: ") and err.count("\n") == 1, err
+        return code, err
+
+    code, err = serve_says("sign-pw", "attest-pw")
+    assert code == 2 and past_the_keys in err, err
+    code, err = serve_says("sign-pw", "wrong")
+    assert code == 1 and f"--attest-key {attester}: wrong password for the cosign key " \
+                          "($OCIBRIDGE_ATTEST_PASSWORD)" in err, err
+    code, err = serve_says("wrong", "attest-pw")
+    assert code == 1 and f"--sign-key {signer}: wrong password for the cosign key ($COSIGN_PASSWORD)" in err, err
+    code, err = serve_says("sign-pw", None)  # unset: the one password of both, which the attester's is not
+    assert code == 1 and f"--attest-key {attester}: wrong password for the cosign key ($COSIGN_PASSWORD)" in err, err
+    argv[argv.index(attester)] = signer  # one key for both, one password: as before
+    code, err = serve_says("sign-pw", None)
+    assert code == 2 and past_the_keys in err, err

@@ -105,6 +105,25 @@ def test_push_provenance_is_signed_reproducible_and_names_what_was_read(pushed, 
     assert {"startedOn": "2025-01-01T00:00:00Z"} in times
 
 
+def test_push_reads_the_attestation_key_s_password_from_its_own_variable(pushed, tmp_path, capsys, monkeypatch):
+    """push --scan-key and --attest-key are two keys: $OCIBRIDGE_ATTEST_PASSWORD is the attestation
+    key's (a wrong one names --attest-key), $COSIGN_PASSWORD stays the other's."""
+    import ocibridge
+
+    attester = ocibridge.keygen(tmp_path / "attester", password="attest-pw")
+    ref = f"oci:{tmp_path}/own-password:v1"
+    argv = ["push", str(tmp_path / "m"), ref, "-q", "--provenance", "--attest-key", attester.private_key]
+    monkeypatch.setenv("COSIGN_PASSWORD", "another key's")
+    monkeypatch.setenv("OCIBRIDGE_ATTEST_PASSWORD", "wrong")
+    capsys.readouterr()
+    assert main(argv) == 1
+    assert f"--attest-key {attester.private_key}: wrong password for the cosign key ($OCIBRIDGE_ATTEST_PASSWORD)" \
+        in capsys.readouterr().err
+    monkeypatch.setenv("OCIBRIDGE_ATTEST_PASSWORD", "attest-pw")
+    assert main(argv) == 0, capsys.readouterr().err
+    assert main(["verify", ref, "--key", attester.public_key, "--attestation-type", "slsaprovenance1"]) == 0
+
+
 def _attach_statement(layout: Path, digest: str, key_path: Path, statement_bytes: bytes, kind: str) -> None:
     store = LayoutStore(layout)
     bundle = make_bundle(keys.load_private_key(key_path), statement_bytes)

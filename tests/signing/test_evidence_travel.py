@@ -186,6 +186,26 @@ def test_mirror_with_an_unreadable_attest_key_creates_no_target(tmp_path, capsys
         assert not (tmp_path / name).exists()
 
 
+def test_mirror_reads_the_attest_key_s_password_from_its_own_variable(tmp_path, capsys, monkeypatch):
+    """A job's attest_key and scan_key are two keys: $OCIBRIDGE_ATTEST_PASSWORD is attest_key's."""
+    import ocibridge
+
+    assert main(["push", str(make_model(tmp_path / "m")), f"oci:{tmp_path}/src:v1", "-q"]) == 0
+    attester = ocibridge.keygen(tmp_path / "attester", password="attest-pw")
+    job = _job(tmp_path / "job.toml", f"oci:{tmp_path}/src", f"oci:{tmp_path}/dst",
+               f'provenance = true\nattest_key = "{attester.private_key}"\n')
+    monkeypatch.setenv("COSIGN_PASSWORD", "another key's")
+    monkeypatch.setenv("OCIBRIDGE_ATTEST_PASSWORD", "wrong")
+    capsys.readouterr()
+    assert main(["mirror", str(job)]) == 1
+    assert f"attest_key {attester.private_key}: wrong password for the cosign key ($OCIBRIDGE_ATTEST_PASSWORD)" \
+        in capsys.readouterr().out
+    monkeypatch.setenv("OCIBRIDGE_ATTEST_PASSWORD", "attest-pw")
+    assert main(["mirror", str(job)]) == 0, capsys.readouterr()
+    assert main(["verify", f"oci:{tmp_path}/dst:v1", "--key", attester.public_key,
+                 "--attestation-type", "slsaprovenance1"]) == 0
+
+
 def test_bom_and_provenance_are_carried_by_copy_r_mirror_save_and_load(tmp_path, registry, unique_repo, capsys):
     ref = f"{registry.host}/{unique_repo}/ev:v1"
     assert main(["push", str(make_model(tmp_path / "m")), ref, "-q", "--sbom", "--provenance"]) == 0
