@@ -3,6 +3,7 @@ command's start-up time; the time itself is measured by bench/startup.py)."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -242,3 +243,34 @@ def test_a_push_sends_its_new_files_before_the_config_model_is_needed(tmp_path):
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert done.stderr.strip().splitlines()[-1] == "BEFORE: PENDING:1 LOADED:True", done.stderr
+
+
+#: what a push of a directory (no model card) into a registry has no use for: the pull side's
+#: extractor and its cache of pulled files, the local store's layout (the name rules of a
+#: destination need none), the scanner without --scan, and the card's YAML parser without a card
+PUSH_UNUSED = ("ocibridge.model.extract", "ocibridge.transfer.pullcache", "ocibridge.stores.layout",
+               "ocibridge.api.scan_ops", "ocibridge.scanning", "yaml")
+
+
+def test_a_push_to_a_registry_loads_no_pull_layout_scanner_or_yaml(registry, unique_repo, tmp_path):
+    """Whatever a push imports comes before its first request: a push of a directory into a
+    registry loads none of :data:`PUSH_UNUSED`; with a card that has front matter, YAML loads
+    and the card's fields land in the config."""
+    model = tmp_path / "m"
+    model.mkdir()
+    (model / "w.bin").write_bytes(b"weights" * 100)
+    code, _, err, heavy = run_entry(["push", str(model), f"{registry.host}/{unique_repo}:v1", "-q"], PUSH_UNUSED)
+    assert code == 0, err
+    assert heavy == [], err
+    (model / "README.md").write_text("---\nlicense: apache-2.0\n---\n# m\n")
+    code, _, err, heavy = run_entry(["push", str(model), f"{registry.host}/{unique_repo}:v2", "-q", "--json"],
+                                    PUSH_UNUSED)
+    assert code == 0, err
+    assert heavy == ["yaml"], err
+    from ocibridge.oci.models import Manifest, parse_manifest_bytes
+    from ocibridge.stores.registry.store import open_repository
+
+    store = open_repository(host=registry.host, repository=unique_repo)
+    manifest = parse_manifest_bytes(store.fetch_bytes(store.resolve("v2")))
+    assert isinstance(manifest, Manifest)
+    assert json.loads(store.fetch_bytes(manifest.config))["descriptor"]["licenses"] == ["apache-2.0"]
