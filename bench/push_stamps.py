@@ -3,13 +3,16 @@ against another in alternating rounds, each push into a fresh registry.
 
     .venv/bin/python -m bench.push_stamps --baseline /work/main --rounds 8
     .venv/bin/python -m bench.push_stamps --baseline /work/main --size-mib 1024 --rounds 6
+    unshare -n sh -c 'ip link set lo up && tc qdisc add dev lo root tbf rate 1gbit burst 1mb latency 50ms \
+        && .venv/bin/python -m bench.push_stamps --baseline /work/main --size-mib 1024 --rounds 6'   # the wire
 
 Each push runs under ``bench/push_stamp_child.py``, which stamps in the process when each
 request left and when the first blob's ``PUT ?digest=`` was answered. Per row, the median (min)
-of: exec → first request, first request → first PATCH, exec → first PATCH, the blob's answer →
-the last request, the last request → exit, the blob's answer → exit, the wall, and the client's
-CPU seconds (all threads; by the first request, by the first PATCH, by the exit). Digest cache
-and sample index off (new content), as ``bench.push_row`` runs it; both trees byte-compiled.
+of: exec → first request, first request → first PATCH, exec → first PATCH, first PATCH → the
+blob's answer (the wire), the blob's answer → the last request, the last request → exit, the
+blob's answer → exit, the wall, and the client's CPU seconds (all threads; by the first request,
+by the first PATCH, by the exit). Digest cache and sample index off (new content), as
+``bench.push_row`` runs it; both trees byte-compiled.
 """
 
 from __future__ import annotations
@@ -56,7 +59,8 @@ def one_push(checkout: str, model: Path, work: Path) -> dict[str, float]:
     patch = next(t for t, line in requests if line.startswith("PATCH "))
     answered = s["blob_answered"]
     return {"exec → first request": first - start, "first request → first PATCH": patch - first,
-            "exec → first PATCH": patch - start, "blob answered → last request": last - answered,
+            "exec → first PATCH": patch - start, "first PATCH → blob answered": answered - patch,
+            "blob answered → last request": last - answered,
             "last request → exit": end - last, "blob answered → exit": end - answered, "wall": end - start,
             "CPU by the first request": s["cpu_first"], "CPU by the first PATCH": s["cpu_patch"],
             "CPU": usage.ru_utime + usage.ru_stime}
