@@ -24,10 +24,8 @@ from ocibridge.api.copy import pinned, wire_counts
 from ocibridge.api.opening import open_at, open_read, refuse_bookkeeping, registry_options
 from ocibridge.api.options import AttestOptions, PushOptions, SignOptions, push_options
 from ocibridge.api.options import TransferOptions as TransferOptions  # public here too (docs/api.md)
-from ocibridge.api.scan_ops import attach_after_push, scan_before_push
 from ocibridge.errors import UsageError
 from ocibridge.kinds import dispatch
-from ocibridge.model.extract import resolve_model
 from ocibridge.oci.reference import LayoutReference, PathReference
 from ocibridge.places.locate import Locator as Locator  # the type of what the calls take besides a text
 from ocibridge.places.locate import Role, locate, on_registry, text_of
@@ -43,6 +41,7 @@ if TYPE_CHECKING:
     from ocibridge.api.pull_ops import PullDestination as PullDestination  # pull's home: api.pull_ops
     from ocibridge.api.pull_ops import pull as pull
     from ocibridge.api.pull_ops import pull_destination as pull_destination
+    from ocibridge.api.scan_ops import DoorScan
     from ocibridge.kinds.source import SourceFormat
     from ocibridge.model.package import ModelPackage
     from ocibridge.oci.mediatypes import Kind
@@ -187,15 +186,26 @@ def push(
         evidence = evidence_api.prepare(attest, dest_ref) if attest is not None and attest.wanted else None
         if signature is not None and signature.excludes:
             options = dataclasses.replace(options, excludes=options.excludes + signature.excludes)
-    door = scan_before_push(source_ref, options.scan, options.scan_key)  # refuses before a byte is sent
+    door = _scan_before_push(source_ref, options)  # refuses before a byte is sent
     result = _push(source_ref, dest_ref, options, transfer, progress)
     if door is not None:
+        from ocibridge.api.scan_ops import attach_after_push
+
         result = dataclasses.replace(result, extra={**result.extra, "scan": attach_after_push(
             door, dest_ref, result.descriptor.digest, transfer)})
     if signature is None and evidence is None:
         return result
     return evidence_api.after_push(result, dest_ref, source_ref, dest_ref, transfer, evidence=evidence,
                                    signature=signature)
+
+
+def _scan_before_push(source_ref: Locator, options: PushOptions) -> DoorScan | None:
+    """The scan ``--scan`` asks for; none unasked, where the scanner's modules are not loaded."""
+    if options.scan == "off" and options.scan_key is None:
+        return None
+    from ocibridge.api.scan_ops import scan_before_push
+
+    return scan_before_push(source_ref, options.scan, options.scan_key)
 
 
 def _refuse_chunks_for_store(source_ref: Locator, options: PushOptions) -> None:
@@ -232,6 +242,8 @@ def _push_archive(source_ref: Locator, archive: tuple[PathReference, SourceForma
         raise UsageError(f"{text_of(archive[0])}: an archive holds a ModelPack model; --to {options.to} "
                          "writes a store (oci:PATH:TAG, host/repo:tag or NAME:TAG)")
     if dispatch.is_store(source_ref):  # a model of a store: as it is
+        from ocibridge.model.extract import resolve_model
+
         source = open_read(source_ref, transfer)
         return write_archive(archive, source.store, resolve_model(source.store, source.reference), transfer)
     package = load_source(source_ref, format=options.format, kind_overrides=options.kind_overrides,

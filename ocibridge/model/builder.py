@@ -25,7 +25,7 @@ from typing import BinaryIO
 from ocibridge.chunks import chunkcache
 from ocibridge.chunks.chunking import ChunkingReader, ChunkPolicy, chunk_table
 from ocibridge.chunks.chunktable import ChunkTable, LayerChunks, binding_annotations
-from ocibridge.core.preload import preload
+from ocibridge.core.preload import loading_at_first_read
 from ocibridge.core.streams import IterReader
 from ocibridge.errors import DigestMismatch, NotFound, SourceError
 from ocibridge.model import digestcache
@@ -306,10 +306,9 @@ class PlannedArtifact:
     def pending_blobs(self) -> list[PendingBlob]:
         files = [layer.files[0] for layer in plan_layers(self.package, self.options)
                  if layer.variant is Variant.RAW and (layer.files[0].digest is None or self._unchunked(layer.files[0]))]
-        if files:  # the config is built once they are settled: its model loads while they go out
-            preload(CONFIG_MODULE)
-        return [PendingBlob(file_key(f.path, f.size), self._opener(f), functools.partial(self._settle, f),
-                            f.source_path, _vouched(f)) for f in files]
+        # the config is built once they are settled: its model loads while they go out
+        return [PendingBlob(file_key(f.path, f.size), loading_at_first_read(self._opener(f), CONFIG_MODULE),
+                            functools.partial(self._settle, f), f.source_path, _vouched(f)) for f in files]
 
     def _unchunked(self, f: ModelFile) -> bool:
         """A file whose digest the source gave (a carton's MANIFEST, the digest cache) but whose

@@ -25,8 +25,6 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-import yaml
-
 from ocibridge.model.package import ModelFile
 
 #: bytes of README.md read for its front matter (the Hub's cards keep it to a few KiB)
@@ -55,6 +53,8 @@ def split_front_matter(text: str) -> tuple[dict[str, Any], str]:
     block = front_block(text)
     if block is None:
         return {}, text
+    import yaml  # (here: a card without front matter, or no card, needs no YAML parser)
+
     try:
         data = yaml.safe_load(block[0])
     except (yaml.YAMLError, RecursionError):

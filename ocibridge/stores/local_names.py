@@ -16,6 +16,7 @@ Cheap to import: the standard library and what :mod:`ocibridge.stores.layout` im
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
 from ocibridge.core import boundedjson
 from ocibridge.errors import InvalidReference, OcibridgeError
@@ -23,7 +24,9 @@ from ocibridge.oci.mediatypes import ANNOTATION_REF_NAME, family_of_artifact
 from ocibridge.oci.models import Descriptor, Index, Manifest, parse_manifest_bytes
 from ocibridge.oci.reference import check_ref_name
 from ocibridge.stores.base import MAX_MANIFEST_BYTES
-from ocibridge.stores.layout import LayoutStore
+
+if TYPE_CHECKING:  # (the name rules need no store: a push to a registry checks its name, loads no layout)
+    from ocibridge.stores.layout import LayoutStore
 
 DEFAULT_TAG = "latest"
 

@@ -3,6 +3,7 @@ command's start-up time; the time itself is measured by bench/startup.py)."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -221,24 +222,63 @@ import ocibridge.api.model_ops, ocibridge.cli.transfer, ocibridge.model.builder,
 import ocibridge.stores.registry.store, ocibridge.stores.registry.streamupload
 from ocibridge.kinds.directory.source import read_directory
 from ocibridge.model.builder import PlannedArtifact
-before = sorted(m for m in ("pydantic", "ocibridge.model.config", "ocibridge.api.pull_ops") if m in sys.modules)
+def loading():
+    return sorted(m for m in ("pydantic", "ocibridge.model.config", "ocibridge.api.pull_ops") if m in sys.modules) \\
+        + [t.name for t in threading.enumerate() if t.name == "preload"]
+before = loading()
 artifact = PlannedArtifact(read_directory({root!r}))
 pending = artifact.pending_blobs()
+with pending[0].open() as reader:
+    opened = loading()
+    first = reader.read(4)
 for thread in threading.enumerate():
     if thread.name == "preload":
         thread.join()
 after = "ocibridge.model.config" in sys.modules
-print(f"BEFORE:{{','.join(before)}} PENDING:{{len(pending)}} LOADED:{{after}}", file=sys.stderr)
+print(f"BEFORE:{{','.join(before)}} OPENED:{{','.join(opened)}} PENDING:{{len(pending)}} READ:{{first!r}} "
+      f"LOADED:{{after}}", file=sys.stderr)
 """
 
 
 def test_a_push_sends_its_new_files_before_the_config_model_is_needed(tmp_path):
     """A push's modules load without pydantic's config model nor pull's (their import came
-    before a push's first byte); the config model loads in a thread once the files to be sent
-    while hashed are asked for, since the config that names their digests is built after them."""
+    before a push's first byte); the config model loads in a thread from the first read of a
+    file sent while hashed (not before: its import would hold up the requests before that
+    read), since the config that names their digests is built after them."""
     (tmp_path / "m").mkdir()
     (tmp_path / "m" / "w.bin").write_bytes(b"weights" * 100)
     done = subprocess.run([sys.executable, "-c", PUSH_PROBE.format(root=str(tmp_path / "m"))], cwd=REPO_ROOT,
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
-    assert done.stderr.strip().splitlines()[-1] == "BEFORE: PENDING:1 LOADED:True", done.stderr
+    assert done.stderr.strip().splitlines()[-1] == "BEFORE: OPENED: PENDING:1 READ:b'weig' LOADED:True", done.stderr
+
+
+#: what a push of a directory (no model card) into a registry has no use for: the pull side's
+#: extractor and its cache of pulled files, the local store's layout (the name rules of a
+#: destination need none), the scanner without --scan, and the card's YAML parser without a card
+PUSH_UNUSED = ("ocibridge.model.extract", "ocibridge.transfer.pullcache", "ocibridge.stores.layout",
+               "ocibridge.api.scan_ops", "ocibridge.scanning", "yaml")
+
+
+def test_a_push_to_a_registry_loads_no_pull_layout_scanner_or_yaml(registry, unique_repo, tmp_path):
+    """Whatever a push imports comes before its first request: a push of a directory into a
+    registry loads none of :data:`PUSH_UNUSED`; with a card that has front matter, YAML loads
+    and the card's fields land in the config."""
+    model = tmp_path / "m"
+    model.mkdir()
+    (model / "w.bin").write_bytes(b"weights" * 100)
+    code, _, err, heavy = run_entry(["push", str(model), f"{registry.host}/{unique_repo}:v1", "-q"], PUSH_UNUSED)
+    assert code == 0, err
+    assert heavy == [], err
+    (model / "README.md").write_text("---\nlicense: apache-2.0\n---\n# m\n")
+    code, _, err, heavy = run_entry(["push", str(model), f"{registry.host}/{unique_repo}:v2", "-q", "--json"],
+                                    PUSH_UNUSED)
+    assert code == 0, err
+    assert heavy == ["yaml"], err
+    from ocibridge.oci.models import Manifest, parse_manifest_bytes
+    from ocibridge.stores.registry.store import open_repository
+
+    store = open_repository(host=registry.host, repository=unique_repo)
+    manifest = parse_manifest_bytes(store.fetch_bytes(store.resolve("v2")))
+    assert isinstance(manifest, Manifest)
+    assert json.loads(store.fetch_bytes(manifest.config))["descriptor"]["licenses"] == ["apache-2.0"]
