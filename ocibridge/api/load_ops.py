@@ -15,7 +15,7 @@ from ocibridge.errors import OcibridgeError
 from ocibridge.lazyread.framework_choice import framework_named
 from ocibridge.lazyread.model import Warn, warn_stderr
 from ocibridge.lazyread.tensorfiles import choose
-from ocibridge.lazyread.tensorload import CONCURRENCY, SPAN, LoadFile, TensorStream
+from ocibridge.lazyread.tensorload import CONCURRENCY, LONG_SPAN, SPAN, LoadFile, TensorStream
 from ocibridge.oci.digest import verify_bytes
 from ocibridge.places.locate import Locator
 
@@ -37,7 +37,6 @@ def default_requests() -> int:
     return max(MIN_REQUESTS, cpu_workers(CONCURRENCY))
 
 
-@explaining_missing  # a name the registry lacks: its nearest names, as pull says them
 def iter_tensors(ref: str | Locator, *, files: str | tuple[str, ...] | list[str] | None = None,
                  framework: str = "numpy", device: str | None = None, concurrency: int | None = None,
                  max_bytes: int | None = WORKING_SET, transfer: TransferOptions | None = None,
@@ -48,7 +47,17 @@ def iter_tensors(ref: str | Locator, *, files: str | tuple[str, ...] | list[str]
     early). At most ``max_bytes`` of tensors are held that were not yet handed over (None: no
     bound), passed only by one tensor when a single one is larger, or by a file that has no
     chunk table (checked whole: its tensors all come once its last byte matched its digest).
-    Otherwise as :func:`load_tensors`."""
+    Otherwise as :func:`load_tensors` (but in ranges of ``transfer.part_size``, default 32 MiB)."""
+    return _stream(ref, files=files, framework=framework, device=device, concurrency=concurrency, max_bytes=max_bytes,
+                   transfer=transfer, verify=verify, warn=warn, through_cache=through_cache, long_ranges=False)
+
+
+@explaining_missing  # a name the registry lacks: its nearest names, as pull says them
+def _stream(ref: str | Locator, *, files: str | tuple[str, ...] | list[str] | None, framework: str,
+            device: str | None, concurrency: int | None, max_bytes: int | None, transfer: TransferOptions | None,
+            verify: Verification | None, warn: Warn | None, through_cache: bool, long_ranges: bool) -> TensorStream:
+    """The stream of :func:`iter_tensors`; ``long_ranges``: ranges up to LONG_SPAN where the caller
+    named no part size (tensors are then handed over later: for a caller who takes them all at once)."""
     chosen = (files,) if isinstance(files, str) else tuple(files) if files is not None else None
     engine = framework_named(framework, device)  # (a missing framework: said before any request)
     requests = concurrency or (transfer.parts_in_flight if transfer is not None else None) or default_requests()
@@ -56,9 +65,11 @@ def iter_tensors(ref: str | Locator, *, files: str | tuple[str, ...] | list[str]
                          through_cache=through_cache)
     try:
         loads = _files(model, chosen, warn)
-        span = (transfer.part_size if transfer is not None else None) or SPAN
-        return TensorStream(model.store, loads, engine, concurrency=requests, span=span, working_set=max_bytes,
-                            where=model.store.describe(), on_close=model.close)
+        part_size = transfer.part_size if transfer is not None else None
+        longest = LONG_SPAN if long_ranges and part_size is None else None
+        return TensorStream(model.store, loads, engine, concurrency=requests, span=part_size or SPAN,
+                            working_set=max_bytes, longest_span=longest, where=model.store.describe(),
+                            on_close=model.close)
     except BaseException:
         model.close()
         raise
@@ -74,8 +85,9 @@ def load_tensors(ref: str | Locator, *, files: str | tuple[str, ...] | list[str]
     the files (default: those a shard index names, else every ``*.safetensors``).
     ``concurrency`` Range requests in flight (default ``transfer.parts_in_flight``, else 4, or one
     per CPU this process may use where it has fewer, 2 at least),
-    of ``transfer.part_size`` bytes (default 32 MiB). Every chunk is checked against the
-    chunk table as it lands (a file without one: against its digest, once all of it is in);
+    of ``transfer.part_size`` bytes (default: 32 MiB, or longer, up to 256 MiB, for a large file
+    with a chunk table, while each request in flight still gets two of its ranges). Every chunk
+    is checked against the chunk table as it lands (a file without one: against its digest, once all of it is in);
     a wrong one raises :class:`~ocibridge.lazyread.tensorload.TensorMismatch` naming the file
     and its tensors, and nothing is returned. ``verify`` and the containers policy file are
     obeyed as by :func:`open_model`: a model they refuse is refused before any of its files
@@ -85,9 +97,8 @@ def load_tensors(ref: str | Locator, *, files: str | tuple[str, ...] | list[str]
     ``through_cache``: each blob is fetched once into the model cache (``path``'s, locked: the
     processes of one node loading one model, such as tensor-parallel ranks, fetch it once between
     them) and its bytes read from there, checked as the registry's are."""
-    with iter_tensors(ref, files=files, framework=framework, device=device, concurrency=concurrency,
-                      max_bytes=None, transfer=transfer, verify=verify, warn=warn,
-                      through_cache=through_cache) as stream:
+    with _stream(ref, files=files, framework=framework, device=device, concurrency=concurrency, max_bytes=None,
+                 transfer=transfer, verify=verify, warn=warn, through_cache=through_cache, long_ranges=True) as stream:
         got = dict(stream)
         order = stream.order
     return {name: got[name] for name in order}

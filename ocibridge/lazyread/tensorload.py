@@ -40,6 +40,9 @@ from ocibridge.oci.models import Descriptor
 #: bytes asked in one Range request (rounded down to whole chunks), pull's part size: bodies from
 #: 16 MiB are received off the socket straight into the tensors (stores/registry/blobstream.DIRECT_MIN)
 SPAN = 32 * 1024 * 1024
+#: the longest range asked when nothing bounds the memory (``longest_span``): each request costs
+#: the client and the registry a connection and its set-up, and on two cores that CPU is the wire's
+LONG_SPAN = 256 * 1024 * 1024
 #: requests in flight: on the 2-core machine of docs/benchmarks.md, 4 of 32 MiB loaded 1 GiB in
 #: 1.37-1.89 s (medians of 4 runs, alternating, load 6-7), 8 in 1.93-2.40 s (more system time)
 CONCURRENCY = 4
@@ -112,7 +115,7 @@ class TensorStream:
 
     def __init__(self, source: LazySource, files: list[LoadFile], framework: Framework, *,
                  concurrency: int = CONCURRENCY, span: int = SPAN, working_set: int | None = None,
-                 where: str = "", on_close: Callable[[], None] | None = None):
+                 longest_span: int | None = None, where: str = "", on_close: Callable[[], None] | None = None):
         # (a registry that ignores ranges: each file is read whole once instead)
         self._source = WholeWhenRangeless(source)
         self._framework = framework
@@ -124,6 +127,7 @@ class TensorStream:
             Staging(self._device, max([RING] + [f.unit for f in self._files if f.spec.chunks is not None]))
         self._concurrency = max(1, concurrency)
         self._span = span
+        self._longest = longest_span
         self._budget = working_set
         self._ahead = len(files) if working_set is None else HEADERS_AHEAD
         self._where = where
@@ -335,7 +339,7 @@ class TensorStream:
         spans: list[_Span] = []
         if have > file.header_end:
             spans.append(_Span(file.header_end, have, landing.overlapping(file.header_end, have), copy=True))
-        step = max(file.unit, self._span // file.unit * file.unit)
+        step = self._step(file, size - have)
         for at in range(have, size, step):
             end = min(size, at + step)
             spans.append(_Span(at, end, landing.overlapping(at, end)))
@@ -352,6 +356,17 @@ class TensorStream:
             if slot.nbytes == 0 and not slot.waiting:
                 self._allocate([slot])
                 self._ready.append(slot)
+
+    def _step(self, file: _File, left: int) -> int:
+        """The bytes of each of ``file``'s ranges (whole chunks) when ``left`` bytes of it are to be
+        fetched: ``span``, or with ``longest_span`` and a chunk table, up to that, as long as every
+        request in flight still gets two ranges or more of the file (so that none waits alone at its end)."""
+        unit = file.unit
+        span = self._span // unit * unit
+        if self._longest is not None and file.spec.chunks is not None:
+            shared = -(-left // (2 * self._concurrency * unit)) * unit  # (rounded up to whole chunks)
+            span = max(span, min(self._longest // unit * unit, shared))
+        return max(unit, span)
 
     def _landed(self, file: _File, span: _Span) -> None:
         for slot in span.slots:

@@ -1,5 +1,6 @@
 """A whole-model load's requests in flight, when the caller names none: four, or one per CPU the
-process may use where it has fewer (each request's thread receives and checks its chunks)."""
+process may use where it has fewer (each request's thread receives and checks its chunks); and
+the ranges they ask: load_tensors' long ones, a stream's and a named part size's short ones."""
 
 from __future__ import annotations
 
@@ -51,3 +52,57 @@ def test_the_default_is_four_where_the_process_has_the_cpus(monkeypatch):
     assert default_requests() == 2
     monkeypatch.setattr(capacity, "_affinity", lambda: {0})
     assert default_requests() == 2
+
+
+def ranges_asked(monkeypatch) -> list[tuple[int, int]]:
+    """The ranges a load asks after each file's header, as ``(start, end)``: filled as it runs."""
+    from ocibridge.lazyread import tensorload
+
+    asked: list[tuple[int, int]] = []
+    fetch = tensorload.fetch_checked
+
+    def counted(source, layer, start, end, *args, **kwargs):
+        if start:
+            asked.append((start, end))
+        return fetch(source, layer, start, end, *args, **kwargs)
+
+    monkeypatch.setattr(tensorload, "fetch_checked", counted)
+    return asked
+
+
+@pytest.mark.parametrize(("longest", "ranges"), [(8 << 20, 4), (512 << 10, 8)])
+def test_load_tensors_asks_long_ranges_while_each_request_in_flight_gets_two(model, monkeypatch, longest, ranges):
+    """A load that returns every tensor at once asks ranges longer than the part size (fewer
+    connections for the client and the registry to set up), but no longer than LONG_SPAN, and
+    short enough that each of the two requests in flight gets two of the file's ranges."""
+    from ocibridge.api import load_ops
+
+    ref, want = model
+    monkeypatch.setattr(capacity, "_affinity", lambda: {0, 1})
+    monkeypatch.setattr(load_ops, "SPAN", 2 * CHUNK)
+    monkeypatch.setattr(load_ops, "LONG_SPAN", longest, raising=False)
+    asked = ranges_asked(monkeypatch)
+    got = ocibridge.load_tensors(ref)
+    assert {name: a.tobytes() for name, a in got.items()} == {name: a.tobytes() for name, a in want.items()}
+    assert len(asked) == ranges
+    assert max(end - start for start, end in asked) <= min(longest, 1 << 20)
+    spans = sorted(asked)  # (in any order: together, the file after its header, each byte once)
+    assert all(one[1] == two[0] for one, two in zip(spans, spans[1:], strict=False))
+    assert spans[-1][1] - spans[0][0] > 4_000_000
+
+
+def test_streams_and_named_part_sizes_keep_their_ranges(model, monkeypatch):
+    """iter_tensors hands each tensor over as its range is verified, so it keeps the part size;
+    so does load_tensors when the caller names one."""
+    from ocibridge.api import load_ops
+
+    ref, want = model
+    monkeypatch.setattr(capacity, "_affinity", lambda: {0, 1})
+    monkeypatch.setattr(load_ops, "SPAN", 2 * CHUNK)
+    asked = ranges_asked(monkeypatch)
+    with ocibridge.iter_tensors(ref, max_bytes=None) as stream:
+        assert {name: a.tobytes() for name, a in stream} == {name: a.tobytes() for name, a in want.items()}
+    assert len(asked) >= 31 and max(b - a for a, b in asked) == 2 * CHUNK
+    asked.clear()
+    ocibridge.load_tensors(ref, transfer=SMALL_PARTS)
+    assert len(asked) >= 31 and max(b - a for a, b in asked) == 2 * CHUNK
