@@ -85,8 +85,8 @@ def load_tensors(ref: str | Locator, *, files: str | tuple[str, ...] | list[str]
     the files (default: those a shard index names, else every ``*.safetensors``).
     ``concurrency`` Range requests in flight (default ``transfer.parts_in_flight``, else 4, or one
     per CPU this process may use where it has fewer, 2 at least),
-    of ``transfer.part_size`` bytes (default: 32 MiB, or longer, up to 256 MiB, for a large file
-    with a chunk table, while each request in flight still gets two of its ranges). Every chunk
+    of ``transfer.part_size`` bytes (default: 32 MiB, or longer, up to 128 MiB, for a large file
+    with a chunk table, while each request in flight still gets four of its ranges). Every chunk
     is checked against the chunk table as it lands (a file without one: against its digest, once all of it is in);
     a wrong one raises :class:`~ocibridge.lazyread.tensorload.TensorMismatch` naming the file
     and its tensors, and nothing is returned. ``verify`` and the containers policy file are

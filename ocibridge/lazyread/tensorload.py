@@ -42,7 +42,10 @@ from ocibridge.oci.models import Descriptor
 SPAN = 32 * 1024 * 1024
 #: the longest range asked when nothing bounds the memory (``longest_span``): each request costs
 #: the client and the registry a connection and its set-up, and on two cores that CPU is the wire's
-LONG_SPAN = 256 * 1024 * 1024
+LONG_SPAN = 128 * 1024 * 1024
+#: ranges of a file each request in flight gets at least: a connection slower than the others
+#: then leaves at most about a quarter of its share for the others to wait on at the end
+RANGES_EACH = 4
 #: requests in flight: on the 2-core machine of docs/benchmarks.md, 4 of 32 MiB loaded 1 GiB in
 #: 1.37-1.89 s (medians of 4 runs, alternating, load 6-7), 8 in 1.93-2.40 s (more system time)
 CONCURRENCY = 4
@@ -360,11 +363,11 @@ class TensorStream:
     def _step(self, file: _File, left: int) -> int:
         """The bytes of each of ``file``'s ranges (whole chunks) when ``left`` bytes of it are to be
         fetched: ``span``, or with ``longest_span`` and a chunk table, up to that, as long as every
-        request in flight still gets two ranges or more of the file (so that none waits alone at its end)."""
+        request in flight still gets RANGES_EACH ranges or more of the file (so that none waits long alone at its end)."""
         unit = file.unit
         span = self._span // unit * unit
         if self._longest is not None and file.spec.chunks is not None:
-            shared = -(-left // (2 * self._concurrency * unit)) * unit  # (rounded up to whole chunks)
+            shared = -(-left // (RANGES_EACH * self._concurrency * unit)) * unit  # (rounded up to whole chunks)
             span = max(span, min(self._longest // unit * unit, shared))
         return max(unit, span)
 
