@@ -182,14 +182,16 @@ def serve_mount(ref: str | Locator, directory: str | os.PathLike[str], *, transf
 
 
 def _ready_readers(model: LazyModel) -> None:
-    """(once mounted, on a thread of its own) What the first read of a file would otherwise do
-    while its program waits: find the model's chunk table (a few requests to the registry), make
-    each file's verified reader and load the table's hash. A program started on the mount
-    reaches its first read later than this; a read that comes first waits for it, as it would
-    have done it. A failure is left to the reads, which look again."""
+    """(once mounted, on a thread of its own) What the first read would otherwise do while its
+    program waits: find the model's chunk table (a few requests to the registry), load the
+    reading code and the table's hash (the largest file's reader made; the others' are made
+    quickly after that). A program started on the mount reaches its first read later than this;
+    a read that comes first waits for it, as it would have done it. A failure is left to the
+    reads, which look again."""
     with contextlib.suppress(Exception):
-        for key in sorted(model.files, key=lambda k: -model.files[k].layer.size):
-            blob = model.open(key)
+        largest = max(model.files, key=lambda key: model.files[key].layer.size, default=None)
+        if largest is not None:
+            blob = model.open(largest)
             if blob.chunks is not None:
                 blob.chunks.hasher_factory()
 
