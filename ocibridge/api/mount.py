@@ -16,6 +16,7 @@ import math
 import os
 import subprocess
 import sys
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -171,12 +172,28 @@ def serve_mount(ref: str | Locator, directory: str | os.PathLike[str], *, transf
             with contextlib.suppress(OSError):
                 directory.rmdir()
         raise
+    threading.Thread(target=_ready_readers, args=(model,), name="mount-readers", daemon=True).start()
     try:
         stderr_handed_back()
         session.wait()
     finally:
         model.close()
         scratch.remove()
+
+
+def _ready_readers(model: LazyModel) -> None:
+    """(once mounted, on a thread of its own) What the first read would otherwise do while its
+    program waits: find the model's chunk table (a few requests to the registry), load the
+    reading code and the table's hash (the largest file's reader made; the others' are made
+    quickly after that). A program started on the mount reaches its first read later than this;
+    a read that comes first waits for it, as it would have done it. A failure is left to the
+    reads, which look again."""
+    with contextlib.suppress(Exception):
+        largest = max(model.files, key=lambda key: model.files[key].layer.size, default=None)
+        if largest is not None:
+            blob = model.open(largest)
+            if blob.chunks is not None:
+                blob.chunks.hasher_factory()
 
 
 def _directory(directory: str | os.PathLike[str]) -> Path:

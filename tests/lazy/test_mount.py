@@ -27,7 +27,7 @@ from mounting import (
     mount_env,
     run,
 )
-from support.faultproxy import FaultProxy, corrupt, delay, hold, ignore_range, throttle
+from support.faultproxy import FaultProxy, RecordedRequest, corrupt, delay, hold, ignore_range, throttle
 from support.fixtures import new_repo
 
 from ocibridge.cli import main
@@ -616,3 +616,27 @@ def test_the_default_read_timeout_is_30_seconds(default_timeout_read, model):  #
     assert isinstance(error, OSError) and error.errno == errno.EIO and took >= 30, (error, took)  # not before it
     assert seen["config.json"] == (pulled / "config.json").read_bytes()
     assert "weights.bin: " in seen["log"] and ": no answer for 30 s: the read gives up (EIO)" in seen["log"]
+
+
+def test_the_chunk_table_is_found_once_mounted_not_at_the_first_read(registry, fault_proxy, tmp_path):
+    """A program's first read of a file waited for what the mount had left to it: finding the
+    model's chunk table (from the registry), making the file's reader. Once mounted, the mount
+    does that on its own, while the program starts: here no file is read, and the table's
+    requests come all the same."""
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "weights.bin").write_bytes(os.urandom(2 * MiB))
+    ref = f"{fault_proxy.host}/{new_repo()}:v1"
+    assert main(["push", str(src), ref, "-q", "--chunk-threshold", "1M"]) == 0
+    pushed = len(fault_proxy.requests)
+
+    def blobs_asked() -> list[RecordedRequest]:
+        return [r for r in fault_proxy.requests[pushed:] if r.method == "GET" and "/blobs/" in r.path]
+
+    with Mount(ref, tmp_path / "mnt", mount_env(tmp_path / "env"), tmp_path / "mount.log"):
+        deadline = time.monotonic() + 20
+        while not blobs_asked() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        asked = blobs_asked()
+    assert asked, "no blob was asked of the registry once mounted, until a file was read"
+    assert all("range" not in r.headers for r in asked)  # (no byte of the file: the table alone)
