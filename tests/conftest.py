@@ -158,9 +158,35 @@ def pytest_report_header(config):
 
 
 def pytest_collection_modifyitems(config, items):
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        heavy_files_first(items)
     if os.environ.get(NO_ROOT) != "1":
         return
     left_out = [item for item in items if "containerd" in item.fixturenames]
     if left_out:
         items[:] = [item for item in items if "containerd" not in item.fixturenames]
         config.hook.pytest_deselected(items=left_out)
+
+
+# -- the order pytest-xdist hands files to its workers ---------------------------------------------
+#: the suite's heaviest files, heaviest first (seconds and path a line)
+HEAVY_FILES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "heavy_files.txt")
+
+
+def heavy_files_first(items) -> None:
+    """Each worker's collection (its order is the order the files are handed out in) with the files
+    of heavy_files.txt first, heaviest first; each file's tests keep their order. The worker that
+    takes the last file then takes a light one: left to xdist (most tests first), a heavy file of
+    few tests came last and the other worker idled until it ended."""
+    with open(HEAVY_FILES) as listing:
+        rows = [line.split(maxsplit=1) for line in listing if line.strip() and not line.startswith("#")]
+    rank = {path.strip(): n for n, (_seconds, path) in enumerate(rows)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(rank)))
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_configure(config):
+    """The controller hands out files in the workers' collection order (heavy_files_first), not
+    sorted by their count of tests (pytest-xdist's --loadscope-reorder, on by default)."""
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
