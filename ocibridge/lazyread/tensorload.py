@@ -363,7 +363,8 @@ class TensorStream:
     def _step(self, file: _File, left: int) -> int:
         """The bytes of each of ``file``'s ranges (whole chunks) when ``left`` bytes of it are to be
         fetched: ``span``, or with ``longest_span`` and a chunk table, up to that, as long as every
-        request in flight still gets RANGES_EACH ranges or more of the file (so that none waits long alone at its end)."""
+        request in flight still gets RANGES_EACH ranges or more of the file (so that none waits long
+        alone at its end)."""
         unit = file.unit
         span = self._span // unit * unit
         if self._longest is not None and file.spec.chunks is not None:
