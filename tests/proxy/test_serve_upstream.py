@@ -196,6 +196,23 @@ def test_a_branch_fetched_by_its_name_is_listed_as_a_branch_and_a_tag_as_a_tag(p
     assert api.model_info("acme/tiny", revision="refs/heads/dev").sha == proxied.dev
 
 
+def test_a_branch_named_as_its_commit_begins_is_listed_as_a_branch(proxied: Proxied):
+    """A short branch name that happens to be a prefix of its own commit id (``b1`` of ``b1…``: hex)
+    is a name, not an abbreviated commit id (those are 7 hex digits or more): once fetched by it,
+    list_repo_refs lists it as a branch (before, it was tagged nowhere and listed nowhere)."""
+    up = HfApi(endpoint=proxied.upstream, token=UP_TOKEN)
+    up.create_repo("acme/hexnamed")
+    head = up.upload_file(path_or_fileobj=b"{}", path_in_repo="config.json", repo_id="acme/hexnamed").oid
+    name = head[:4]
+    up.create_branch("acme/hexnamed", branch=name, revision=head)
+    api = proxied.api()
+    assert api.model_info("acme/hexnamed", revision=name).sha == head
+    proxied.landed("proxy/acme/hexnamed", head)
+    refs = settled_refs(api, "acme/hexnamed", 1, timeout=10)
+    assert {b.name: b.target_commit for b in refs.branches}.get(name) == head
+    assert refs.tags == []
+
+
 def test_branch_names_first_fetched_at_the_same_moment_are_all_listed_as_branches(proxied: Proxied):
     """Three branches, each at a commit of its own, fetched at once: three fetches whose threads each
     record their name in the refs record. Each re-reads the record under one lock; before, each

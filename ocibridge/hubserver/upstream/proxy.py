@@ -59,6 +59,7 @@ from ocibridge.hubserver.repo.refsrecord import RefsRecord, read_record
 from ocibridge.hubserver.repo.sources import (
     COMMIT,
     DIGEST,
+    SHORT_COMMIT,
     RepoMoved,
     RepoNotFound,
     Repository,
@@ -322,9 +323,10 @@ class UpstreamSource:
 
     def _fetched_tag(self, record: RefsRecord, revision: str, commit: str) -> str | None:
         """The registry tag a fetched revision's name moves (main: the default tag); None for a
-        commit id (whole or abbreviated) and for a ``refs/...`` name (resolved by commit)."""
+        commit id (whole or abbreviated: 7 hex digits or more, as serve resolves one; a branch ``b1``
+        of a commit ``b1…`` is a name) and for a ``refs/...`` name (resolved by commit)."""
         kind, name = split_revision(revision)
-        if kind is not None or COMMIT.fullmatch(name) or commit.startswith(name):
+        if kind is not None or COMMIT.fullmatch(name) or (SHORT_COMMIT.fullmatch(name) and commit.startswith(name)):
             return None
         default = self.here.default_tag
         tag = registry_tag(record, None, name, default)
