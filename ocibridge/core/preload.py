@@ -19,8 +19,7 @@ import threading
 from collections.abc import Callable
 from typing import BinaryIO
 
-from ocibridge.core.closing import ClosesOnExit
-from ocibridge.core.streams import can_seek
+from ocibridge.core.streams import PassingReader
 
 _started: set[str] = set()  # each module is loaded by one thread, however many ask
 _lock = threading.Lock()
@@ -49,12 +48,12 @@ def loading_at_first_read(open_file: Callable[[], BinaryIO], *modules: str) -> C
     return opened
 
 
-class LoadsOnFirstRead(ClosesOnExit):
+class LoadsOnFirstRead(PassingReader):
     """``raw``, whose first read starts :func:`preload` of ``modules``; seeks pass through
     (an upload's resume)."""
 
     def __init__(self, raw: BinaryIO, *modules: str):
-        self._raw = raw
+        super().__init__(raw)
         self._modules = modules
 
     def read(self, n: int = -1) -> bytes:
@@ -62,18 +61,3 @@ class LoadsOnFirstRead(ClosesOnExit):
             modules, self._modules = self._modules, ()
             preload(*modules)
         return self._raw.read(n)
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return can_seek(self._raw)
-
-    def seek(self, offset: int, whence: int = 0) -> int:
-        return self._raw.seek(offset, whence)
-
-    def tell(self) -> int:
-        return self._raw.tell()
-
-    def close(self) -> None:
-        self._raw.close()

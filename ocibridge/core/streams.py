@@ -113,6 +113,32 @@ def unzstd(raw: Reader, *, max_window_size: int = 0, read_size: int | None = Non
     return dctx.stream_reader(source, read_size=read_size, read_across_frames=True)
 
 
+class PassingReader(ClosesOnExit):
+    """A reader standing in for ``raw`` (a subclass sees each read): its seeks, position and close
+    pass through, so that an upload can still resume by seeking it."""
+
+    def __init__(self, raw: IO[bytes]):
+        self._raw = raw
+
+    def read(self, n: int = -1) -> bytes:
+        return self._raw.read(n)
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return can_seek(self._raw)
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        return self._raw.seek(offset, whence)
+
+    def tell(self) -> int:
+        return self._raw.tell()
+
+    def close(self) -> None:
+        self._raw.close()
+
+
 class IterReader(ClosesOnExit):
     """A read-only file object over an iterator of byte chunks (constant memory).
 

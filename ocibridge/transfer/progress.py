@@ -22,8 +22,7 @@ import threading
 import time
 from typing import Any, BinaryIO, TextIO
 
-from ocibridge.core.closing import ClosesOnExit
-from ocibridge.core.streams import can_seek
+from ocibridge.core.streams import PassingReader
 from ocibridge.core.terminal import one_line
 from ocibridge.core.termwidth import fallback_columns, fallback_lines, reported_columns, reported_lines
 from ocibridge.oci.digest import HashingReader
@@ -61,11 +60,11 @@ class _Tally:
             self.progress("bytes", self.desc, n)
 
 
-class _CountingReader(ClosesOnExit):
+class _CountingReader(PassingReader):
     """A reader that tallies what is read through it; seeks pass through (upload resume)."""
 
     def __init__(self, raw: BinaryIO, tally: _Tally):
-        self._raw = raw
+        super().__init__(raw)
         self._tally = tally
 
     def read(self, n: int = -1) -> bytes:
@@ -76,21 +75,9 @@ class _CountingReader(ClosesOnExit):
             self._tally.flush()
         return data
 
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return can_seek(self._raw)
-
-    def seek(self, offset: int, whence: int = 0) -> int:
-        return self._raw.seek(offset, whence)
-
-    def tell(self) -> int:
-        return self._raw.tell()
-
     def close(self) -> None:
         self._tally.flush()
-        self._raw.close()
+        super().close()
 
 
 def counting(reader: BinaryIO, desc: Descriptor, progress: ProgressFn | None) -> BinaryIO:
