@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import os
 import stat
-from pathlib import Path
 
 import pytest
 
 from ocibridge.cli import main
-from tests.support.cli_run import one_error_line
+from tests.support.cli_run import one_error_line, pushed_layout
 
 
 @pytest.mark.parametrize("flag", ["--limit-rate", "--part-size", "--upload-part-size", "--chunk-threshold"])
@@ -60,14 +59,6 @@ def test_a_path_whose_name_is_no_utf8_is_printed_escaped(tmp_path, capsys):
     assert (into / "README.md").read_text() == "# m\n"
 
 
-def _layout(tmp_path: Path) -> str:
-    model = tmp_path / "m"
-    model.mkdir()
-    (model / "README.md").write_text("# m\n")
-    assert main(["push", str(model), f"oci:{tmp_path}/lay:v1", "-q"]) == 0  # set-up
-    return f"oci:{tmp_path}/lay:v1"
-
-
 @pytest.mark.parametrize("argv", [
     ["save", "{ref}", "-o", "{pipe}"],
     ["mirror", "{job}", "--report", "{pipe}"],
@@ -77,7 +68,7 @@ def test_an_output_that_is_a_pipe_or_device_is_refused_and_left_as_it_was(argv, 
     """A staged file is renamed over its target: a FIFO there, or a device (``-o /dev/stdout``,
     ``/dev/null``; as root, /dev/full itself was replaced) became a plain file, and the command
     said it had written it."""
-    ref = _layout(tmp_path)
+    ref = pushed_layout(tmp_path)
     work = tmp_path / "work"
     work.mkdir()
     pipe = work / "out.pub"
@@ -145,7 +136,7 @@ def test_a_file_name_that_is_no_utf8_is_named_not_a_crash(argv, tmp_path, capsys
     when the manifest, the walk's sort or the tar header encoded it. Nothing was written."""
     from tests.signing_keys import key_pair
 
-    ref = _layout(tmp_path)
+    ref = pushed_layout(tmp_path)
     before = sorted(p.name for p in (tmp_path / "lay").rglob("*"))
     files = tmp_path / "files"
     files.mkdir()
@@ -182,7 +173,7 @@ def test_prune_grace_nan_is_a_usage_error(tmp_path, capsys):
 def test_attach_refuses_an_artifact_type_that_is_no_media_type(kind, tmp_path, capsys):
     """image-spec's schema (and registries that check it) refuse such an artifactType: attach
     wrote the manifest anyway and answered success."""
-    ref = _layout(tmp_path)
+    ref = pushed_layout(tmp_path)
     before = sorted(p.name for p in (tmp_path / "lay").rglob("*"))
     note = tmp_path / "note.md"
     note.write_text("hi\n")
@@ -219,7 +210,7 @@ def test_a_repository_name_over_docker_s_limit_is_a_usage_error(argv, capsys):
 def test_warm_with_an_empty_directory_leaves_the_working_directory_alone(argv, tmp_path, capsys, monkeypatch):
     """``warm save REF "$DIR"`` with DIR unset packed the whole working directory (Path('') is
     '.') and attached it; ``warm load`` restored the attached cache into it."""
-    ref = _layout(tmp_path)
+    ref = pushed_layout(tmp_path)
     cache = tmp_path / "cache"
     cache.mkdir()
     (cache / "kernel.bin").write_bytes(b"\x00" * 16)
@@ -252,7 +243,7 @@ def test_toml_or_yaml_nested_too_deeply_names_its_file(argv, said, tmp_path, cap
     (tmp_path / "registries.d").mkdir()
     (tmp_path / "registries.d" / "deep.yaml").write_text("x: " + "[" * 50_000 + "\n")
     if "k8s" in argv:
-        _layout(tmp_path)
+        pushed_layout(tmp_path)
     else:
         (tmp_path / "lay").mkdir()
     capsys.readouterr()
@@ -264,7 +255,7 @@ def test_toml_or_yaml_nested_too_deeply_names_its_file(argv, said, tmp_path, cap
 @pytest.mark.parametrize("text", [b'{"level": 3', b"", b"\xff{}"], ids=["truncated", "empty", "not utf-8"])
 def test_warm_options_that_are_no_json_name_the_file(text, tmp_path, capsys):
     """``--options FILE`` that is no JSON was "unexpected JSONDecodeError" (or UnicodeDecodeError)."""
-    ref = _layout(tmp_path)
+    ref = pushed_layout(tmp_path)
     options = tmp_path / "options.json"
     options.write_bytes(text)
     cache = tmp_path / "cache"

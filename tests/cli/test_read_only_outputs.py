@@ -13,17 +13,9 @@ from ocibridge.api.bundle import save
 from ocibridge.cli import main
 from ocibridge.core.fsutil import check_output_file
 from ocibridge.errors import UsageError
-from tests.support.cli_run import one_error_line
+from tests.support.cli_run import one_error_line, pushed_layout
 
 _KEPT = b"the user's own bytes\n"
-
-
-def _layout(tmp_path: Path) -> str:
-    model = tmp_path / "m"
-    model.mkdir()
-    (model / "README.md").write_text("# m\n")
-    assert main(["push", str(model), f"oci:{tmp_path}/lay:v1", "-q"]) == 0  # set-up
-    return f"oci:{tmp_path}/lay:v1"
 
 
 def _read_only(path: Path) -> Path:
@@ -40,7 +32,7 @@ def _read_only(path: Path) -> Path:
     (["warm", "load", "{ref}", "--torch", "{out}", "--allow-unsigned"], "torch.bin"),
 ], ids=["save", "mirror --report", "keygen --overwrite", "pull .carton --overwrite", "warm load --torch"])
 def test_a_read_only_output_is_refused_and_left_as_it_was(argv, name, tmp_path, capsys, monkeypatch):
-    ref = _layout(tmp_path)
+    ref = pushed_layout(tmp_path)
     work = tmp_path / "work"
     work.mkdir()
     out = _read_only(work / name)
@@ -57,7 +49,7 @@ def test_a_read_only_output_is_refused_and_left_as_it_was(argv, name, tmp_path, 
 
 
 def test_save_over_a_writable_file_still_replaces_it_and_the_api_refuses_a_read_only_one(tmp_path):
-    ref = _layout(tmp_path)
+    ref = pushed_layout(tmp_path)
     out = tmp_path / "out.tar"
     out.write_bytes(_KEPT)
     save(ref, out)

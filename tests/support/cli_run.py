@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from ocibridge.cli import main
@@ -32,3 +34,12 @@ def digest_of(capsys: pytest.CaptureFixture[str], ref: str) -> str:
     capsys.readouterr()
     assert main(["resolve", ref]) == 0
     return capsys.readouterr().out.split()[-1]
+
+
+def pushed_layout(tmp_path: Path) -> str:
+    """A one-file model pushed into the layout ``tmp_path/lay`` as ``v1``: its reference."""
+    model = tmp_path / "m"
+    model.mkdir()
+    (model / "README.md").write_text("# m\n")
+    assert main(["push", str(model), f"oci:{tmp_path}/lay:v1", "-q"]) == 0  # set-up
+    return f"oci:{tmp_path}/lay:v1"
