@@ -66,13 +66,29 @@ def refuse_read_only_target(final: str | os.PathLike[str]) -> None:
         mode = os.stat(final).st_mode  # links followed: the file the user named
     except OSError:
         return  # not there (or not reachable): nothing to keep
-    if not stat.S_ISREG(mode):
+    if stat.S_ISREG(mode):
+        _refuse_unwritable(final, mode, "make it writable (chmod u+w) or remove it to replace it")
+
+
+def refuse_read_only_directory(directory: str | os.PathLike[str]) -> None:
+    """A pull stages inside the directory it writes into and renames files there: one with no
+    write bit for anyone is kept as it is, root or not (root may write into it, as
+    :func:`refuse_read_only_target` reads a file's bits), and one this user may not write into
+    is named, not the staging file that could not be made in it."""
+    try:
+        mode = os.stat(directory).st_mode
+    except OSError:
         return
+    if stat.S_ISDIR(mode):
+        _refuse_unwritable(directory, mode, "make it writable (chmod u+w) to write into it")
+
+
+def _refuse_unwritable(path: str | os.PathLike[str], mode: int, fix: str) -> None:
     if mode & 0o222 == 0:
-        raise UsageError(f"{os.fspath(final)} is read-only (mode {stat.S_IMODE(mode):04o}): refused, nothing "
-                         "written; make it writable (chmod u+w) or remove it to replace it")
-    if not os.access(final, os.W_OK):
-        raise UsageError(f"{os.fspath(final)} is not writable by this user: refused, nothing written")
+        raise UsageError(f"{os.fspath(path)} is read-only (mode {stat.S_IMODE(mode):04o}): refused, nothing "
+                         f"written; {fix}")
+    if not os.access(path, os.W_OK):
+        raise UsageError(f"{os.fspath(path)} is not writable by this user: refused, nothing written")
 
 
 def check_output_file(final: str | os.PathLike[str]) -> None:

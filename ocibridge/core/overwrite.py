@@ -10,6 +10,11 @@ the directory exactly as it was (the commit step calls :func:`plan_commit` first
 | same content (file, or symlink with the same target) | unchanged | unchanged | unchanged |
 | different | error, nothing written | replaced | left as it is |
 
+Whatever the policy, a file to be replaced that is read-only (no write bit, or not this user's
+to write), or a directory a file lands in that is, refuses the whole pull before anything moves,
+as a read-only output file does (:func:`.fsutil.refuse_read_only_target`): rename(2) would
+replace it regardless of its mode, and root would write into it.
+
 A pull into one file (an archive: ``.carton``, ``.mlarchive``) follows the same rule: an
 existing file is replaced only with ``overwrite``, unless it already is, byte for byte, the
 archive the pull builds (the same model pulled again); ``keep`` does not keep a different one
@@ -24,7 +29,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 
-from ocibridge.errors import OcibridgeError
+from ocibridge.core.fsutil import refuse_read_only_directory, refuse_read_only_target
+from ocibridge.errors import OcibridgeError, UsageError
 
 
 class OnExisting(str, Enum):
@@ -88,4 +94,32 @@ def plan_commit(staging: Path, out: Path, files: list[str], policy: OnExisting) 
             refused.append(rel)
     if refused:
         raise WouldOverwrite(refused)
+    _refuse_read_only(out, plan.write)
     return plan
+
+
+def _refuse_read_only(out: Path, write: list[str]) -> None:
+    """Each file to be replaced and each directory a file lands in, judged as a single output
+    file is; the first refusal is raised, naming the others refused so."""
+    refusals: list[tuple[Path, UsageError]] = []
+    judged: set[Path] = set()
+    for rel in write:
+        path = out / rel
+        parent = path.parent
+        while parent != out and not (parent.exists() or parent.is_symlink()):
+            parent = parent.parent  # the nearest directory already there: the one written into
+        for check, target in ((refuse_read_only_directory, parent), (refuse_read_only_target, path)):
+            if target in judged or (target is path and path.is_symlink()):  # a link is replaced, not its target
+                continue
+            judged.add(target)
+            try:
+                check(target)
+            except UsageError as e:
+                refusals.append((target, e))
+    if not refusals:
+        return
+    others = [str(path) for path, _ in refusals[1:]]
+    if not others:
+        raise refusals[0][1]
+    shown = ", ".join(others[:3]) + (f" and {len(others) - 3} more" if len(others) > 3 else "")
+    raise UsageError(f"{refusals[0][1]}; refused so too: {shown}")

@@ -20,10 +20,7 @@ from typing import TYPE_CHECKING, BinaryIO
 
 from ocibridge.core.confined import check_links
 from ocibridge.core.dirlock import directory_locked
-from ocibridge.core.fsutil import (
-    TEMP_PREFIX,
-    process_umask,
-)
+from ocibridge.core.fsutil import TEMP_PREFIX, process_umask, refuse_read_only_directory
 from ocibridge.core.overwrite import OnExisting, plan_commit
 from ocibridge.core.stale import locked_staging, remove_stale_staging
 from ocibridge.core.streams import Reader, open_tar_stream
@@ -232,6 +229,7 @@ class DirectoryTarget:
         out = self.out
         if out.exists() and not out.is_dir():
             raise OcibridgeError(f"{out} exists and is not a directory")
+        refuse_read_only_directory(out)  # before a stale staging directory is swept from it
         made = _missing_dirs(out)
         out.mkdir(parents=True, exist_ok=True)
         remove_stale_staging(out)  # what pulls killed here before left behind
