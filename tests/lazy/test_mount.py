@@ -493,8 +493,7 @@ def test_a_commit_published_through_serve_mounts_as_pull_writes_it(registry, tmp
     digits serve hands out as the commit id, mounts with pull's tree and bytes."""
     from huggingface_hub import HfApi
     from serving import point_hub_at
-
-    from tests.serve.test_serve_publish import model_dir, serve_process
+    from support.publishing import model_dir, serve_process
 
     prefix = f"{registry.host}/{new_repo()}"
     src = model_dir(tmp_path / "model")

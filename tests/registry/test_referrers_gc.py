@@ -223,8 +223,7 @@ def test_a_model_published_through_serve_with_evidence_survives_garbage_collecti
     """``serve --sign-key --sbom --provenance`` publishes a commit signed and attested; after the
     registry's ``garbage-collect --delete-untagged`` it verifies with its key, its attestations are
     discovered as before, and a serve with ``--verify-key`` serves its files."""
-    from tests.serve.test_serve_publish import model_dir, serve_process
-    from tests.serve.test_serve_publish_evidence import evidence_serve
+    from support.publishing import evidence_serve, model_dir, serve_process
 
     registry = RegistryProcess(tmp_path / "registry")
     try:

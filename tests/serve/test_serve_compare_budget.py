@@ -15,7 +15,7 @@ import httpx
 import numpy as np
 import pytest
 from safetensors.numpy import save_file
-from test_serve_publish import serve_process
+from support.publishing import serve_process
 
 import ocibridge
 from ocibridge.hubserver.repo.catalog import Catalog

@@ -23,7 +23,7 @@ from huggingface_hub import HfApi
 from serve_processes import ServeProcess
 from serving import files_of, point_hub_at
 from support.faultproxy import FaultProxy, RecordedRequest, hold
-from test_serve_publish import MIB, model_dir
+from support.publishing import MIB, model_dir
 
 pytestmark = pytest.mark.filterwarnings("ignore:Use 'content=<...>' to upload raw bytes:DeprecationWarning")
 

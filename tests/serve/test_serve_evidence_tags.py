@@ -9,8 +9,7 @@ import json
 
 import pytest
 from huggingface_hub.errors import HfHubHTTPError
-from test_serve_publish import tag_digest
-from test_serve_publish_evidence import evidence_serve
+from support.publishing import evidence_serve, tag_digest
 
 from ocibridge.cli import main
 

@@ -13,7 +13,7 @@ import pytest
 from huggingface_hub import CommitOperationAdd, HfApi
 from serving import point_hub_at
 from support.faultproxy import FaultProxy, drop_request
-from test_serve_publish import MIB, blob_in, serve_process, tag_digest
+from support.publishing import MIB, blob_in, serve_process, tag_digest
 
 from ocibridge.stores.layout import LayoutStore
 

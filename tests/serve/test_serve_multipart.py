@@ -15,7 +15,7 @@ import huggingface_hub
 import pytest
 from huggingface_hub import HfApi, lfs
 from serving import files_of, point_hub_at, published_files_of
-from test_serve_publish import MIB, model_dir, serve_process
+from support.publishing import MIB, model_dir, serve_process
 
 pytestmark = pytest.mark.filterwarnings("ignore:Use 'content=<...>' to upload raw bytes:DeprecationWarning")
 

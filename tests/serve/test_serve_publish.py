@@ -5,7 +5,6 @@ ModelPack artifact under the branch's tag, read back by snapshot_download and ``
 from __future__ import annotations
 
 import base64
-import contextlib
 import hashlib
 import io
 import json
@@ -14,16 +13,15 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import huggingface_hub
 import pytest
 from huggingface_hub import CommitOperationAdd, CommitOperationCopy, CommitOperationDelete, HfApi
 from huggingface_hub.errors import HfHubHTTPError
-from serving import files_of, point_hub_at, published_files_of, serve_as_process
+from serving import files_of, point_hub_at, published_files_of
+from support.publishing import MIB, TOKENS, blob_in, model_dir, opened_store, tag_digest
 
 from ocibridge.cli import main
 
@@ -31,28 +29,6 @@ from ocibridge.cli import main
 pytestmark = pytest.mark.filterwarnings("ignore:Use 'content=<...>' to upload raw bytes:DeprecationWarning")
 
 ROOT = Path(__file__).resolve().parents[2]
-MIB = 1024 * 1024
-TOKENS = "reader-token\nwriter-token write * ci-bot\nacme-token write acme/\n"
-
-
-@contextlib.contextmanager
-def serve_process(tmp_path: Path, *args: str) -> Iterator[str]:
-    """``ocibridge serve ARGS --token-file`` as a process; yields its URL."""
-    (tmp_path / "tokens.txt").write_text(TOKENS)
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    with serve_as_process([*args, "--no-access-log", "--token-file", str(tmp_path / "tokens.txt")], env,
-                          tmp_path / "serve.log") as url:
-        yield url
-
-
-def model_dir(root: Path) -> Path:
-    root.mkdir(parents=True)
-    (root / "config.json").write_text(json.dumps({"model_type": "bert", "hidden_size": 32}))
-    header = json.dumps({"w": {"dtype": "F32", "shape": [3 * MIB // 4], "data_offsets": [0, 3 * MIB]}}).encode()
-    header += b" " * (-len(header) % 8)
-    (root / "model.safetensors").write_bytes(len(header).to_bytes(8, "little") + header + os.urandom(3 * MIB))
-    (root / "tokenizer.json").write_text(json.dumps({"version": "1.0", "model": {"type": "WordLevel"}}))
-    return root
 
 
 @pytest.fixture
@@ -70,34 +46,6 @@ def lfs_client(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[str]:
 
     monkeypatch.setattr(_commit_api, "lfs_upload", counted)
     return sent
-
-
-def tag_digest(ref: str) -> str | None:
-    from ocibridge.errors import NotFound
-
-    with _store(ref) as (store, tag):
-        try:
-            return str(store.resolve(tag).digest)
-        except NotFound:
-            return None
-
-
-def blob_in(ref: str, sha256: str, size: int) -> bool:
-    from ocibridge.oci.models import Descriptor
-
-    with _store(ref) as (store, _):
-        return bool(store.exists(Descriptor(mediaType="application/octet-stream", digest=f"sha256:{sha256}",
-                                            size=size)))
-
-
-@contextlib.contextmanager
-def _store(ref: str) -> Iterator[tuple[Any, str]]:
-    from ocibridge.oci.reference import parse_registry_reference
-    from ocibridge.stores.registry.store import open_repository
-
-    located = parse_registry_reference(ref)
-    with open_repository(located) as store:
-        yield store, located.tag or "latest"
 
 
 def test_publish_through_serve_is_a_modelpack_commit(tmp_path, publishing_serve, lfs_client, monkeypatch, capsys):
@@ -186,7 +134,7 @@ def _without(doc: object, digest: str) -> object:
 def _layers_and_config(ref: str) -> tuple[list[tuple[str, str, dict[str, str]]], object]:
     from ocibridge.model.extract import fetch_manifest
 
-    with _store(ref) as (store, tag):
+    with opened_store(ref) as (store, tag):
         _, manifest = fetch_manifest(store, store.resolve(tag).digest)
         config = json.loads(store.fetch_bytes(manifest.config))
         return [(x.digest, x.mediaType, dict(x.annotations or {})) for x in manifest.layers], config

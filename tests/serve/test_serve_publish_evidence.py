@@ -8,16 +8,11 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import huggingface_hub
 import pytest
-from huggingface_hub import HfApi
-from serving import point_hub_at
-from test_serve_publish import model_dir, serve_process, tag_digest
+from support.publishing import evidence_serve, model_dir, tag_digest
 
 import ocibridge
 from ocibridge.cli import main
@@ -25,22 +20,6 @@ from ocibridge.cli import main
 pytestmark = pytest.mark.filterwarnings("ignore:Use 'content=<...>' to upload raw bytes:DeprecationWarning")
 
 SLSA = "https://slsa.dev/provenance/v1"
-
-
-@contextmanager
-def evidence_serve(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, prefix: str, repo: str,
-                   password: str = "") -> Iterator[tuple[HfApi, Any]]:
-    """A serve over ``prefix`` that signs and attests every commit with a new cosign key (its
-    file encrypted with ``password``), huggingface_hub pointed at it over LFS as the writer, and
-    ``repo`` created there: (the API, the key pair)."""
-    key = ocibridge.keygen(tmp_path / "cosign", password=password)  # cosign's encrypted key file
-    monkeypatch.setenv("COSIGN_PASSWORD", password)  # read by serve at start, as push reads it
-    with serve_process(tmp_path, prefix, "--sign-key", str(key.private_key), "--sbom", "--provenance") as url:
-        point_hub_at(monkeypatch, url, tmp_path / "hub")
-        monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_DISABLE_XET", True)
-        api = HfApi(endpoint=url, token="writer-token")
-        api.create_repo(repo)
-        yield api, key
 
 
 def _provenance(out: Path) -> dict:
@@ -98,11 +77,11 @@ def test_commits_published_through_serve_are_signed_and_attested(tmp_path, regis
 
 def _first_digest(ref: str) -> str:
     """The parent digest the head's manifest records (serve's annotation)."""
-    from test_serve_publish import _store
+    from support.publishing import opened_store
 
     from ocibridge.hubserver.repo.commits import PARENT
 
-    with _store(ref) as (store, tag):
+    with opened_store(ref) as (store, tag):
         manifest = json.loads(store.fetch_bytes(store.resolve(tag)))
     return str(manifest["annotations"][PARENT])
 

@@ -17,7 +17,8 @@ from pathlib import Path
 import huggingface_hub
 import pytest
 from huggingface_hub import HfApi
-from test_serve_publish import _layers_and_config, _store, pushed_as_serve_commits, serve_process, xet_only
+from support.publishing import opened_store, serve_process
+from test_serve_publish import _layers_and_config, pushed_as_serve_commits, xet_only
 
 from ocibridge.cli import main
 from ocibridge.hubserver.repo.initial import GITATTRIBUTES
@@ -99,6 +100,6 @@ def _table_of(ref: str) -> str | None:
     """The chunk table the manifest binds (its digest)."""
     from ocibridge.chunks.chunktable import ANNOTATION_DIGEST
 
-    with _store(ref) as (store, tag):
+    with opened_store(ref) as (store, tag):
         manifest = json.loads(store.fetch_bytes(store.resolve(tag)))
         return manifest.get("annotations", {}).get(ANNOTATION_DIGEST)

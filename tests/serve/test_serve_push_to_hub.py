@@ -13,7 +13,7 @@ import sys
 
 import pytest
 from serving import files_of, published_files_of
-from test_serve_publish import serve_process
+from support.publishing import serve_process
 
 from ocibridge.cli import main
 

@@ -21,7 +21,7 @@ import pytest
 from huggingface_hub import CommitOperationAdd, HfApi
 from huggingface_hub.errors import HfHubHTTPError
 from serving import ROOT, own_registry_and_serve
-from test_serve_publish import model_dir
+from support.publishing import model_dir
 
 from ocibridge.oci.bookkeeping import LEASE_REPO
 from tests.docrun import FENCE, doc_text

@@ -17,7 +17,7 @@ from huggingface_hub import HfApi
 from huggingface_hub.errors import HfHubHTTPError
 from serve_processes import ServeProcess, free_port, running
 from serving import files_of, hub_retries_at_once, point_hub_at, published_files_of
-from test_serve_publish import model_dir
+from support.publishing import model_dir
 
 from ocibridge.hubserver.app import ServeApp
 from ocibridge.hubserver.repo.catalog import Catalog

@@ -16,7 +16,7 @@ import pytest
 from huggingface_hub import HfApi
 from huggingface_hub.errors import HfHubHTTPError
 from serving import point_hub_at
-from test_serve_publish import MIB, model_dir, serve_process, tag_digest
+from support.publishing import MIB, model_dir, serve_process, tag_digest
 
 pytestmark = pytest.mark.filterwarnings("ignore:Use 'content=<...>' to upload raw bytes:DeprecationWarning")
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx
 from huggingface_hub import HfApi
 from support import status
-from test_serve_publish import MIB, blob_in, serve_process
+from support.publishing import MIB, blob_in, serve_process
 
 from ocibridge.hubserver.xet import merkle
 from ocibridge.hubserver.xet import shards as xetformat

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import httpx
 from support.faultproxy import FaultProxy
-from test_serve_publish import MIB, blob_in, serve_process
+from support.publishing import MIB, blob_in, serve_process
 from test_serve_xet_ahead import AUTH, cas_of, commit, shard, xorb_of
 from test_serve_xet_several import blob_uploads
 

@@ -20,7 +20,8 @@ import huggingface_hub
 import numpy as np
 import pytest
 from serving import files_of, point_hub_at, published_files_of
-from test_serve_publish import ROOT, _store, model_dir, serve_process
+from support.publishing import model_dir, opened_store, serve_process
+from test_serve_publish import ROOT
 from test_serve_xet_upload import call as xet_upload_call
 
 from tests.kinds.test_families_mirror import _uploads_and_mounts
@@ -72,7 +73,7 @@ def received(log: str) -> int:
 def layer_digests(ref: str) -> list[str]:
     from ocibridge.model.extract import fetch_manifest
 
-    with _store(ref) as (store, tag):
+    with opened_store(ref) as (store, tag):
         _, manifest = fetch_manifest(store, store.resolve(tag).digest)
         return [x.digest for x in manifest.layers]
 

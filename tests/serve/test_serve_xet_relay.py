@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from huggingface_hub import CommitOperationAdd, HfApi
 from serving import point_hub_at
-from test_serve_publish import MIB, blob_in, serve_process, tag_digest
+from support.publishing import MIB, blob_in, serve_process, tag_digest
 
 from ocibridge.stores.layout import LayoutStore
 

@@ -18,7 +18,7 @@ import pytest
 from huggingface_hub import HfApi
 from serving import point_hub_at
 from support.faultproxy import FaultProxy, RecordedRequest
-from test_serve_publish import MIB, blob_in, serve_process
+from support.publishing import MIB, blob_in, serve_process
 
 pytest.importorskip("hf_xet")
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
