@@ -81,8 +81,9 @@ _TABLE: tuple[tuple[str, tuple[str, ...]], ...] = (
                      "VerifyResult", "keygen", "sign", "verify", "verify_dir")),
     ("api.policy", ("PolicyVerdict", "RequirementCheck", "Verification", "check_policy", "verification")),
     ("api.scan_ops", ("RescanResult", "ScanResult", "release_scan", "rescan", "scan", "scan_path", "scan_reports")),
-    ("api.k8s", ("k8s_check", "k8s_modelcar", "k8s_mount", "k8s_policy", "k8s_prewarm", "k8s_serve",
-                 "k8s_validate", "k8s_volume")),
+    ("api.k8s", ("k8s_check", "k8s_modelcar", "k8s_mount", "k8s_policy", "k8s_prewarm", "k8s_validate",
+                 "k8s_volume")),
+    ("api.k8s_serve", ("k8s_serve",)),
     ("api.k8s_mount", ("MountDaemonOptions", "k8s_mount_daemon")),
     ("k8s.schemacheck", ("SchemaCheck",)),
     ("api.k8s_types", ("AdmissionPolicies", "AdmissionSigners", "K8sServeOptions", "KServeOptions",
@@ -300,11 +301,11 @@ if TYPE_CHECKING:
         k8s_mount,
         k8s_policy,
         k8s_prewarm,
-        k8s_serve,
         k8s_validate,
         k8s_volume,
     )
     from ocibridge.api.k8s_mount import MountDaemonOptions, k8s_mount_daemon
+    from ocibridge.api.k8s_serve import k8s_serve
     from ocibridge.api.k8s_types import (
         AdmissionPolicies,
         AdmissionSigners,

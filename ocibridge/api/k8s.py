@@ -2,7 +2,8 @@
 (:func:`k8s_check`), the directory the runtime would present (:func:`k8s_mount`), a ModelCar image
 with a KServe InferenceService (:func:`k8s_modelcar`), a Pod pinned by digest (:func:`k8s_volume`),
 a DaemonSet pulling models on every node ahead of the workload (:func:`k8s_prewarm`), ``ocibridge
-serve`` on a cluster (:func:`k8s_serve`), admission policies matching the nodes' containers policy.
+serve`` on a cluster (:func:`k8s_serve`, in :mod:`ocibridge.api.k8s_serve`, whose one job it is),
+admission policies matching the nodes' containers policy.
 
 Each reference is located once, here; the stores a call opens are closed when it returns.
 The documents are plain mappings in frozen results (:mod:`ocibridge.api.k8s_types`) whose
@@ -13,9 +14,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ocibridge.api.k8s_serve import k8s_serve
 from ocibridge.api.k8s_types import (
     DEFAULT_PLATFORM,
     DEFAULT_RUNTIME,
@@ -32,6 +33,7 @@ from ocibridge.api.k8s_types import (
     PullSecrets,
     VolumeCheck,
     VolumeLayout,
+    documents_with_secret,
 )
 from ocibridge.core.yamldocs import comments
 from ocibridge.errors import UsageError
@@ -41,7 +43,6 @@ if TYPE_CHECKING:
     from ocibridge.api.options import TransferOptions
     from ocibridge.api.policy import Verification
     from ocibridge.k8s.schemacheck import SchemaCheck
-    from ocibridge.k8s.serve import ServeUpstream
     from ocibridge.places.locators import Locator
     from ocibridge.stores.target import StoreTarget
 
@@ -90,20 +91,6 @@ def _located(ref: str | Locator) -> Locator:
     from ocibridge.places.locate import Role, locate
 
     return locate(ref, Role.MODEL)
-
-
-def _documents(secret: dict[str, Any] | None, docs: Sequence[dict[str, Any]], *, header: str,
-               warnings: Sequence[str] = (), pinned: Sequence[str] = (),
-               holding: Sequence[str] = ()) -> KubernetesDocuments:
-    """The documents a call built, the pull Secret it created (``pull_secrets.create``) first so
-    ``kubectl apply`` makes it before what pulls with it, and the closing warning that the
-    output then holds credentials (``holding``: the warnings of other secrets it holds): one
-    builder for every call that may create the Secret."""
-    from ocibridge.stores.registry.pull_secret import CREDENTIALS_WARNING
-
-    closing = (*((CREDENTIALS_WARNING,) if secret is not None else ()), *holding)
-    return KubernetesDocuments((*([secret] if secret else []), *docs), header=header, warnings=tuple(warnings),
-                               closing_warnings=closing, pinned=tuple(pinned), holds_credentials=bool(closing))
 
 
 @closes_its_stores
@@ -224,7 +211,7 @@ def k8s_modelcar(
     docs = [inference_service(kserve.name, str(pinned), runnable=base is not None, model_format=kserve.model_format,
                               pull_secrets=pull_secrets.names)]
     secret = pull_secret(pull_secrets.names[0], [pinned.registry]) if pull_secrets.create else None
-    return ModelCarImage(desc.digest, desc.mediaType, desc.size, options.tag, _documents(
+    return ModelCarImage(desc.digest, desc.mediaType, desc.size, options.tag, documents_with_secret(
         secret, docs, header=header(str(pinned), base is not None),
         warnings=loopback_warnings([pinned.registry]) + not_carried([pinned.registry]), pinned=(str(pinned),)))
 
@@ -263,7 +250,7 @@ def k8s_volume(
         t.store, t.reference, located, runtime=runtime, platform=platform, mount_path=pod.mount_path,
         name=pod.name, image=pod.image, snippet=pod.snippet, pull_secrets=pull_secrets.names)
     header = pod_header(pinned, runtime=rv, sub_path=sub_path, pull_secrets=pull_secrets.names, files_at=where)
-    return _documents(secret, (doc,), header=header, warnings=warnings, pinned=(str(pinned),))
+    return documents_with_secret(secret, (doc,), header=header, warnings=warnings, pinned=(str(pinned),))
 
 
 def _selector_pairs(selector: Mapping[str, str] | Sequence[str]) -> list[str]:
@@ -323,78 +310,8 @@ def k8s_prewarm(
         warnings.append("warning: --ca-file is this machine's trust; the nodes pull with their runtime's: put the CA "
                         f"in /etc/containers/certs.d/{hosts[0]}/ca.crt (CRI-O) or containerd's hosts.toml on every "
                         "node")
-    return _documents(secret, (*done.node_documents, done.daemonset), header=comments(done.header()),
+    return documents_with_secret(secret, (*done.node_documents, done.daemonset), header=comments(done.header()),
                       warnings=warnings, pinned=[str(p) for p in done.pinned])
-
-
-def _serve_upstream(options: K8sServeOptions) -> ServeUpstream | None:
-    """serve's ``--upstream`` flags for the pods, checked as serve checks them; None without ``upstream``."""
-    from ocibridge.hubserver.server import parse_public_url
-    from ocibridge.k8s.serve import ServeUpstream
-    from ocibridge.k8s.sharedbudget import ACCEPT_FLAG
-
-    others = [flag for flag, given in (("--upstream-token-secret", options.upstream_token_secret),
-                                       (ACCEPT_FLAG, options.anonymous_shared_budget)) if given]
-    if not options.upstream_wanted(options.upstream, tokens=bool(options.token_secret), token_flag="--token-secret",
-                                   others_given=others, fresh=options.upstream_fresh):
-        return None
-    url = parse_public_url(options.upstream, "--upstream")
-    assert url is not None
-    return ServeUpstream(url, options.upstream_token_secret, options.upstream_fresh, options.upstream_policy_flags(),
-                         options.anonymous_shared_budget)
-
-
-def k8s_serve(
-    sources: Sequence[str],
-    options: K8sServeOptions = K8sServeOptions(),
-    *,
-    access: PodRegistryAccess = PodRegistryAccess(),
-    pull_secrets: PullSecrets = PullSecrets(),
-) -> KubernetesDocuments:
-    """A Deployment of ``ocibridge serve`` over ``sources`` (registry prefixes, in order), its Service and
-    cache volume, and what the pods reach the registries (``access``) and pull the image (``pull_secrets``) with."""
-    from ocibridge.api.k8s_serve_values import checked_pod_flags
-    from ocibridge.hubserver.quotas.quotafile import quotas_text
-    from ocibridge.hubserver.repo.sources import RegistrySource, parse_sources
-    from ocibridge.hubserver.server import GRACE, parse_public_url
-    from ocibridge.k8s.node_mirrors import mirrors_of, settings_toml
-    from ocibridge.k8s.serve import ServeDeployment, header, objects
-    from ocibridge.k8s.servescan import pod_scan
-    from ocibridge.k8s.servesign import pod_evidence
-    from ocibridge.k8s.serveverify import pod_verification
-    from ocibridge.stores.registry.pull_secret import check_secret_name, loopback_warnings, pull_secret, read_ca_pem
-    from ocibridge.version import __version__
-
-    flags = checked_pod_flags(options)  # each value read as serve reads it at start
-    located = parse_sources(sources)  # each located once, as serve will
-    for source in located:
-        if not isinstance(source, RegistrySource):
-            raise UsageError(f"{source.shown}: a path on this machine, which the pods cannot read; "
-                             "push the models to a registry the cluster reaches and serve that")
-    hosts = [s.host for s in located if isinstance(s, RegistrySource)]
-    if pull_secrets.create and not access.docker_config:
-        raise UsageError("--create-pull-secret creates the docker config Secret that --no-docker-config leaves out")
-    docker = None if not access.docker_config else (
-        access.docker_config_secret or (f"{options.name}-docker-config" if pull_secrets.create else None))
-    if docker:
-        check_secret_name("--docker-config-secret", docker)
-    d = ServeDeployment(
-        sources=[s.shown for s in located], hosts=hosts, image=options.image or f"ocibridge:{__version__}",
-        name=options.name, namespace=options.namespace, replicas=options.replicas, port=options.port,
-        cache_size=options.cache_size, storage_class=options.storage_class,
-        cache_access_mode=options.cache_access_mode, token_secret=options.token_secret,
-        default_tag=options.default_tag, plain_http=access.plain_http, public_url=parse_public_url(options.public_url),
-        insecure=access.insecure, ca_pem=read_ca_pem(Path(access.ca_file), "--ca-file") if access.ca_file else None,
-        docker_config_secret=docker, image_pull_secrets=pull_secrets.names, cpu=options.cpu,
-        memory=options.memory, grace=GRACE, service_type=options.service_type,
-        settings=settings_toml(found) if (found := mirrors_of(hosts)) else None, upstream=_serve_upstream(options),
-        quotas=quotas_text(options.quotas) if options.quotas is not None else None,
-        evidence=(evidence := pod_evidence(options.name, **options.evidence_flags())),
-        scan=pod_scan(options.scan, options.scan_verify_keys, signs=bool(evidence and evidence.own())),
-        flags=flags, verification=(checks := pod_verification(*options.checks())))
-    secret = pull_secret(docker, hosts, namespace=options.namespace) if pull_secrets.create and docker else None
-    return _documents(secret, objects(d), header=header(d), holding=evidence.warnings() if evidence else [],
-                      warnings=loopback_warnings(hosts) + d.warnings() + (checks.warnings() if checks else []))
 
 
 def k8s_policy(

@@ -1,7 +1,7 @@
 """The values of serve's flags that ``k8s serve`` passes to the pods (``--concurrency 8``,
 ``--staging-budget 100G``...), read as ``ocibridge serve`` reads them at start: a value serve would
 refuse is one error line before any document is written, in serve's words, whether it came from
-the command line or from :func:`ocibridge.api.k8s.k8s_serve` (the command calls that, which calls
+the command line or from :func:`ocibridge.api.k8s_serve.k8s_serve` (the command calls that, which calls
 this). Which pods take which flag: ocibridge/k8s/serveflags.py."""
 
 from __future__ import annotations

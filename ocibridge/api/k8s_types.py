@@ -206,6 +206,20 @@ class KubernetesDocuments:
         return {"apiVersion": "v1", "kind": "List", "items": list(self.documents)}
 
 
+def documents_with_secret(secret: dict[str, Any] | None, docs: Sequence[dict[str, Any]], *, header: str,
+                          warnings: Sequence[str] = (), pinned: Sequence[str] = (),
+                          holding: Sequence[str] = ()) -> KubernetesDocuments:
+    """The documents a call built, the pull Secret it created (``pull_secrets.create``) first so
+    ``kubectl apply`` makes it before what pulls with it, and the closing warning that the
+    output then holds credentials (``holding``: the warnings of other secrets it holds): one
+    builder for every call that may create the Secret."""
+    from ocibridge.stores.registry.pull_secret import CREDENTIALS_WARNING
+
+    closing = (*((CREDENTIALS_WARNING,) if secret is not None else ()), *holding)
+    return KubernetesDocuments((*([secret] if secret else []), *docs), header=header, warnings=tuple(warnings),
+                               closing_warnings=closing, pinned=tuple(pinned), holds_credentials=bool(closing))
+
+
 @dataclass(frozen=True)
 class AdmissionPolicies(KubernetesDocuments):
     """The Kyverno ClusterPolicy and policy-controller ClusterImagePolicies, with what does not
