@@ -114,6 +114,11 @@ def test_streams_and_named_part_sizes_keep_their_ranges(model, monkeypatch):
     assert len(asked) >= 31 and max(b - a for a, b in asked) == 2 * CHUNK
 
 
+def raw(tensor) -> bytes:
+    """A numpy array's or a torch tensor's bytes."""
+    return tensor.numpy().tobytes() if hasattr(tensor, "numpy") else tensor.tobytes()
+
+
 def first_byte(rec: RecordedRequest) -> int:
     match = re.match(r"bytes=(\d+)-", rec.range or "")
     assert match, rec.range
@@ -137,11 +142,14 @@ class CutSeen:
         return headers
 
 
-def test_a_slow_connection_is_left_about_one_part_of_its_long_range(model, registry, fault_proxy, monkeypatch):
+@pytest.mark.parametrize(("framework", "device"), [("numpy", None), ("torch", "cpu")])
+def test_a_slow_connection_is_left_about_one_part_of_its_long_range(model, registry, fault_proxy, monkeypatch,
+                                                                    framework, device):
     """load_tensors asks long ranges; once nothing else is left to ask, an idle request takes the
     unstarted half of the range in flight with the most left, down to one part (SPAN) past what
     its reader has started: a connection far slower than the others holds up the load for about
-    a part, not for the rest of its long range. Every byte is still checked against the table."""
+    a part, not for the rest of its long range. Every byte is still checked against the table
+    (on a device: in the staging ring, before it is copied there)."""
     from ocibridge.api import load_ops
 
     ref, want = model
@@ -156,8 +164,10 @@ def test_a_slow_connection_is_left_about_one_part_of_its_long_range(model, regis
     # down to its first chunks and a part (or 3 s), then the rest slowly (a chunk each 0.5 s)
     fault_proxy.add("GET", f"/blobs/{digest}", stall(CHUNK, release, rate=2 * CHUNK, timeout=3), skip=1)
     fault_proxy.quirks.append(CutSeen(digest, 3 * CHUNK, release))
-    got = ocibridge.load_tensors(ref)
-    assert {name: a.tobytes() for name, a in got.items()} == {name: a.tobytes() for name, a in want.items()}
+    if framework == "torch":
+        pytest.importorskip("torch")
+    got = ocibridge.load_tensors(ref, framework=framework, device=device)
+    assert {name: raw(a) for name, a in got.items()} == {name: a.tobytes() for name, a in want.items()}
     slow = next(r for r in fault_proxy.requests if r.action == "stall")
     asked = re.match(r"bytes=(\d+)-(\d+)", slow.range or "")
     assert asked and int(asked.group(2)) + 1 - int(asked.group(1)) == 8 * CHUNK  # a long range
