@@ -167,7 +167,8 @@ def run(size_mib: int, count: int, work: Path, repeat: int, pages: str = "as-is"
 
         kinds = ("load", "load_inside", "base", "base_inside", "load_start", "load_to_wire", "load_on_wire",
                  "load_exit", "load_user", "load_sys", "base_start", "base_to_wire", "base_on_wire", "base_exit",
-                 "base_user", "base_sys", "pull", "load_file", "curl", "memory", "memory_inside", "memory_exit",
+                 "base_user", "base_sys", "load_registry", "base_registry", "load_gets", "base_gets",
+                 "pull", "load_file", "curl", "memory", "memory_inside", "memory_exit",
                  "hash", "write", "touch")
         samples: dict[str, list[float]] = {k: [] for k in kinds}
         rss: dict[str, list[float]] = {"load": [], "load_file": [], "pull": []}
@@ -189,9 +190,13 @@ def run(size_mib: int, count: int, work: Path, repeat: int, pages: str = "as-is"
             beside the parent's: the process's two ends)."""
             clean()
             landing.prepare(pages, size)
+            reg.mark()
+            registry_cpu = reg.cpu_seconds()
             spawned = time.time()
             s = run_measured([sys.executable, "-c", LOAD, ref], cwd=cwd, env=run_env)
             reaped = time.time()
+            samples[f"{row}_registry"].append(reg.cpu_seconds() - registry_cpu)
+            samples[f"{row}_gets"].append(reg.blob_gets_since_mark() / (size_mib / 1024))
             inside, nbytes, tensors, user, system, begun, ended, connected = s.stdout.split()
             assert int(nbytes) == count * (size_mib * MiB // count // 4) * 4 and int(tensors) == count
             samples[row].append(s.seconds)
@@ -244,6 +249,9 @@ def run(size_mib: int, count: int, work: Path, repeat: int, pages: str = "as-is"
     def show(xs: list[float]) -> str:
         return f"{statistics.median(xs):.2f} s ({', '.join(f'{x:.2f}' for x in xs)})"
 
+    def counts(xs: list[float]) -> str:
+        return f"{statistics.median(xs):.1f} ({', '.join(f'{x:.1f}' for x in xs)})"
+
     pull_load = [p + lf for p, lf in zip(samples["pull"], samples["load_file"], strict=True)]
     floor = [max(c, h) for c, h in zip(samples["curl"], samples["hash"], strict=True)]
     landed = [max(m, h) for m, h in zip(samples["memory"], samples["hash"], strict=True)]
@@ -262,12 +270,16 @@ def run(size_mib: int, count: int, work: Path, repeat: int, pages: str = "as-is"
         f"memory freed) | {show(samples['load_exit'])} | |",
         f"| the same, CPU of the process: user / system | {show(samples['load_user'])} "
         f"/ {show(samples['load_sys'])} | |",
+        f"| the same, CPU of the registry; blob GETs per GiB | {show(samples['load_registry'])}; "
+        f"{counts(samples['load_gets'])} | |",
         *([f"| load_tensors of the baseline ({baseline}), as a process | {show(samples['base'])} "
            f"| from the call {show(samples['base_inside'])} |",
            f"| the baseline's: the interpreter's start; first line to first connection; first connection to "
            f"last tensor; last tensor to reaped | {show(samples['base_start'])}; {show(samples['base_to_wire'])}; "
            f"{show(samples['base_on_wire'])}; {show(samples['base_exit'])} | CPU user / system "
-           f"{show(samples['base_user'])} / {show(samples['base_sys'])} |"] if baseline is not None else []),
+           f"{show(samples['base_user'])} / {show(samples['base_sys'])}; registry CPU "
+           f"{show(samples['base_registry'])}; blob GETs per GiB {counts(samples['base_gets'])} |"]
+          if baseline is not None else []),
         f"| ocibridge pull + safetensors.numpy.load_file, two processes | {show(pull_load)} "
         f"| pull {show(samples['pull'])}; load_file {show(samples['load_file'])} |",
         f"| curl of the blob to /dev/null | {show(samples['curl'])} | |",

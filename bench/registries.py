@@ -26,6 +26,7 @@ _PUT_UPLOAD = re.compile(
 )
 _POST_MOUNT = re.compile(r'"POST /v2/[^ ]+/blobs/uploads/\?[^ ]*mount=[^ ]+ HTTP/[0-9.]+" 201 ')
 _PATCH = re.compile(r'"PATCH /v2/[^ ]+/blobs/uploads/[^ ]* HTTP/[0-9.]+" 202 ')
+_BLOB_GET = re.compile(r'"GET /v2/[^ ]+/blobs/sha256:[0-9a-f]{64} HTTP/[0-9.]+" 20[06] ')
 
 
 @dataclass
@@ -71,6 +72,12 @@ class BenchRegistry:
             blobs += 1
             blob_bytes += self.blob_size(m.group("digest").replace("%3A", ":"))
         return UploadCount(blobs, blob_bytes, len(_POST_MOUNT.findall(text)), len(_PATCH.findall(text)))
+
+    def blob_gets_since_mark(self) -> int:
+        """Blob GETs answered (200, or 206 to a Range) since :meth:`mark`: the requests a reader made."""
+        with self.process.log_file.open("rb") as f:
+            f.seek(self._mark)
+            return len(_BLOB_GET.findall(f.read().decode(errors="replace")))
 
     def _log_size(self) -> int:
         try:

@@ -86,7 +86,8 @@ def load_tensors(ref: str | Locator, *, files: str | tuple[str, ...] | list[str]
     ``concurrency`` Range requests in flight (default ``transfer.parts_in_flight``, else 4, or one
     per CPU this process may use where it has fewer, 2 at least),
     of ``transfer.part_size`` bytes (default: 32 MiB, or longer, up to 128 MiB, for a large file
-    with a chunk table, while each request in flight still gets four of its ranges). Every chunk
+    with a chunk table, while each request in flight still gets four of its ranges; once nothing is
+    left to ask, an idle request takes the unstarted half of a range still in flight). Every chunk
     is checked against the chunk table as it lands (a file without one: against its digest, once all of it is in);
     a wrong one raises :class:`~ocibridge.lazyread.tensorload.TensorMismatch` naming the file
     and its tensors, and nothing is returned. ``verify`` and the containers policy file are

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from ocibridge.errors import RegistryError
 from ocibridge.lazyread.budget import ReadBudget
 from ocibridge.lazyread.landcheck import LandCheck
+from ocibridge.lazyread.rangetail import SplitRange
 from ocibridge.oci.models import Descriptor
 from ocibridge.stores.ranged import RangedBlobSource, read_full
 
@@ -35,22 +36,23 @@ class Stopped(Exception):
 def fetch_checked(source: RangedBlobSource, layer: Descriptor, start: int, end: int, check: LandCheck,
                   views_of: ViewsOf, *, counted: Callable[[int], None], where: str,
                   budget: ReadBudget | None = None, stopped: Callable[[], bool] | None = None,
-                  landed: Callable[[int], None] | None = None) -> bool:
+                  landed: Callable[[int], None] | None = None, shared: SplitRange | None = None) -> bool:
     """Bytes ``[start, end)`` of ``layer`` in one Range request into ``views_of(a, b)`` a unit
     (a chunk) at a time, each unit checked by ``check`` as soon as it is in (wrong bytes raise
     its ``Mismatch``), then ``landed(a)``. ``counted(n)``: bytes received; ``stopped()``: end
-    before the next unit (raises :class:`Stopped`). True: the file is now verified whole (no
-    table, and this call hashed its last byte)."""
+    before the next unit (raises :class:`Stopped`); ``shared``: the range, whose end another
+    request may move back meanwhile (the response is then closed there, unread to its end).
+    True: the file is now verified whole (no table, and this call hashed its last byte)."""
+    reading = shared if shared is not None else SplitRange(start, end, check.unit)
     if budget is not None:
         budget.take(end - start, f"{layer.digest} bytes {start}-{end}")
     reader = source.open_blob_range(layer, start, end)
     verified = False
     try:
         at = start
-        while at < end:
+        while (stop := reading.next_stop(at)) > at:
             if stopped is not None and stopped():
                 raise Stopped
-            stop = min(end, (at // check.unit + 1) * check.unit)
             views = views_of(at, stop)
             for view in views:
                 got = read_full(reader, view)

@@ -34,7 +34,9 @@ from ocibridge.lazyread.landcheck import ChunkDigests, LandCheck, Mismatch, Whol
 from ocibridge.lazyread.placement import Landing, Slot, names
 from ocibridge.lazyread.rangefetch import ViewsOf, fetch_checked
 from ocibridge.lazyread.rangeless import LazySource, WholeWhenRangeless
+from ocibridge.lazyread.rangetail import SplitRange
 from ocibridge.lazyread.tensorfile import TensorInfo
+from ocibridge.lazyread.tensornames import check_tensors
 from ocibridge.oci.models import Descriptor
 
 #: bytes asked in one Range request (rounded down to whole chunks), pull's part size: bodies from
@@ -43,8 +45,8 @@ SPAN = 32 * 1024 * 1024
 #: the longest range asked when nothing bounds the memory (``longest_span``): each request costs
 #: the client and the registry a connection and its set-up, and on two cores that CPU is the wire's
 LONG_SPAN = 128 * 1024 * 1024
-#: ranges of a file each request in flight gets at least: a connection slower than the others
-#: then leaves at most about a quarter of its share for the others to wait on at the end
+#: ranges of a file each request in flight gets at least (a range longer than ``span`` that is
+#: still being received when nothing else is left is split: ``lazyread.rangetail``)
 RANGES_EACH = 4
 #: requests in flight: on the 2-core machine of docs/benchmarks.md, 4 of 32 MiB loaded 1 GiB in
 #: 1.37-1.89 s (medians of 4 runs, alternating, load 6-7), 8 in 1.93-2.40 s (more system time)
@@ -84,6 +86,7 @@ class _Span:
     end: int
     slots: list[Slot]
     copy: bool = False  # the bytes after the header in its last piece: already here
+    reading: SplitRange | None = None  # (once sent) its end, which a split moves back
 
 
 @dataclass(eq=False)
@@ -140,6 +143,7 @@ class TensorStream:
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._inflight = 0
+        self._receiving: list[tuple[_File, _Span, SplitRange]] = []  # the ranges in flight
         self._next_header = 0
         self._current = 0
         self._ready: collections.deque[Slot] = collections.deque()
@@ -207,6 +211,7 @@ class TensorStream:
                 self._next_header += 1
                 continue
             if self._current >= len(self._files):
+                self._share_tails()
                 return
             file = self._files[self._current]
             if file.landing is None:  # not planned yet: its header is still on its way
@@ -259,7 +264,25 @@ class TensorStream:
 
     def _submit(self, file: _File, span: _Span | None) -> None:
         self._inflight += 1
+        if span is not None:
+            span.reading = SplitRange(span.start, span.end, file.unit)
+            self._receiving.append((file, span, span.reading))
         self._workers.submit(self._request, file, span)
+
+    def _share_tails(self) -> None:
+        """Nothing is left to ask: an idle request takes the unstarted second half of the range in
+        flight with the most left (``span`` at least stays), so a slow connection holds up little."""
+        while self._inflight < self._concurrency and self._receiving:
+            file, span, reading = max(self._receiving, key=lambda held: held[2].rest)
+            given = reading.split(self._span)
+            if given is None or file.landing is None:
+                return
+            cut, end = given
+            rest = _Span(cut, end, file.landing.overlapping(cut, end))
+            span.end, span.slots = cut, file.landing.overlapping(span.start, cut)
+            for slot in rest.slots:
+                slot.waiting += slot in span.slots  # (a tensor across the cut now waits for both)
+            self._submit(file, rest)
 
     def _request(self, file: _File, span: _Span | None) -> None:
         """One request, on a pool thread; what came of it goes to the iterating thread."""
@@ -272,10 +295,11 @@ class TensorStream:
                 landing = file.landing
                 assert landing is not None
                 with self._staging.ring() as ring:  # (drained before the loader hears of this range)
-                    event.verified = self.receive(file, span.start, span.end, ring.views, lambda: ring.send(landing))
+                    event.verified = self.receive(file, span.start, span.end, ring.views, lambda: ring.send(landing),
+                                                  span.reading)
             else:
                 assert file.landing is not None
-                event.verified = self.receive(file, span.start, span.end, file.landing.views)
+                event.verified = self.receive(file, span.start, span.end, file.landing.views, shared=span.reading)
         except Mismatch as e:
             event.error = self._mismatch(file, e)
         except BaseException as e:  # noqa: BLE001  # raised by the iterating thread
@@ -289,16 +313,17 @@ class TensorStream:
         file.verified = prefix.verified
 
     def receive(self, file: _File, start: int, end: int, views_of: ViewsOf,
-                checked: Callable[[], None] | None = None) -> bool:
+                checked: Callable[[], None] | None = None, shared: SplitRange | None = None) -> bool:
         """Bytes ``[start, end)`` of ``file`` in one Range request, into ``views_of(a, b)`` a
         piece (a chunk) at a time, each checked as soon as it is in (then ``checked()``: a
-        staged piece goes on to the device). True: the file is now verified whole (no table,
-        and this thread hashed its last byte)."""
+        staged piece goes on to the device; ``shared``: its end may be moved back meanwhile).
+        True: the file is now verified whole (no table, and this thread hashed its last byte)."""
         with self._lock:
             self.requests += 1
         return fetch_checked(self._source, file.spec.layer, start, end, file.check, views_of,
                              counted=self._count, where=f"{self._where}: {file.spec.path}",
-                             stopped=self._stop.is_set, landed=None if checked is None else lambda _: checked())
+                             stopped=self._stop.is_set, landed=None if checked is None else lambda _: checked(),
+                             shared=shared)
 
     def _count(self, n: int) -> None:
         with self._lock:
@@ -307,6 +332,8 @@ class TensorStream:
     # -- what came back ------------------------------------------------------------------------
     def _handle(self, event: _Event) -> None:
         self._inflight -= 1
+        if event.span is not None:
+            self._receiving = [held for held in self._receiving if held[1] is not event.span]
         if event.error is not None:
             raise event.error
         file = event.file
@@ -322,20 +349,7 @@ class TensorStream:
         framework before any of their bytes is asked for, and its ranges."""
         spec = file.spec
         tensors, file.tensors = file.tensors or {}, None
-        if spec.expected is not None:
-            missing = sorted(spec.expected - set(tensors))
-            if missing:
-                listed = ", ".join(map(repr, missing[:3]))
-                raise OcibridgeError(f"{spec.path}: the shard index names tensor(s) {listed} in this file, "
-                                     "which does not hold them")
-        for name, info in tensors.items():
-            if name in self._seen:
-                first, second = sorted((self._seen[name], spec.path))
-                raise OcibridgeError(f"tensor {name!r} is in both {first} and {second}: choose the files with files=")
-            self._seen[name] = spec.path
-            refused = self._framework.refuses(info)
-            if refused is not None:
-                raise OcibridgeError(f"{spec.path}: tensor {name!r} is {refused}")
+        check_tensors(spec.path, tensors, spec.expected, self._seen, self._framework)
         landing = Landing([Slot(spec.path, info) for info in tensors.values()])
         assert file.prefix is not None
         have, size = len(file.prefix), spec.layer.size

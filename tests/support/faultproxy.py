@@ -124,6 +124,20 @@ class Throttle:
 
 
 @dataclass(frozen=True)
+class Stall:
+    """Forward, but send only the first `after` response body bytes, then nothing until `release`
+    is set (by the test, or by the proxy after `timeout` seconds), then the rest at `rate` bytes
+    per second: one connection much slower than the others, whose bytes the client takes are
+    counted closely (a paced writer is at most a piece ahead of its reader)."""
+
+    after: int
+    release: threading.Event
+    rate: float
+    timeout: float = 10.0
+    name: str = "stall"
+
+
+@dataclass(frozen=True)
 class IgnoreRange:
     """Forward without the Range header: a server (or proxy) that answers 200 to Range;
     ``flip``: also flip (xor 0xFF) that byte of the whole blob it sends (a forged answer)."""
@@ -188,7 +202,7 @@ class Hold:
 
 
 Action = (Status | DropResponse | Truncate | Corrupt | CorruptAt | DropRequest | LoseResponse | Delay
-          | Throttle | IgnoreRange | BufferRequest | Reroute | CapBody | Serve | Hold)
+          | Throttle | Stall | IgnoreRange | BufferRequest | Reroute | CapBody | Serve | Hold)
 
 
 class Quirk(Protocol):
@@ -267,6 +281,10 @@ def throttle(rate: float, unpaced: int = 0, release: threading.Event | None = No
     return Throttle(rate, unpaced, release)
 
 
+def stall(after: int, release: threading.Event, rate: float, timeout: float = 10.0) -> Stall:
+    return Stall(after, release, rate, timeout)
+
+
 def buffer_request(rate: float | None = None) -> BufferRequest:
     return BufferRequest(rate)
 
@@ -281,7 +299,13 @@ def reroute(path: str) -> Reroute:
 
 def _pace(action: Action | None, n: int, done: int) -> None:
     """Sleep for the ``n`` bytes just sent at the action's rate (``done``: the body's bytes so far,
-    these too), past a throttle's unpaced bytes."""
+    these too), past a throttle's unpaced bytes; a stall's wait once its first bytes are sent."""
+    if isinstance(action, Stall) and done >= action.after:
+        if not action.release.wait(action.timeout):
+            action.release.set()  # (the wait is over for the rest of the body too)
+        if done > action.after:
+            time.sleep(n / action.rate)
+        return
     if isinstance(action, Throttle) and action.release is not None and action.release.is_set():
         return
     if isinstance(action, Throttle) and action.unpaced:
@@ -653,7 +677,7 @@ def _make_handler(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
                     raise _Cut("request dropped by rule")
                 rec.request_bytes += len(piece)
                 conn.send(b"%x\r\n%s\r\n" % (len(piece), piece) if chunked else piece)
-                _pace(action, len(piece), rec.request_bytes)
+                _pace(None if isinstance(action, Stall) else action, len(piece), rec.request_bytes)  # (a response's)
             if limit is not None:
                 raise _Cut("request dropped by rule (body shorter than the limit)")
             if chunked:
