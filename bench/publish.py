@@ -178,15 +178,37 @@ class Runs:
         return f"{self.median():.2f} s [{', '.join(f'{s:.2f}' for s in self.wall)}]"
 
 
-def curl_put(reg: BenchRegistry, path: Path, repo: str) -> Sample:
-    """The registry's own floor: curl PUTs the file whose digest is known, one monolithic upload."""
+def upload_session(reg: BenchRegistry, path: Path, repo: str) -> tuple[str, str]:
+    """An upload session started now for the file ``path`` (its location), and the file's digest."""
     digest = hashlib.sha256()
     with open(path, "rb") as f:
         while block := f.read(1 << 20):
             digest.update(block)
     started = httpx.post(f"{reg.url}/v2/{repo}/blobs/uploads/")
-    location = httpx.URL(reg.url).join(started.headers["location"])
-    return run_measured(tools.curl_put([(path, str(location), f"sha256:{digest.hexdigest()}")]))
+    return str(httpx.URL(reg.url).join(started.headers["location"])), f"sha256:{digest.hexdigest()}"
+
+
+def curl_put_cmd(reg: BenchRegistry, path: Path, repo: str) -> list[str]:
+    """curl's PUT of the file whose digest is known into an upload session started now."""
+    return tools.curl_put([(path, *upload_session(reg, path, repo))])
+
+
+def curl_put(reg: BenchRegistry, path: Path, repo: str) -> Sample:
+    """The registry's own floor: curl PUTs the file whose digest is known, one monolithic upload."""
+    return run_measured(curl_put_cmd(reg, path, repo))
+
+
+def push_cmd(model: Path, ref: str) -> list[str]:
+    return [sys.executable, "-m", "ocibridge", "push", str(model), ref, "-q"]
+
+
+def client_env(work: Path, url: str, protocol: str, home: Path) -> dict[str, str]:
+    """huggingface_hub's environment for publishing through serve at ``url`` over ``protocol``
+    (its HF_HOME ``home``: hf_xet's cache in it)."""
+    env = {**base_env(work), "HF_ENDPOINT": url, "HF_TOKEN": "bench-token", "HF_HOME": str(home)}
+    if protocol == "lfs":
+        env["HF_HUB_DISABLE_XET"] = "1"
+    return env
 
 
 def run(size_mib: int, work: Path, repeat: int, protocols: list[str]) -> list[str]:
@@ -201,8 +223,7 @@ def run(size_mib: int, work: Path, repeat: int, protocols: list[str]) -> list[st
             rows["curl"].add(sample, registry=reg.cpu_seconds() - r0)
             env = {**base_env(work), "OCIBRIDGE_CACHE": str(work / f"push-cache{n}")}
             r0 = reg.cpu_seconds()
-            sample = run_measured([sys.executable, "-m", "ocibridge", "push", str(model),
-                                   f"{reg.host}/bench/push{size_mib}-{n}:latest", "-q"], env=env)
+            sample = run_measured(push_cmd(model, f"{reg.host}/bench/push{size_mib}-{n}:latest"), env=env)
             rows["push"].add(sample, registry=reg.cpu_seconds() - r0)
             shutil.rmtree(work / f"push-cache{n}", ignore_errors=True)
             rows["prelude"].add(run_measured([sys.executable, "-c", PRELUDE, str(weights)], env=base_env(work)))
@@ -210,9 +231,7 @@ def run(size_mib: int, work: Path, repeat: int, protocols: list[str]) -> list[st
                 home = work / f"hf-home-{protocol}-{n}"  # hf_xet's cache in it: nothing known from before
                 log = work / f"serve-{protocol}-{n}.log"  # when hf_xet's first xorb came
                 with serving(work, f"{reg.host}/bench", log) as (url, proc):
-                    env = {**base_env(work), "HF_ENDPOINT": url, "HF_TOKEN": "bench-token", "HF_HOME": str(home)}
-                    if protocol == "lfs":
-                        env["HF_HUB_DISABLE_XET"] = "1"
+                    env = client_env(work, url, protocol, home)
                     s0, r0 = cpu_of(proc.pid), reg.cpu_seconds()
                     with first_seen(log, "xorb received") as seen:
                         sample = run_measured([sys.executable, "-c", UPLOAD, f"acme/{protocol}{size_mib}-{n}",
