@@ -130,6 +130,14 @@ class BlobStream:
             self._socket, self._socket_left = stream, length
             self._raw, self._plain = receivable_socket(stream)
 
+    def keep_whole_answer(self) -> None:
+        """(a 200 to a Range, before its first byte is read) Hand over the whole blob that
+        answer carries, from byte 0 to the end, instead of skipping to the range and stopping
+        at its end; a resume then asks from the byte that is here, as for any whole read."""
+        assert not self.ranged and self.offset == self._skip, "a 200's bytes were read already"
+        self.offset = self._skip = 0
+        self.end = self.desc.size
+
     def _resume(self, reason: str) -> None:
         self.close()
         interrupt.check()  # an interrupt cut the connection: stop, do not reconnect
