@@ -90,7 +90,7 @@ def test_a_small_read_past_byte_0_moves_the_blob_once(pushed, registry, fault_pr
     with ocibridge.open_model(f"{fault_proxy.host}/{repo}:v1", warn=None, cache=False) as model:
         assert model.read("weights.bin", at, at + 10) == raw[at:at + 10]
         gets = blob_gets(fault_proxy, layer.digest)
-        assert [r.response_bytes for r in gets] == [layer.size], (layer.size, [(r.range, r.response_bytes) for r in gets])
+        assert [r.response_bytes for r in gets] == [layer.size], [(r.range, r.response_bytes) for r in gets]
         assert gets[0].status == 200
         assert model.read("weights.bin", 3 * CHUNK + 5, 5 * CHUNK) == raw[3 * CHUNK + 5:5 * CHUNK]
         assert model.read("weights.bin", 0, 7) == raw[:7]

@@ -119,6 +119,10 @@ class BlobStream:
         self._socket = self._socket_left = self._raw = None
         self._pending = b""
         self._h11_first = True
+        self._read_off_socket_if_large(response)
+
+    def _read_off_socket_if_large(self, response: httpx.Response) -> None:
+        """A large body is read off the socket once h11 has handed over its first chunk (see :meth:`_receive`)."""
         length = header_int(response.headers.get("content-length"))
         stream = response.extensions.get("network_stream")
         # Not under --limit-rate: the socket read would pass the metered body (a pull into a
@@ -137,6 +141,8 @@ class BlobStream:
         assert not self.ranged and self.offset == self._skip, "a 200's bytes were read already"
         self.offset = self._skip = 0
         self.end = self.desc.size
+        if self._response is not None and self._socket is None:
+            self._read_off_socket_if_large(self._response)  # (it was decided for the range's size)
 
     def _resume(self, reason: str) -> None:
         self.close()
