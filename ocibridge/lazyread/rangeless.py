@@ -2,7 +2,8 @@
 ``200`` and the whole blob. Each range read would fetch the blob from byte 0 again, a
 quadratic amount for a file read chunk by chunk; instead, after the first such answer the blob
 is read whole once into a temporary spool file, verified by its digest, and every range of it
-is served from there (still checked by the reader's chunk table, as a fetched range is). The
+is served from there (still checked by the reader's chunk table, as a fetched range is). That
+first answer is the copy, whatever range it answered: the bytes before the range are kept. The
 host is noted, so that other readers ask it for no range at all, and said once; the note lapses after
 :data:`NOTE_LIFETIME` (one stray answer of a CDN is not a long-running serve's rule until restart).
 """
@@ -19,7 +20,7 @@ from ocibridge.lazyread.chunkstore import StoredLayer
 from ocibridge.lazyread.wholeblob import download_whole, spool_answer
 from ocibridge.oci.models import Descriptor
 from ocibridge.stores.base import ReadableStore
-from ocibridge.stores.ranged import RangedBlobSource, RangedPlan, RangeReader, ReadsOnToTheEnd
+from ocibridge.stores.ranged import RangedBlobSource, RangedPlan, RangeReader, ReadsWholeAnswer
 
 NOTICE = logging.getLogger("ocibridge.lazyread")
 
@@ -108,21 +109,18 @@ class WholeWhenRangeless:
             if reader.ranged or not part:
                 return reader
             note_rangeless(self._source.describe())
-            # the whole blob from byte 0: asked from there, it is the copy (else its front was
-            # skipped, and it is dropped)
-            if start == 0:
-                return _SpoolRange(self._whole(desc, reader), start, stop)
-            reader.close()
+            # that answer carries the whole blob from byte 0, whatever the range: it is the copy
+            return _SpoolRange(self._whole(desc, reader), start, stop)
         return _SpoolRange(self._whole(desc), start, stop)
 
     def _whole(self, desc: Descriptor, answer: RangeReader | None = None) -> StoredLayer:
-        """The blob's verified copy: read on from ``answer`` (a 200 to a Range from byte 0) if
+        """The blob's verified copy: ``answer`` (a 200 to a Range) read whole from byte 0 if
         there is none yet, else downloaded; a failure leaves it to the next read."""
         with self._lock:
             whole = self._wholes.setdefault(desc.digest, _Whole())
         with whole.lock:
-            if whole.spool is None and isinstance(answer, ReadsOnToTheEnd):
-                answer.read_on_to_the_end()
+            if whole.spool is None and isinstance(answer, ReadsWholeAnswer):
+                answer.read_whole_answer()
                 whole.spool = spool_answer(answer, desc, self._budget)
                 return whole.spool
             if answer is not None:

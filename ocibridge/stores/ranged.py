@@ -56,13 +56,13 @@ class LandingReader(Protocol):
 
 
 @runtime_checkable
-class ReadsOnToTheEnd(Protocol):
-    """A range reader whose server ignored the Range (a 200 with the whole blob) that can go on
-    reading that answer to the blob's end instead of stopping at the range's: a reader that
-    asked from byte 0 then holds the whole blob, with no second request."""
+class ReadsWholeAnswer(Protocol):
+    """A range reader whose server ignored the Range (a 200 with the whole blob) that can hand
+    over that whole answer instead of the range: the bytes before the range kept, not skipped,
+    and read on to the blob's end, so the reader holds the whole blob with no second request."""
 
-    def read_on_to_the_end(self) -> None:
-        """From now on (before any byte is read), read to the blob's end."""
+    def read_whole_answer(self) -> None:
+        """From now on (before any byte is read), read the blob from byte 0 to its end."""
         ...
 
     def read(self, n: int = -1) -> bytes: ...

@@ -12,7 +12,7 @@ import logging
 import numpy as np
 import pytest
 from safetensors.numpy import save_file
-from support.faultproxy import FaultProxy, ignore_range
+from support.faultproxy import FaultProxy, Serve, ignore_range, status
 from support.fixtures import new_repo
 
 import ocibridge
@@ -81,6 +81,22 @@ def test_chunk_reads_in_order_move_the_blob_about_once(pushed, registry, fault_p
     assert len(notices) == 1 and fault_proxy.host in notices[0].getMessage()
 
 
+@pytest.mark.parametrize("at", [11 * CHUNK + 300, CHUNKS * CHUNK - 1100])
+def test_a_small_read_past_byte_0_moves_the_blob_once(pushed, registry, fault_proxy, at):
+    """The 200 to a Range from mid-blob is kept whole (its front too): no second request."""
+    repo, raw, _ = pushed
+    layer = layer_of(registry.host, repo, "weights.bin")
+    fault_proxy.add("GET", f"/blobs/{layer.digest}", ignore_range(), times=None)
+    with ocibridge.open_model(f"{fault_proxy.host}/{repo}:v1", warn=None, cache=False) as model:
+        assert model.read("weights.bin", at, at + 10) == raw[at:at + 10]
+        gets = blob_gets(fault_proxy, layer.digest)
+        assert [r.response_bytes for r in gets] == [layer.size], [(r.range, r.response_bytes) for r in gets]
+        assert gets[0].status == 200
+        assert model.read("weights.bin", 3 * CHUNK + 5, 5 * CHUNK) == raw[3 * CHUNK + 5:5 * CHUNK]
+        assert model.read("weights.bin", 0, 7) == raw[:7]
+    assert len(blob_gets(fault_proxy, layer.digest)) == 1  # later reads, at other offsets: asked nothing
+
+
 def test_load_tensors_moves_each_file_about_once(pushed, registry, fault_proxy):
     repo, _, tensors = pushed
     layer = layer_of(registry.host, repo, "model.safetensors")
@@ -98,13 +114,27 @@ def test_a_forged_whole_answer_is_refused(pushed, registry, fault_proxy):
     repo, _, _ = pushed
     layer = layer_of(registry.host, repo, "weights.bin")
     fault_proxy.add("GET", f"/blobs/{layer.digest}", ignore_range(flip=CHUNKS * CHUNK // 2), times=None)
-    with ocibridge.open_model(f"{fault_proxy.host}/{repo}:v1", warn=None, cache=False) as model, \
-            pytest.raises(DigestMismatch):
-        model.read("weights.bin", 0, CHUNK)
+    for start in (0, 20 * CHUNK):  # from mid-blob: the flipped byte is in the front kept, refused
+        forget_rangeless()  # each read's first answer is the 200 to its own Range
+        with ocibridge.open_model(f"{fault_proxy.host}/{repo}:v1", warn=None, cache=False) as model, \
+                pytest.raises(DigestMismatch):
+            model.read("weights.bin", start, start + 10)
     tensor_layer = layer_of(registry.host, repo, "model.safetensors")
     fault_proxy.add("GET", f"/blobs/{tensor_layer.digest}", ignore_range(flip=tensor_layer.size - 5), times=None)
     with pytest.raises(DigestMismatch):
         ocibridge.load_tensors(f"{fault_proxy.host}/{repo}:v1", transfer=SMALL_PARTS)
+
+
+def test_a_whole_answer_longer_than_the_blob_is_refused(pushed, registry, fault_proxy):
+    """A 200 that carries more bytes than the descriptor's size, to a Range from mid-blob, is
+    refused as the copy is spooled (the read bound is the descriptor's size), never served."""
+    repo, raw, _ = pushed
+    layer = layer_of(registry.host, repo, "weights.bin")
+    longer = status(200, body=raw + b"\0" * CHUNK, headers={"Content-Type": "application/octet-stream"})
+    fault_proxy.add("GET", f"/blobs/{layer.digest}", Serve(lambda _proxy, _rec, _body: longer), times=None)
+    with ocibridge.open_model(f"{fault_proxy.host}/{repo}:v1", warn=None, cache=False) as model, \
+            pytest.raises(DigestMismatch, match="more than the expected"):
+        model.read("weights.bin", 9 * CHUNK, 9 * CHUNK + 10)
 
 
 def test_a_registry_that_honours_ranges_still_gets_them(pushed, registry, fault_proxy):
@@ -127,8 +157,10 @@ def test_a_registry_that_honours_ranges_still_gets_them(pushed, registry, fault_
         honest.stop()
 
 
-def test_a_whole_answer_past_the_read_budget_is_refused_and_closed(pushed, registry, fault_proxy, monkeypatch):
-    """The 200 to a Range from byte 0 is the whole copy's first bytes; a budget that has no room
+@pytest.mark.parametrize("start", [0, 5 * CHUNK])
+def test_a_whole_answer_past_the_read_budget_is_refused_and_closed(pushed, registry, fault_proxy, monkeypatch,
+                                                                   start):
+    """The 200 to a Range is the whole copy's first bytes; a budget that has no room
     for the whole blob refuses it, and that answer (its connection, its prefetch) is closed."""
     from ocibridge.lazyread.budget import OverBudget, ReadBudget
     from ocibridge.lazyread.rangeless import WholeWhenRangeless
@@ -153,7 +185,7 @@ def test_a_whole_answer_past_the_read_budget_is_refused_and_closed(pushed, regis
     ranges = WholeWhenRangeless(store, ReadBudget(layer.size // 2))
     try:
         with pytest.raises(OverBudget):
-            ranges.open_blob_range(layer, 0, CHUNK)
+            ranges.open_blob_range(layer, start, start + CHUNK)
         assert len(opened) == 1 and closed == opened
     finally:
         ranges.close()

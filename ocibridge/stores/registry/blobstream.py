@@ -119,6 +119,10 @@ class BlobStream:
         self._socket = self._socket_left = self._raw = None
         self._pending = b""
         self._h11_first = True
+        self._read_off_socket_if_large(response)
+
+    def _read_off_socket_if_large(self, response: httpx.Response) -> None:
+        """A large body is read off the socket once h11 has handed over its first chunk (see :meth:`_receive`)."""
         length = header_int(response.headers.get("content-length"))
         stream = response.extensions.get("network_stream")
         # Not under --limit-rate: the socket read would pass the metered body (a pull into a
@@ -129,6 +133,16 @@ class BlobStream:
                 and "transfer-encoding" not in response.headers):
             self._socket, self._socket_left = stream, length
             self._raw, self._plain = receivable_socket(stream)
+
+    def keep_whole_answer(self) -> None:
+        """(a 200 to a Range, before its first byte is read) Hand over the whole blob that
+        answer carries, from byte 0 to the end, instead of skipping to the range and stopping
+        at its end; a resume then asks from the byte that is here, as for any whole read."""
+        assert not self.ranged and self.offset == self._skip, "a 200's bytes were read already"
+        self.offset = self._skip = 0
+        self.end = self.desc.size
+        if self._response is not None and self._socket is None:
+            self._read_off_socket_if_large(self._response)  # (it was decided for the range's size)
 
     def _resume(self, reason: str) -> None:
         self.close()

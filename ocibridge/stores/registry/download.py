@@ -73,9 +73,10 @@ class BlobDownload(ClosesOnExit):
         """Whether the server honoured the Range asked (a 206 answer)."""
         return self._stream.ranged
 
-    def read_on_to_the_end(self) -> None:
-        """(a reader whose Range was ignored, before its first read) Read to the blob's end."""
-        self._stream.end = self.desc.size
+    def read_whole_answer(self) -> None:
+        """(a reader whose Range was ignored, before its first read) Read the blob that answer
+        carries whole: from byte 0, not from the range's start, to the blob's end."""
+        self._stream.keep_whole_answer()
 
     # -- pieces ----------------------------------------------------------------------------
     def _piece(self) -> bytes:
