@@ -9,7 +9,7 @@ import ast
 
 import pytest
 
-from tests.code.test_import_layers import GRAPH, MODULES
+from tests.code.test_import_layers import MODULES, graph
 
 SIDE_CHANNELS = ("ocibridge.model.digestcache", "ocibridge.chunks.chunkcache")
 #: where the public push lives: the façade's ``push`` is this module's
@@ -28,7 +28,7 @@ def test_serve_is_found():
 
 @pytest.mark.parametrize("module", serve_modules())
 def test_serve_uses_no_digest_or_chunk_cache(module):
-    used = [f"{target} (line {line})" for target, line in GRAPH[module].items() if target in SIDE_CHANNELS]
+    used = [f"{target} (line {line})" for target, line in graph()[module].items() if target in SIDE_CHANNELS]
     assert not used, f"{module} reaches push's caches: {', '.join(used)}"
 
 
@@ -42,7 +42,7 @@ def _push_calls(tree: ast.AST) -> list[int]:
 @pytest.mark.parametrize("module", serve_modules())
 def test_serve_does_not_call_push(module):
     tree = ast.parse(MODULES[module].read_text(), str(MODULES[module]))
-    imported = [f"{target} (line {line})" for target, line in GRAPH[module].items() if target in PUSH_HOMES]
+    imported = [f"{target} (line {line})" for target, line in graph()[module].items() if target in PUSH_HOMES]
     assert not imported and not _push_calls(tree), \
         f"{module} calls the public push: {imported} {_push_calls(tree)}"
 
