@@ -18,7 +18,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-import jsonschema
 import pytest
 import yaml
 
@@ -71,6 +70,8 @@ def pruned(value: Any, s: dict[str, Any], where: str = "") -> list[str]:
 
 
 def checked(tmp_path: Path, text: str) -> list[dict[str, Any]]:
+    import jsonschema  # not at collection, where every worker paid for it (its format checkers build grammars)
+
     docs = [d for d in yaml.safe_load_all(text) if d is not None]
     for doc in docs:
         s = schema(doc["kind"])
@@ -97,6 +98,8 @@ def test_the_schema_check_catches_a_misspelt_field():
     """The check itself can fail: a field a structural schema would prune is reported."""
     doc = {"apiVersion": "policy.sigstore.dev/v1beta1", "kind": "ClusterImagePolicy", "metadata": {"name": "x"},
            "spec": {"images": [{"glob": "**"}], "authorities": [{"name": "a", "kye": {"data": "x"}}]}}
+    import jsonschema
+
     assert pruned(doc, schema("ClusterImagePolicy")) == [".spec.authorities[0].kye"]
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.Draft7Validator(schema("ClusterPolicy")).validate(

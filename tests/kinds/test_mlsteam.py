@@ -16,16 +16,6 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from mlsteam_model_sdk.core.dev.archive import build_archive, extract_archive
-from mlsteam_model_sdk.core.dev.manifest import (
-    ManifestSchema,
-    ModelLoaderDictSpec,
-    ServicePredictorDictSpec,
-    ServiceSpec,
-    SubmodelSpec,
-    gen_manifest,
-    read_manifest,
-)
 from support.noise import noise
 
 from ocibridge.kinds.mlsteam import (
@@ -62,6 +52,17 @@ def _hooks(root: Path, marker: Path | None = None) -> Path:
 
 def make_sdk_archive_v2024(tmp: Path, marker: Path | None = None, name: str = "demo.mlarchive") -> Path:
     """Two submodels (one file, one directory), hooks and src, v2024.1 manifest by the SDK."""
+    from mlsteam_model_sdk.core.dev.archive import build_archive  # the SDK: in the tests, not at collection
+    from mlsteam_model_sdk.core.dev.manifest import (  # (it imports jsonschema: every worker paid for it)
+        ManifestSchema,
+        ModelLoaderDictSpec,
+        ServicePredictorDictSpec,
+        ServiceSpec,
+        SubmodelSpec,
+        gen_manifest,
+        read_manifest,
+    )
+
     proj = tmp / "proj"
     (proj / "weights").mkdir(parents=True)
     classifier = proj / "weights" / "classifier.pt"
@@ -138,6 +139,9 @@ V2023_MANIFEST = {
 
 def make_sdk_archive_v2023(tmp: Path) -> Path:
     """A v2023.1 manifest (hand-written from the spec, validated by the SDK), zipped by the SDK."""
+    from mlsteam_model_sdk.core.dev.archive import build_archive
+    from mlsteam_model_sdk.core.dev.manifest import ManifestSchema, read_manifest
+
     proj = tmp / "proj23"
     proj.mkdir(parents=True)
     weights = proj / "mnist.h5"
@@ -203,6 +207,9 @@ def test_sdk_archive_round_trips_through_a_layout(sdk_archive, tmp_path):
 
 
 def test_export_is_read_by_the_sdk(tmp_path):
+    from mlsteam_model_sdk.core.dev.archive import extract_archive
+    from mlsteam_model_sdk.core.dev.manifest import ManifestSchema, read_manifest
+
     archive = make_sdk_archive_v2024(tmp_path)
     _, layout = push_to_layout(archive, tmp_path / "layout")
     out = tmp_path / "back.mlarchive"
@@ -322,6 +329,9 @@ def test_hooks_are_never_imported_or_run(tmp_path):
 def test_cli_export_stores_weights_and_the_sdk_reads_it(tmp_path, capsys):
     """`ocibridge pull REF x.mlarchive`: weights of 1 MiB or more are stored (deflate would run
     at ~40 MB/s for a 0-20 % gain), the rest deflated; the SDK extracts it all."""
+    from mlsteam_model_sdk.core.dev.archive import build_archive, extract_archive
+    from mlsteam_model_sdk.core.dev.manifest import ManifestSchema, read_manifest
+
     from ocibridge.cli import main
 
     proj = tmp_path / "proj"

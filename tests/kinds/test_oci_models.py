@@ -6,8 +6,8 @@ are stricter only on integers written as floats and on a digest's form, which no
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
-import jsonschema
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -16,6 +16,9 @@ from ocibridge.api.schemas import json_schema
 from ocibridge.errors import OcibridgeError
 from ocibridge.oci import models
 from ocibridge.oci.mediatypes import OCI_INDEX, OCI_MANIFEST
+
+if TYPE_CHECKING:
+    import jsonschema
 
 DIGEST = "sha256:" + "ab" * 32
 NAMES = ("Descriptor", "Manifest", "Index", "Platform", "RootFS", "ImageConfig")
@@ -65,6 +68,8 @@ def _read(cls: type, doc: object) -> object:
 
 
 def _schema_error(name: str, doc: object) -> jsonschema.ValidationError | None:
+    import jsonschema  # not at collection, where every worker paid for it (its format checkers build grammars)
+
     return jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(SCHEMAS[name]).iter_errors(doc))
 
 

@@ -9,12 +9,12 @@ import json
 import time
 from collections import Counter
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from kubernetes.client import ApiClient, V1ConfigMap, V1Job
 
 from ocibridge.cli import main
 from ocibridge.core.yamldocs import dump_all
@@ -23,6 +23,9 @@ from ocibridge.mirror import load_job, run_job
 from ocibridge.mirror.shard import artifact_key, owner, parse_shard
 from ocibridge.stores.layout import LayoutStore
 from tests.mirror.test_mirror_units import push_models
+
+if TYPE_CHECKING:
+    from kubernetes.client import V1ConfigMap, V1Job
 
 KEYS = [artifact_key("reg.example/llm/m", f"1.{i}.0", "mirror.example/llm/m", f"1.{i}.0") for i in range(2000)]
 
@@ -205,6 +208,8 @@ def test_report_refuses_what_does_not_fit(layout_job, tmp_path, capsys) -> None:
 def k8s_model(obj: dict, kind: str):
     """The object as the Kubernetes client reads it; serialized back it must be the same dict,
     so no field was misspelt (the client drops names it does not know)."""
+    from kubernetes.client import ApiClient  # not at collection, where every worker paid for it
+
     client = ApiClient()
     model = client.deserialize(json.dumps(obj), kind, "application/json")  # the signature of 37.x
     assert client.sanitize_for_serialization(model) == obj

@@ -14,7 +14,6 @@ import pytest
 from cyclonedx.model.bom import Bom
 from cyclonedx.model.component import ComponentType
 from cyclonedx.schema import SchemaVersion
-from cyclonedx.validation.json import JsonStrictValidator
 
 from ocibridge.cli import main
 from ocibridge.oci.models import Manifest, parse_manifest_bytes
@@ -59,6 +58,8 @@ def _sha(path: Path) -> str:
 
 
 def test_the_bom_describes_the_model_its_card_and_every_file(model, tmp_path):
+    from cyclonedx.validation.json import JsonStrictValidator  # not at collection (it imports jsonschema)
+
     digest = _push(model, tmp_path / "store")
     data = _bom(tmp_path / "store", digest)
     assert JsonStrictValidator(SchemaVersion.V1_6).validate_str(data.decode()) is None
