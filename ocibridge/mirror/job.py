@@ -40,7 +40,9 @@ ConvertTo = Literal["cnai", "cncf", "modelpack", "modelkit", "docker-model", "mo
 #: a Hub entry's chunk table keys, push's --no-chunks, --chunk-threshold and --chunk-hash
 CHUNK_KEYS = ("no_chunks", "chunk_threshold", "chunk_hash")
 #: keys added after the first jobs were written: unset, they leave a job's digest as it was
-LATER_KEYS = (*CHUNK_KEYS, "scan", "scan_key")
+LATER_KEYS = (*CHUNK_KEYS, "scan", "scan_key", "xet")
+#: the keys only an hf:// entry (or the defaults, for its entries) may give
+HUB_ONLY_KEYS = (*CHUNK_KEYS, "xet")
 
 
 def _chunks_of(no_chunks: bool | None, threshold: int | str | None, algorithm: str | None) -> ChunkChoice:
@@ -105,6 +107,12 @@ class Settings(Strict):
     chunk_hash: Literal["blake3", "sha256"] | None = Field(
         default=None, description="hf:// sources: the hash of the chunk table's digests (push --chunk-hash). "
         "Default blake3."
+    )
+    xet: bool | None = Field(
+        default=None, description="hf:// sources: download the files the endpoint keeps in Xet with hf_xet "
+        "(parallel, as huggingface_hub does by default). hf_xet's fetches from the Xet CAS are then OUTSIDE the "
+        "address rule: a hostile endpoint or CAS can make the job connect to any address. Default false: every "
+        "file through the endpoint's resolve, each connection under the rule. HF_HUB_DISABLE_XET=1 keeps it off."
     )
 
     @field_validator("chunk_threshold")
@@ -178,7 +186,7 @@ class SyncEntry(Settings):
         else:
             for name, given in (("revisions", self.revisions is not None), ("include", self.include),
                                 ("exclude", self.exclude)) + tuple((key, getattr(self, key) is not None)
-                                                                   for key in CHUNK_KEYS):
+                                                                   for key in HUB_ONLY_KEYS):
                 if given:
                     raise ValueError(f"{name}: only for hf:// sources")
         return self
@@ -316,6 +324,11 @@ class MirrorJob(Strict):
         d = self.defaults
         return _chunks_of(*(getattr(entry, key) if getattr(entry, key) is not None else getattr(d, key)
                             for key in CHUNK_KEYS))
+
+    def hub_xet(self, entry: SyncEntry) -> bool:
+        """Whether an ``hf://`` entry's downloads may use hf_xet: its ``xet``, else the defaults'; off
+        unless one says true (see :mod:`ocibridge.kinds.hf.checkedhub`)."""
+        return bool(entry.xet if entry.xet is not None else self.defaults.xet)
 
     def registry_options(self, host: str) -> RegistryOptions:
         """How to reach ``host`` (``open_repository``'s options); secrets read now."""

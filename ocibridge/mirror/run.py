@@ -49,7 +49,8 @@ def run_job(job: MirrorJob, *, dry_run: bool = False, progress: ProgressCallback
     started = time.monotonic()
     summary = MirrorSummary(dry_run=dry_run, shard=shard, job_digest=job.digest() if shard else None)
     for index, entry in enumerate(job.sync):
-        with checked_hub(job.hub_endpoint(entry)) if entry.from_hub else contextlib.nullcontext():
+        with (checked_hub(job.hub_endpoint(entry), xet=job.hub_xet(entry)) if entry.from_hub
+              else contextlib.nullcontext()):
             plan = plan_entry(job, index, entry, dry_run=dry_run, shard=shard)
             try:
                 summary.entries.append(plan.summary)

@@ -192,7 +192,7 @@ def test_job_file_errors_are_one_line(tmp_path: Path) -> None:
     ({"sync": [{"source": "oci:a", "target": "oci:b", "colour": "red"}]},
      "sync.0.colour: unknown key (the keys here: referrers, accept, concurrency, rate_limit, convert, verify, "
      "provenance, attest_key, scan, scan_key, endpoint, token_env, token_file, no_chunks, chunk_threshold, "
-     "chunk_hash, source, target, tags, source_format, revisions, "
+     "chunk_hash, xet, source, target, tags, source_format, revisions, "
      "include, exclude)"),
     ({"registries": {"127.0.0.1:5000": {"usrname": "bot"}}, "sync": [{"source": "oci:a", "target": "oci:b"}]},
      "registries.127.0.0.1:5000.usrname: unknown key (did you mean 'username'?)"),

@@ -4,10 +4,12 @@ to a public address or one of the endpoint's own kind, as serve's ``--upstream``
 
 huggingface_hub sends through one client it makes with the factory ``set_client_factory`` sets
 (its ``HfApi`` calls, ``hf_hub_download`` and its redirects): for the entry's run that factory makes
-its usual client over checked transports, and huggingface_hub's own is put back after. Xet's CAS
-URL, named in the endpoint's answers, is checked before huggingface_hub hands it to hf_xet; the
-fetch URLs hf_xet reads from the CAS are its own (``HF_HUB_DISABLE_XET=1`` keeps every
-connection under the rule)."""
+its usual client over checked transports, and huggingface_hub's own is put back after.
+
+hf_xet is off for the run unless the entry opts in (``xet = true``): the fetch URLs hf_xet reads
+from a Xet CAS go over its own connections, which no rule here checks, so by default every file
+comes through the endpoint's ``resolve`` on the checked client. With the opt-in, the CAS URL named
+in the endpoint's answers is still checked before huggingface_hub hands it to hf_xet."""
 
 from __future__ import annotations
 
@@ -54,9 +56,10 @@ def cas_checked(rule: AddressRule) -> Any:
 
 
 @contextlib.contextmanager
-def checked_hub(endpoint: str) -> Iterator[None]:
+def checked_hub(endpoint: str, *, xet: bool = False) -> Iterator[None]:
     """huggingface_hub's client under the rule of ``endpoint`` (the kinds of its own host) while
-    inside; its default client after."""
+    inside, hf_xet off unless ``xet`` (and not off already); its default client and Xet setting
+    after."""
     from ocibridge.kinds.hf.commitdownload import hub
 
     hub()  # its one line when huggingface_hub is missing
@@ -80,9 +83,24 @@ def checked_hub(endpoint: str) -> Iterator[None]:
         return flavour.Client(event_hooks=hooks, follow_redirects=follow, timeout=timeout,
                               **checked_client_options(rule, flavour, core))
 
-    with _LOCK:
+    with _LOCK, xet_kept_off(not xet):
         set_client_factory(factory)
         try:
             yield
         finally:
             set_client_factory(default_client_factory)
+
+
+@contextlib.contextmanager
+def xet_kept_off(off: bool) -> Iterator[None]:
+    """huggingface_hub's ``HF_HUB_DISABLE_XET`` (read from the environment at its import, then at
+    each download) set while inside when ``off``, the environment left alone; put back after. The
+    user's ``HF_HUB_DISABLE_XET=1`` keeps hf_xet off either way: the safer of the two wins."""
+    from huggingface_hub import constants
+
+    was = constants.HF_HUB_DISABLE_XET
+    constants.HF_HUB_DISABLE_XET = was or off
+    try:
+        yield
+    finally:
+        constants.HF_HUB_DISABLE_XET = was
