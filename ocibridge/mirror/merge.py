@@ -132,6 +132,7 @@ def _merge(reports: list[ShardReport]) -> MirrorSummary:
             known = entries.setdefault(e.index, e)
             if known.error is None and e.error is not None:
                 known.error = e.error
+            known.notes.extend(n for n in e.notes if n not in known.notes)  # each shard says its own
         for a in r.artifacts:
             key = (a.entry, a.source, a.target)  # an entry that failed to open fails in every shard
             if key not in seen:

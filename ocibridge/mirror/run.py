@@ -50,9 +50,11 @@ def run_job(job: MirrorJob, *, dry_run: bool = False, progress: ProgressCallback
     summary = MirrorSummary(dry_run=dry_run, shard=shard, job_digest=job.digest() if shard else None)
     for index, entry in enumerate(job.sync):
         with (checked_hub(job.hub_endpoint(entry), xet=job.hub_xet(entry)) if entry.from_hub
-              else contextlib.nullcontext()):
+              else contextlib.nullcontext()) as xet_said:
             plan = plan_entry(job, index, entry, dry_run=dry_run, shard=shard)
             try:
+                if xet_said is not None:
+                    plan.summary.notes.append(xet_said)
                 summary.entries.append(plan.summary)
                 for result in plan.results:
                     _emit(progress, result)

@@ -60,6 +60,7 @@ class EntrySummary:
     tags_filtered_out: int = 0
     other_shards: int = 0  # selected, but owned by another shard of a --shard run
     error: str | None = None
+    notes: list[str] = field(default_factory=list)  # said of the entry once a run, e.g. how hf_xet ran
 
 
 @dataclass
@@ -144,6 +145,7 @@ class MirrorSummary:
                 lines.extend(f"        lost: {one_line(x)}" for x in a.lost)
         used = {a.entry for a in self.artifacts}
         for e in self.entries:
+            lines.extend(f"note: {e.source}: {n}" for n in e.notes)
             if e.index not in used and e.error is None and not e.other_shards:
                 lines.append(f"nothing to do for {e.source}: no tag selected "
                              f"({e.tags_listed} listed, {e.tags_filtered_out} filtered out)")

@@ -2,7 +2,7 @@
 own connections, outside the address rule (kinds/hf/checkedhub.py), so an entry downloads with
 hf_xet off unless it says ``xet = true``. The endpoint is ``ocibridge serve`` offering its larger
 files over Xet (hf_xet is a test dependency: these never skip); its access log tells which way
-each file came."""
+each file came. An entry's report says, once, when hf_xet ran or the user overrode its opt-in."""
 
 from __future__ import annotations
 
@@ -16,10 +16,15 @@ from serving import Served, own_settings, point_hub_at, serving
 from support.fixtures import new_repo
 from support.mirror_jobs import mirror_job
 
+from ocibridge.api.mirror import mirror_merge
 from ocibridge.cli import main
 from ocibridge.errors import OcibridgeError
+from ocibridge.kinds.hf.checkedhub import XET_OUTSIDE, XET_OVERRIDDEN
 from ocibridge.mirror import load_job, run_job
 from ocibridge.mirror.job import parse_job
+from ocibridge.mirror.report import MirrorReport
+from ocibridge.mirror.shard import Shard
+from ocibridge.mirror.summary import EntrySummary, MirrorSummary
 from ocibridge.oci.mediatypes import Family
 from ocibridge.oci.models import parse_manifest_bytes
 from ocibridge.stores.layout import LayoutStore
@@ -68,21 +73,36 @@ def mirrored_weights(target: Path) -> bytes:
     return store.fetch_bytes(layer)
 
 
-def mirror(tmp_path: Path, hub: XetHub, name: str, **entry: object) -> Path:
-    """Mirror acme/xetsrc's main into the layout ``tmp_path/name``, the entry's keys ``entry``."""
+def mirror(tmp_path: Path, hub: XetHub, name: str, **entry: object) -> tuple[Path, MirrorReport]:
+    """Mirror acme/xetsrc's main into the layout ``tmp_path/name``, the entry's keys ``entry``;
+    the layout and the run's report."""
     target = tmp_path / name
     job = mirror_job(tmp_path / f"{name}.toml", {"source": f"hf://{REPO}", "target": f"oci:{target}", **entry},
                      defaults={"endpoint": hub.served.url})
     hub.served.requests.clear()
-    summary = run_job(load_job(job))
-    assert summary.exit_code == 0, summary.format_text()
-    return target
+    report = MirrorReport.of(run_job(load_job(job)))
+    assert report.exit_code == 0, report.format_text()
+    return target, report
+
+
+def said_of_xet(report: MirrorReport) -> list[str]:
+    """The report's notes on hf_xet, checked to be the same in its text (one line each) and its
+    JSON; [] when it says nothing of it."""
+    (entry,) = report.entries
+    text = report.format_text()
+    assert not [line for line in text.splitlines() if "hf_xet" in line and not line.startswith("note: ")], text
+    for note in (XET_OUTSIDE, XET_OVERRIDDEN):
+        assert text.count(note) == list(entry.notes).count(note), text
+        assert text.count(f"note: hf://{REPO}: {note}\n") == text.count(note), text
+    assert report.as_dict()["entries"][0]["notes"] == list(entry.notes)
+    return [n for n in entry.notes if "hf_xet" in n]
 
 
 def test_by_default_files_kept_in_xet_come_through_resolve_not_hf_xet(tmp_path, xet_hub, monkeypatch):
     point_hub_at(monkeypatch, xet_hub.served.url, tmp_path / "hub", xet=True)  # hf_xet on, as users run it
-    target = mirror(tmp_path, xet_hub, "target")
+    target, report = mirror(tmp_path, xet_hub, "target")
     assert xet_hub.xet_requests() == [], xet_hub.served.requests
+    assert said_of_xet(report) == []  # nothing outside the rule, nothing overridden: nothing to say
     assert any(p.endswith(f"/{WEIGHTS}") for p in xet_hub.resolved()), xet_hub.served.requests
     assert mirrored_weights(target) == xet_hub.weights
     assert constants.HF_HUB_DISABLE_XET is False  # put back as it was
@@ -90,17 +110,19 @@ def test_by_default_files_kept_in_xet_come_through_resolve_not_hf_xet(tmp_path, 
 
 def test_an_entry_that_opts_in_downloads_with_hf_xet_unless_the_user_turned_it_off(tmp_path, xet_hub, monkeypatch):
     point_hub_at(monkeypatch, xet_hub.served.url, tmp_path / "hub", xet=True)
-    target = mirror(tmp_path, xet_hub, "target", xet=True)
+    target, report = mirror(tmp_path, xet_hub, "target", xet=True)
     asked = xet_hub.xet_requests()
     assert any("/reconstructions/" in p for p in asked) and any("/xorbs/" in p for p in asked), asked
     assert mirrored_weights(target) == xet_hub.weights
+    assert said_of_xet(report) == [XET_OUTSIDE]  # once for the entry, not once a file
 
     # HF_HUB_DISABLE_XET=1 of the user's: hf_xet stays off whatever the job says (a fresh cache)
     point_hub_at(monkeypatch, xet_hub.served.url, tmp_path / "hub-off", xet=False)
-    target = mirror(tmp_path, xet_hub, "target-off", xet=True)
+    target, report = mirror(tmp_path, xet_hub, "target-off", xet=True)
     assert xet_hub.xet_requests() == [], xet_hub.served.requests
     assert mirrored_weights(target) == xet_hub.weights
     assert constants.HF_HUB_DISABLE_XET is True
+    assert said_of_xet(report) == [XET_OVERRIDDEN]  # the opt-in not silently dropped
 
 
 @pytest.mark.parametrize("where, doc", [
@@ -126,3 +148,14 @@ def test_the_job_takes_xet_as_a_boolean_only(where, doc):
     assert said.startswith(f"job.toml: {where}: expected true or false, not ") and "\n" not in said, said
     with pytest.raises(OcibridgeError, match=r"^job.toml: sync.0: xet: only for hf:// sources$"):
         parse_job({"sync": [{"source": "reg.example/a", "target": "oci:t", "xet": True}]}, where="job.toml")
+
+
+def test_shards_that_each_say_an_entry_note_merge_into_one():
+    def shard(index: int) -> MirrorReport:
+        entry = EntrySummary(0, f"hf://{REPO}", "oci:t", notes=[XET_OUTSIDE])
+        return MirrorReport.of(MirrorSummary(entries=[entry], shard=Shard(index, 2), job_digest="sha256:" + "0" * 64,
+                                             finished_at="2026-01-01T00:00:00.000+00:00"))
+
+    merged = mirror_merge([shard(0), shard(1)])
+    assert [e.notes for e in merged.entries] == [(XET_OUTSIDE,)]
+    assert merged.format_text().count(XET_OUTSIDE) == 1, merged.format_text()

@@ -28,6 +28,9 @@ from ocibridge.errors import OcibridgeError
 _LOCK = threading.Lock()
 #: the headers and JSON keys that name a Xet CAS URL in a Hub's answers
 CAS_HEADER, CAS_KEY = "x-xet-cas-url", "casUrl"
+#: what an entry that says ``xet = true`` reports: hf_xet kept off by the user, or on outside the rule
+XET_OVERRIDDEN = "xet = true overridden by HF_HUB_DISABLE_XET: hf_xet off, every file through the endpoint's resolve"
+XET_OUTSIDE = "xet = true: hf_xet's fetches from the Xet CAS are outside the address rule"
 
 
 def cas_checked(rule: AddressRule) -> Any:
@@ -56,10 +59,10 @@ def cas_checked(rule: AddressRule) -> Any:
 
 
 @contextlib.contextmanager
-def checked_hub(endpoint: str, *, xet: bool = False) -> Iterator[None]:
+def checked_hub(endpoint: str, *, xet: bool = False) -> Iterator[str | None]:
     """huggingface_hub's client under the rule of ``endpoint`` (the kinds of its own host) while
     inside, hf_xet off unless ``xet`` (and not off already); its default client and Xet setting
-    after."""
+    after. Yields what the entry's report says of hf_xet (:func:`xet_note`)."""
     from ocibridge.kinds.hf.commitdownload import hub
 
     hub()  # its one line when huggingface_hub is missing
@@ -83,12 +86,24 @@ def checked_hub(endpoint: str, *, xet: bool = False) -> Iterator[None]:
         return flavour.Client(event_hooks=hooks, follow_redirects=follow, timeout=timeout,
                               **checked_client_options(rule, flavour, core))
 
-    with _LOCK, xet_kept_off(not xet):
-        set_client_factory(factory)
-        try:
-            yield
-        finally:
-            set_client_factory(default_client_factory)
+    with _LOCK:
+        note = xet_note(xet)  # under the lock: another entry's run sets the same constant
+        with xet_kept_off(not xet):
+            set_client_factory(factory)
+            try:
+                yield note
+            finally:
+                set_client_factory(default_client_factory)
+
+
+def xet_note(xet: bool) -> str | None:
+    """Nothing when hf_xet is off as by default; with the opt-in, that the user's
+    ``HF_HUB_DISABLE_XET`` overrode it (else it goes unsaid), or that hf_xet runs outside the rule."""
+    from huggingface_hub import constants
+
+    if not xet:
+        return None
+    return XET_OVERRIDDEN if constants.HF_HUB_DISABLE_XET else XET_OUTSIDE
 
 
 @contextlib.contextmanager
