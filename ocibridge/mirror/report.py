@@ -76,13 +76,13 @@ class MirrorEntry:
     tags_filtered_out: int
     other_shards: int  # selected, but owned by other shards of a sharded run
     error: str | None
-    notes: tuple[str, ...]  # said of the entry, e.g. that its hf_xet ran outside the address rule
+    notes: tuple[str, ...] = ()  # said of the entry, e.g. that its hf_xet ran outside the address rule
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> MirrorEntry:
         return cls(index=data["index"], source=data["source"], target=data["target"],
                    tags_listed=data["tagsListed"], tags_filtered_out=data["tagsFilteredOut"],
-                   other_shards=data["otherShards"], error=data["error"], notes=tuple(data["notes"]))
+                   other_shards=data["otherShards"], error=data["error"], notes=tuple(data.get("notes", ())))
 
 
 @dataclass(frozen=True, kw_only=True)
