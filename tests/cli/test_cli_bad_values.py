@@ -10,7 +10,7 @@ import stat
 import pytest
 
 from ocibridge.cli import main
-from tests.support.cli_run import one_error_line, pushed_layout
+from tests.support.cli_run import one_error_line, output_commands_setup, pushed_layout
 
 
 @pytest.mark.parametrize("flag", ["--limit-rate", "--part-size", "--upload-part-size", "--chunk-threshold"])
@@ -68,14 +68,9 @@ def test_an_output_that_is_a_pipe_or_device_is_refused_and_left_as_it_was(argv, 
     """A staged file is renamed over its target: a FIFO there, or a device (``-o /dev/stdout``,
     ``/dev/null``; as root, /dev/full itself was replaced) became a plain file, and the command
     said it had written it."""
-    ref = pushed_layout(tmp_path)
-    work = tmp_path / "work"
-    work.mkdir()
+    ref, work, job = output_commands_setup(tmp_path, tmp_path / "work", monkeypatch)
     pipe = work / "out.pub"
     os.mkfifo(pipe)
-    job = work / "job.toml"
-    job.write_text(f'[[sync]]\nsource = "oci:{tmp_path}/lay"\ntarget = "oci:{tmp_path}/mirrored"\n')
-    monkeypatch.setenv("COSIGN_PASSWORD", "pw")
     capsys.readouterr()
     words = [a.format(ref=ref, pipe=pipe, job=job, pipe_prefix=work / "out") for a in argv]
     assert main(words) == 2

@@ -13,7 +13,7 @@ from ocibridge.api.bundle import save
 from ocibridge.cli import main
 from ocibridge.core.fsutil import check_output_file
 from ocibridge.errors import UsageError
-from tests.support.cli_run import one_error_line, pushed_layout
+from tests.support.cli_run import one_error_line, output_commands_setup, pushed_layout
 
 _KEPT = b"the user's own bytes\n"
 
@@ -32,13 +32,8 @@ def _read_only(path: Path) -> Path:
     (["warm", "load", "{ref}", "--torch", "{out}", "--allow-unsigned"], "torch.bin"),
 ], ids=["save", "mirror --report", "keygen --overwrite", "pull .carton --overwrite", "warm load --torch"])
 def test_a_read_only_output_is_refused_and_left_as_it_was(argv, name, tmp_path, capsys, monkeypatch):
-    ref = pushed_layout(tmp_path)
-    work = tmp_path / "work"
-    work.mkdir()
+    ref, work, job = output_commands_setup(tmp_path, tmp_path, monkeypatch)
     out = _read_only(work / name)
-    job = tmp_path / "job.toml"
-    job.write_text(f'[[sync]]\nsource = "oci:{tmp_path}/lay"\ntarget = "oci:{tmp_path}/mirrored"\n')
-    monkeypatch.setenv("COSIGN_PASSWORD", "pw")
     capsys.readouterr()
     words = [a.format(ref=ref, out=out, job=job, prefix=work / "cosign") for a in argv]
     assert main(words) == 2

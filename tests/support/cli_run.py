@@ -43,3 +43,16 @@ def pushed_layout(tmp_path: Path) -> str:
     (model / "README.md").write_text("# m\n")
     assert main(["push", str(model), f"oci:{tmp_path}/lay:v1", "-q"]) == 0  # set-up
     return f"oci:{tmp_path}/lay:v1"
+
+
+def output_commands_setup(tmp_path: Path, job_dir: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[str, Path, Path]:
+    """What the tests of commands writing one output file share: a pushed layout's reference, an
+    empty ``tmp_path/work`` for the output, a mirror job (in ``job_dir``) copying that layout into
+    ``tmp_path/mirrored``, and a key password for keygen."""
+    ref = pushed_layout(tmp_path)
+    work = tmp_path / "work"
+    work.mkdir()
+    job = job_dir / "job.toml"
+    job.write_text(f'[[sync]]\nsource = "oci:{tmp_path}/lay"\ntarget = "oci:{tmp_path}/mirrored"\n')
+    monkeypatch.setenv("COSIGN_PASSWORD", "pw")
+    return ref, work, job
