@@ -2,7 +2,7 @@
 fresh machine, and again ``--again-after`` minutes after the first pass began (issue 108).
 
     .venv/bin/python -m bench.fresh_vm                                  # every row, 1 GiB, 5 rounds
-    .venv/bin/python -m bench.fresh_vm --again-after 30 --write         # + the second pass; docs/bench-2core-rows.md
+    .venv/bin/python -m bench.fresh_vm --again-after 30 --write   # + the second pass; docs/bench-2core-fresh-vm.md
     .venv/bin/python -m bench.fresh_vm --size 64 --repeat 1 --rows pull load   # the flow, quickly
     taskset -c 0,1 bash bench/gpu/boot_rows.sh --rows fresh             # on the GPU machine, pinned to 2 cores
 
@@ -36,7 +36,7 @@ from pathlib import Path
 from ocibridge.core.capacity import capacity
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-BENCHMARKS = REPO_ROOT / "docs" / "bench-2core-rows.md"
+BENCHMARKS = REPO_ROOT / "docs" / "bench-2core-fresh-vm.md"
 
 #: MiB: push's chunk table, which the pull and load rows measure, comes from this size
 SMALLEST = 64
@@ -300,7 +300,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="another checkout whose code the pull and load rows run in the same rounds (in the logs)")
     p.add_argument("--logs", type=Path, default=None, help="keep each bench's output in a file in this folder")
     p.add_argument("--out", type=Path, default=None, help="write the closing section to this file too")
-    p.add_argument("--write", action="store_true", help="append the closing section to docs/bench-2core-rows.md")
+    p.add_argument("--write", action="store_true", help="append the closing section to docs/bench-2core-fresh-vm.md")
     args = p.parse_args(argv)
     if args.size < SMALLEST:
         p.error(f"--size {args.size}: at least {SMALLEST} MiB (pull's and load's rows need the chunk table "

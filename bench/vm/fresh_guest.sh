@@ -35,7 +35,7 @@ options:
   --timeout MIN     power the guest off after MIN minutes (default 120, + --again-after)
   --accel tcg       QEMU's emulated CPU instead of KVM: checks the flow on a machine without
                     (hardware) KVM; its figures mean nothing
-  --write           append the guest's table to docs/bench-2core-rows.md here (bench.fresh_vm's own
+  --write           append the guest's table to docs/bench-2core-fresh-vm.md here (bench.fresh_vm's own
                     --write would write into the guest's memory)
   -h, --help        this text
 EOF
@@ -168,6 +168,6 @@ if grep -q "skipped:\|failed:" "$out/table.md"; then
   fail "rows without a figure in the guest: $(grep -o '| [^|]* | [^|]*\(skipped\|failed\):[^|]*' "$out/table.md" | tr '\n' ';') (see $out/table.md)"
 fi
 if [ -n "$write" ]; then
-  cat "$out/table.md" >>"$checkout/docs/bench-2core-rows.md" || fail "cannot append to $checkout/docs/bench-2core-rows.md"
+  cat "$out/table.md" >>"$checkout/docs/bench-2core-fresh-vm.md" || fail "cannot append to $checkout/docs/bench-2core-fresh-vm.md"
 fi
-echo "fresh_guest.sh: every row measured; table in $out/table.md${write:+ (appended to docs/bench-2core-rows.md)}, serial log in $out/serial.log, logs in $out/logs"
+echo "fresh_guest.sh: every row measured; table in $out/table.md${write:+ (appended to docs/bench-2core-fresh-vm.md)}, serial log in $out/serial.log, logs in $out/logs"
