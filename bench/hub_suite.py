@@ -179,10 +179,9 @@ _REDIRECTED = Counter()
 
 def _redirect(request):
     """A Hub API URL hard-coded to huggingface.co goes to serve's same path."""
-    import httpx
     url = str(request.url)
     if url in _CFG["redirect"]:
-        request.url = httpx.URL(_SERVE + urllib.parse.urlsplit(url).path)
+        request.url = type(request.url)(_SERVE + urllib.parse.urlsplit(url).path)
         request.headers["Host"] = _SERVE_HOST
         _REDIRECTED[_CURRENT[0]] += 1
 
@@ -198,11 +197,11 @@ def _note(url):
         _OTHER.setdefault(_CURRENT[0], Counter())[netloc] += 1
 
 
-def _patch_httpx():
-    try:
-        import httpx
-    except ImportError:
-        return
+#: the HTTP clients huggingface_hub has used (httpx2 from 2.x): each present one is watched
+HTTP_CLIENTS = ("httpx", "httpx2")
+
+
+def _patch_httpx(httpx):
     sync_handle = httpx.HTTPTransport.handle_request
     async_handle = httpx.AsyncHTTPTransport.handle_async_request
 
@@ -220,7 +219,23 @@ def _patch_httpx():
     httpx.AsyncHTTPTransport.handle_async_request = handle_async_request
 
 
-_patch_httpx()
+def _patch_clients():
+    """Watch every HTTP client present; none at all would leave requests to other hosts unseen,
+    so the run stops saying so rather than count them as none."""
+    import importlib
+    watched = []
+    for name in HTTP_CLIENTS:
+        try:
+            _patch_httpx(importlib.import_module(name))
+        except ImportError:
+            continue
+        watched.append(name)
+    if not watched:
+        raise RuntimeError(f"hub_suite probe: none of {', '.join(HTTP_CLIENTS)} imports here: "
+                           "requests to other hosts could not be noted")
+
+
+_patch_clients()
 
 
 @pytest.hookimpl(trylast=True)  # after -k: only what the run selected is counted
