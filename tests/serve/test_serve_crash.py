@@ -15,6 +15,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import huggingface_hub
@@ -60,13 +61,14 @@ def a_version(root: Path, n: int) -> Path:
     return src
 
 
-def main_is_one_of(writer: ServeProcess, hub: Path, *versions: Path) -> str:
-    """The commit main names, whose files are exactly those of one of ``versions``."""
+def main_is_one_of(writer: ServeProcess, hub: Path, *versions: Path, endpoint: str | None = None) -> str:
+    """The commit main names, whose files are exactly those of one of ``versions`` (downloaded
+    from ``endpoint``; None: the one huggingface_hub is pointed at)."""
     api = HfApi(endpoint=writer.url, token="reader-token")
     sha = api.model_info("acme/crash").sha
     assert sha is not None
     got = files_of(Path(huggingface_hub.snapshot_download("acme/crash", revision=sha, token="reader-token",
-                                                          cache_dir=hub / sha)))
+                                                          cache_dir=hub / sha, endpoint=endpoint)))
     got.pop(".gitattributes", None)
     assert any(got == files_of(v) for v in versions), f"main ({sha}) holds a partial model: {sorted(got)}"
     return sha
@@ -107,7 +109,7 @@ def registry_proxy(registry) -> Iterator[FaultProxy]:
 
 def crash_and_retry(writer: ServeProcess, api: HfApi, hub: Path, before: Path, after: Path, proxy: FaultProxy,
                     method: str, path: str, *, bytes_in: int | None = None, answered: bool = False,
-                    skip: int = 0, staged: Callable[[], bool] = lambda: True) -> str:
+                    skip: int = 0, staged: Callable[[], bool] = lambda: True, endpoint: str | None = None) -> str:
     """Upload ``after`` over ``before``; kill -9 the writer once ``proxy`` holds the request
     (the one after ``skip`` such; ``bytes_in`` forwarded, or the upstream ``answered``) and
     ``staged()``; restart it on the
@@ -133,14 +135,14 @@ def crash_and_retry(writer: ServeProcess, api: HfApi, hub: Path, before: Path, a
     release.set()
     proxy.clear()
     writer.start()  # the same cache, the same port
-    main_is_one_of(writer, hub, before, after)
+    main_is_one_of(writer, hub, before, after, endpoint=endpoint)
     upload.join()
     if upload.error is not None:  # the client saw its request fail: it tries again
         oid = api.upload_folder(repo_id="acme/crash", folder_path=after).oid
     else:
         assert upload.oid is not None
         oid = upload.oid
-    assert main_is_one_of(writer, hub, after) == oid
+    assert main_is_one_of(writer, hub, after, endpoint=endpoint) == oid
     assert_staging_empties(writer)
     return oid
 
@@ -161,7 +163,12 @@ def lfs_writer(tmp_path, registry_proxy, monkeypatch) -> Iterator[tuple[ServePro
         writer.stop()
 
 
-def test_kill_9_at_every_registry_write_of_a_commit(tmp_path, lfs_writer, registry_proxy):
+#: writers the crash points of one commit are spread over, each crashed at its points in turn: a
+#: point waits out the staging expiry, idle, and the writers wait theirs at once
+LANES = 3
+
+
+def test_kill_9_at_every_registry_write_of_a_commit(tmp_path, lfs_writer, registry_proxy, registry):
     """A commit's writes to the registry, each held (before the registry saw it, and once it
     answered), serve killed there: main is the old commit or the whole new one, every time."""
     writer, api = lfs_writer
@@ -178,11 +185,37 @@ def test_kill_9_at_every_registry_write_of_a_commit(tmp_path, lfs_writer, regist
     assert manifests and any("/blobs/uploads/" in p for p in puts), puts
     points = [("/acme/crash/blobs/uploads/", 0, False)] + [("/acme/crash/manifests/", k, a)
                                                             for k in range(len(manifests)) for a in (False, True)]
-    before = probe
-    for n, (path, skip, answered) in enumerate(points, start=2):
-        after = a_version(tmp_path, n)
-        crash_and_retry(writer, api, hub, before, after, registry_proxy, "PUT", path, skip=skip, answered=answered)
-        before = after
+    numbered = list(enumerate(points, start=2))  # each point's version: its own weights, never mounted
+
+    def crash_in_turn(lane: int, writer: ServeProcess, api: HfApi, proxy: FaultProxy, before: Path,
+                      endpoint: str | None) -> None:
+        """The lane's points, one after another on the same writer and cache: each commit over the last."""
+        for n, (path, skip, answered) in numbered[lane::LANES]:
+            after = a_version(tmp_path, n)
+            crash_and_retry(writer, api, hub / str(lane), before, after, proxy, "PUT", path, skip=skip,
+                            answered=answered, endpoint=endpoint)
+            before = after
+
+    def other_lane(lane: int) -> None:
+        """A writer of its own over the same registry, behind a proxy of its own, with a first commit."""
+        with FaultProxy(registry) as proxy:
+            other = ServeProcess(tmp_path / f"writer-{lane}", (f"{proxy.host}/test/{uuid.uuid4().hex[:8]}",
+                                                              "--staging-expiry", str(EXPIRY), "--xet-min-size", "off"))
+            other.start()
+            try:
+                other_api = HfApi(endpoint=other.url, token="writer-token")
+                other_api.create_repo("acme/crash")
+                first = a_version(tmp_path / f"lane-{lane}", 0)
+                other_api.upload_folder(repo_id="acme/crash", folder_path=first)
+                crash_in_turn(lane, other, other_api, proxy, first, other.url)
+            finally:
+                other.stop()
+
+    with ThreadPoolExecutor(LANES - 1) as pool:
+        others = [pool.submit(other_lane, lane) for lane in range(1, LANES)]
+        crash_in_turn(0, writer, api, registry_proxy, probe, None)
+        for done in others:
+            done.result()
 
 
 @contextlib.contextmanager
