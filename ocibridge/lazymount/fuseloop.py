@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ocibridge.errors import OcibridgeError
+from ocibridge.lazymount.kernelcopy import notified_copies
 from ocibridge.lazymount.mounttable import FSNAME, is_mounted, unmount_directory
 from ocibridge.lazymount.ops import ModelFS
 from ocibridge.lazymount.readahead import keep_reply_buffers, raise_read_ahead
@@ -93,6 +94,7 @@ class MountSession:
         """Mount, and return once the kernel answers from it (or raise why it could not)."""
         fuse = fuse_binding()
         _without_read_buf(self.ops)
+        self.ops.copies = notified_copies(self.directory)
         if not self.directory.is_dir():
             raise OcibridgeError(f"{self.directory}: not a directory to mount on")
         options: dict[str, Any] = {"foreground": True, "ro": True, "fsname": f"{FSNAME}:{os.getpid()}",

@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from ocibridge.lazymount.kernelcopy import KeptCopies, KernelCopies, WholeRead, no_checks_before_reads
 from ocibridge.lazymount.replies import file_reply, memory_reply, want_spliced_replies
 from ocibridge.lazymount.tree import LazyFile, MountTree, Node
 
@@ -69,11 +70,13 @@ class LazyReads(Protocol):
 
 
 class _Open:
-    """An open file: the lazy file it reads, or the descriptor of an unpacked one."""
+    """An open file: the lazy file it reads (and whether it is read whole, in order), or the
+    descriptor of an unpacked one."""
 
     def __init__(self, path: str, node: Node):
         self.path = path
         self.lazy = node.lazy
+        self.whole = WholeRead()
         self.fd = -1 if node.local is None else os.open(node.local, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
 
     def close(self) -> None:
@@ -100,11 +103,16 @@ class ModelFS:
         self._lock = threading.Lock()
         #: Python thread states kept for the binding's threads (``keep_thread_state``)
         self.thread_states = 0
+        #: the kernel's pages of the files, let go behind a whole read (``lazymount.kernelcopy``;
+        #: the session sets libfuse's once mounted)
+        self.copies: KernelCopies = KeptCopies()
 
     def init_with_config(self, conn: Any, config: Any) -> None:
         """Called once the kernel has the mount: from now on it answers (replies spliced:
-        ``replies.want_spliced_replies``)."""
+        ``replies.want_spliced_replies``; no attributes asked before reads:
+        ``kernelcopy.no_checks_before_reads``)."""
         want_spliced_replies(conn)
+        no_checks_before_reads(conn)
         self.ready.set()
 
     def getattr(self, path: str, fh: int | None = None) -> dict[str, Any]:
@@ -154,10 +162,12 @@ class ModelFS:
         if offset >= end:
             return b""
         try:
-            return self.reads.read_file(opened.lazy, offset, end)
+            got = self.reads.read_file(opened.lazy, offset, end)
         except Exception as e:  # noqa: BLE001  # whatever failed, the program gets EIO, never bytes
             self._report_once(f"{opened.lazy.key}: {e} (EIO)")
             raise OSError(errno.EIO, os.strerror(errno.EIO), path) from None
+        self._behind(opened, offset, end)
+        return got
 
     def read_buf(self, path: str, bufpp: Any, size: int, offset: int, fh: int) -> int:
         """``read``, answered as libfuse's ``read_buf`` (``lazymount.replies``): by a descriptor
@@ -181,7 +191,16 @@ class ModelFS:
         except Exception as e:  # noqa: BLE001  # whatever failed, the program gets EIO, never bytes
             self._report_once(f"{lazy.key}: {e} (EIO)")
             raise OSError(errno.EIO, os.strerror(errno.EIO), path) from None
+        self._behind(opened, offset, end)
         return 0
+
+    def _behind(self, opened: _Open, start: int, end: int) -> None:
+        """A lazy file's read ``[start, end)`` answered: the kernel's copy behind a whole read let go
+        (``lazymount.kernelcopy``: its bytes are in the layer file too)."""
+        with self._lock:
+            span = opened.whole.asked_for(start, end)
+        if span is not None:
+            self.copies.let_go(opened.path, *span)
 
     def _report_once(self, line: str) -> None:
         """Say ``line``, unless it was said within REPEAT_SECONDS: a failed read is tried again

@@ -3,13 +3,16 @@ process over a file of known bytes (no registry), read by ``cat`` in a process o
 
 from __future__ import annotations
 
+import hashlib
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from ocibridge.lazymount.fuseloop import THREADS, MountSession
+from ocibridge.lazymount.kernelcopy import CAP_AUTO_INVAL_DATA, LAG, STEP, WholeRead
 from ocibridge.lazymount.ops import ModelFS
 from ocibridge.lazymount.readahead import READ_AHEAD_KB, read_ahead_file
 from ocibridge.lazymount.replies import CAP_SPLICE_WRITE, MAX_READ
@@ -173,7 +176,82 @@ def test_the_mount_asks_libfuse_to_splice_replies_of_reads_that_fit_a_pipe(capab
     ops = ModelFS(MountTree(), Known(), lambda line: None)
     conn = mfusepy.fuse_conn_info()
     conn.capable = CAP_SPLICE_WRITE if capable else 0
+    conn.want = CAP_AUTO_INVAL_DATA  # (libfuse's default)
     ops.init_with_config(conn, None)
     assert ops.ready.is_set()
     assert conn.max_read == MAX_READ <= MiB - 4096 * 3 - 16
     assert bool(conn.want & CAP_SPLICE_WRITE) is capable
+    # a file that never changes needs no GETATTR before a read (one after each let-go: kernelcopy)
+    assert not conn.want & CAP_AUTO_INVAL_DATA
+
+
+def _resident(path: Path) -> int:
+    """Bytes of ``path`` in the page cache (util-linux's fincore: a mapping and ``mincore``)."""
+    out = subprocess.run(["fincore", "--bytes", "--noheadings", "--output", "RES", str(path)],
+                         check=True, capture_output=True, text=True, timeout=60).stdout
+    return int(out.strip())
+
+
+#: a program reading the file through a shared mapping, in order: the SHA-256 of what it saw
+MAPPED_READER = """
+import hashlib, mmap, sys
+with open(sys.argv[1], "rb") as f, mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ) as m:
+    print(hashlib.sha256(m).hexdigest())
+"""
+
+
+def test_a_whole_read_in_order_leaves_no_second_copy_of_the_file_in_the_kernel(served, tmp_path):
+    """The kernel kept every page of a mounted file a ``cat`` read (``kernel_cache``), on top of
+    the layer file that holds the same bytes: a GiB read took two GiB of page cache, each page new
+    to a machine just booted a host fault (docs/bench-2core-mount-4.md). Behind a whole read the
+    mount lets the kernel's copy go (``lazymount.kernelcopy``); a second read, and a mapping, are
+    asked again and get the same bytes."""
+    ops, reads, where = served
+    path = where / "weights.bin"
+    kept = tmp_path / "layer"
+    kept.write_bytes(_pattern(0, SIZE))
+    reads.fd = os.open(kept, os.O_RDONLY)
+    try:
+        first = subprocess.run(["cat", str(path)], capture_output=True, check=True, timeout=120).stdout
+        left = _resident(path)
+        again = subprocess.run(["cat", str(path)], capture_output=True, check=True, timeout=120).stdout
+        mapped = subprocess.run([sys.executable, "-c", MAPPED_READER, str(path)], capture_output=True, text=True,
+                                check=True, timeout=120).stdout.strip()
+    finally:
+        os.close(reads.fd)
+    assert first == again == _pattern(0, SIZE)
+    assert mapped == hashlib.sha256(first).hexdigest()
+    assert left <= LAG + STEP + 2 * MiB, left  # (main: all 64 MiB)
+
+
+def test_reads_here_and_there_keep_the_kernels_copy(served, tmp_path):
+    """A program that skips (safe_open: the header, then a tensor here and there) reads what it
+    reads again from memory: nothing is let go."""
+    ops, reads, where = served
+    path = where / "weights.bin"
+    kept = tmp_path / "layer"
+    kept.write_bytes(_pattern(0, SIZE))
+    reads.fd = os.open(kept, os.O_RDONLY)
+    spots = [0, 40 * MiB, 8 * MiB, 56 * MiB, 24 * MiB, 48 * MiB]
+    reader = ("import os, sys\nfd = os.open(sys.argv[1], os.O_RDONLY)\n"
+              f"for at in {spots}:\n    assert len(os.pread(fd, 1 << 20, at)) == 1 << 20\n")
+    try:
+        subprocess.run([sys.executable, "-c", reader, str(path)], check=True, timeout=120)
+    finally:
+        os.close(reads.fd)
+    assert _resident(path) >= len(spots) * MiB
+
+
+def test_what_is_let_go_follows_a_whole_read_and_nothing_else():
+    """The spans let go: behind requests that cover the file from its start, even answered out of
+    order (two threads, a read-ahead's two halves), none behind a reader that skipped ahead."""
+    half = MiB // 2
+    whole, spans = WholeRead(), []
+    for at in range(0, SIZE, MiB):  # each read-ahead's second half answered first
+        spans += [s for s in (whole.asked_for(at + half, at + MiB), whole.asked_for(at, at + half)) if s]
+    assert spans[0][0] == 0 and all(a[1] == b[0] for a, b in zip(spans, spans[1:], strict=False))
+    assert spans[-1][1] == SIZE - LAG and all(end - start >= STEP for start, end in spans)
+    skipping = WholeRead()
+    asked = [(0, MiB), (40 * MiB, 41 * MiB), (41 * MiB, 42 * MiB), (8 * MiB, 9 * MiB), *(
+        (at, at + MiB) for at in range(42 * MiB, SIZE, MiB))]
+    assert [s for start, end in asked if (s := skipping.asked_for(start, end))] == []
