@@ -12,7 +12,8 @@ the mount tells the kernel to drop its copy of what lies :data:`LAG` behind the 
 (libfuse's ``notify_inval_inode``, :class:`NotifiedCopies`): clean pages, nothing is written, and
 the reader's next pages are the ones just freed. What was dropped and is read again is asked
 again, and answered as every read is, verified (the layer file holds it); a program that maps
-the file and reads it whole finds the pages behind it unmapped, and asked again if it goes back.
+the file and reads it whole finds the pages behind it unmapped, asked again if it goes back, and
+then kept: only an open file's first pass is let go.
 A reader that skips (safetensors' ``safe_open``, a tensor here and there) keeps the kernel's copy,
 as before.
 """
@@ -54,9 +55,17 @@ class WholeRead:
         self.furthest = 0  # the end of the furthest request
         self.asked = 0  # bytes asked in all
         self.gone = 0  # the kernel's copy of [0, gone) let go (or never kept)
+        self.settled = False  # it came back for bytes let go: the kernel keeps its copy from now on
 
     def asked_for(self, start: int, end: int) -> tuple[int, int] | None:
-        """Note a request of ``[start, end)``; the span to let go now, or None."""
+        """Note a request of ``[start, end)``; the span to let go now, or None. A reader that
+        comes back for what was let go (a program that maps the file and goes over it again, as
+        llama.cpp's inference does its weights) has it asked once more, then kept: only the first
+        pass is let go."""
+        if start < self.gone:
+            self.settled = True
+        if self.settled:
+            return None
         self.asked += end - start
         self.furthest = max(self.furthest, end)
         if self.asked + SLACK < self.furthest:  # it skipped: not a whole read

@@ -255,3 +255,13 @@ def test_what_is_let_go_follows_a_whole_read_and_nothing_else():
     asked = [(0, MiB), (40 * MiB, 41 * MiB), (41 * MiB, 42 * MiB), (8 * MiB, 9 * MiB), *(
         (at, at + MiB) for at in range(42 * MiB, SIZE, MiB))]
     assert [s for start, end in asked if (s := skipping.asked_for(start, end))] == []
+
+
+def test_a_reader_that_comes_back_for_what_was_let_go_keeps_the_kernels_copy_after():
+    """A program that maps the file and goes over it again (inference over mapped weights) has the
+    first pass let go behind it, and nothing after it comes back: the second pass stays cached."""
+    reader = WholeRead()
+    first = [s for at in range(0, SIZE, MiB) if (s := reader.asked_for(at, at + MiB))]
+    assert first and first[-1][1] == SIZE - LAG
+    again = [s for at in range(0, SIZE, MiB) if (s := reader.asked_for(at, at + MiB))]
+    assert again == [] and reader.settled
