@@ -147,20 +147,27 @@ def crash_and_retry(writer: ServeProcess, api: HfApi, hub: Path, before: Path, a
     return oid
 
 
-@pytest.fixture
-def lfs_writer(tmp_path, registry_proxy, monkeypatch) -> Iterator[tuple[ServeProcess, HfApi]]:
-    """A writer over the registry behind ``registry_proxy``, with a first commit."""
-    prefix = f"{registry_proxy.host}/test/{uuid.uuid4().hex[:8]}"
-    writer = ServeProcess(tmp_path / "writer", (prefix, "--staging-expiry", str(EXPIRY), "--xet-min-size", "off"))
+@contextlib.contextmanager
+def crash_writer(root: Path, proxy: FaultProxy) -> Iterator[tuple[ServeProcess, HfApi]]:
+    """A writer (in ``root``) over the registry behind ``proxy``, its repository made, stopped after."""
+    prefix = f"{proxy.host}/test/{uuid.uuid4().hex[:8]}"
+    writer = ServeProcess(root / "writer", (prefix, "--staging-expiry", str(EXPIRY), "--xet-min-size", "off"))
     writer.start()
-    point_hub_at(monkeypatch, writer.url, tmp_path / "hub")
-    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_DISABLE_XET", True)
-    api = HfApi(endpoint=writer.url, token="writer-token")
-    api.create_repo("acme/crash")
     try:
+        api = HfApi(endpoint=writer.url, token="writer-token")
+        api.create_repo("acme/crash")
         yield writer, api
     finally:
         writer.stop()
+
+
+@pytest.fixture
+def lfs_writer(tmp_path, registry_proxy, monkeypatch) -> Iterator[tuple[ServeProcess, HfApi]]:
+    """A writer over the registry behind ``registry_proxy``, huggingface_hub pointed at it, over LFS."""
+    with crash_writer(tmp_path, registry_proxy) as (writer, api):
+        point_hub_at(monkeypatch, writer.url, tmp_path / "hub")
+        monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_DISABLE_XET", True)
+        yield writer, api
 
 
 #: writers the crash points of one commit are spread over, each crashed at its points in turn: a
@@ -198,18 +205,10 @@ def test_kill_9_at_every_registry_write_of_a_commit(tmp_path, lfs_writer, regist
 
     def other_lane(lane: int) -> None:
         """A writer of its own over the same registry, behind a proxy of its own, with a first commit."""
-        with FaultProxy(registry) as proxy:
-            other = ServeProcess(tmp_path / f"writer-{lane}", (f"{proxy.host}/test/{uuid.uuid4().hex[:8]}",
-                                                              "--staging-expiry", str(EXPIRY), "--xet-min-size", "off"))
-            other.start()
-            try:
-                other_api = HfApi(endpoint=other.url, token="writer-token")
-                other_api.create_repo("acme/crash")
-                first = a_version(tmp_path / f"lane-{lane}", 0)
-                other_api.upload_folder(repo_id="acme/crash", folder_path=first)
-                crash_in_turn(lane, other, other_api, proxy, first, other.url)
-            finally:
-                other.stop()
+        with FaultProxy(registry) as proxy, crash_writer(tmp_path / f"lane-{lane}", proxy) as (other, other_api):
+            first = a_version(tmp_path / f"lane-{lane}", 0)
+            other_api.upload_folder(repo_id="acme/crash", folder_path=first)
+            crash_in_turn(lane, other, other_api, proxy, first, other.url)
 
     with ThreadPoolExecutor(LANES - 1) as pool:
         others = [pool.submit(other_lane, lane) for lane in range(1, LANES)]
