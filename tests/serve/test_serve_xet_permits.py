@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import time
 
 import pytest
 from starlette.requests import Request
@@ -31,7 +32,7 @@ def request(name: str, receive) -> Request:
 
 
 def test_stalled_xorb_bodies_give_their_permits_back(tmp_path, monkeypatch):
-    monkeypatch.setattr(permits, "STALL", 0.2)
+    monkeypatch.setattr(permits, "STALL", 1.0)  # longer than a loaded machine takes to start the 16
     upload = XetUpload(Staging(tmp_path / "staging"), Signer([]), lambda r: "http://serve")  # an open server
     stalled_bodies = [one_chunk_xorb(bytes([k]) * 10) for k in range(RECEIVING_AT_ONCE)]
     resume = asyncio.Event
@@ -52,7 +53,9 @@ def test_stalled_xorb_bodies_give_their_permits_back(tmp_path, monkeypatch):
             return receive
 
         stalled = [asyncio.ensure_future(upload.xorb(request(name, slow(body)))) for body, name in stalled_bodies]
-        await asyncio.sleep(0.05)
+        started = time.monotonic()  # each takes its permit after a thread's turn (the quota check)
+        while upload.reading < RECEIVING_AT_ONCE and time.monotonic() - started < 0.9:
+            await asyncio.sleep(0.01)
         assert upload.reading == RECEIVING_AT_ONCE  # every permit taken by a silent upload
         body, name = one_chunk_xorb(b"a real upload")
 
@@ -61,7 +64,7 @@ def test_stalled_xorb_bodies_give_their_permits_back(tmp_path, monkeypatch):
 
         answer = await asyncio.wait_for(upload.xorb(request(name, whole)), 5)
         assert answer.status_code == 200 and b'"was_inserted":true' in answer.body
-        for _ in range(100):  # each silent one gives its permit back within two of its watches
+        for _ in range(200):  # each silent one gives its permit back within two of its watches
             if upload.reading == 0:
                 break
             await asyncio.sleep(0.05)
