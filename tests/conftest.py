@@ -8,6 +8,7 @@ import tempfile
 import pytest
 from browser import browser  # noqa: F401 - the session's one headless Chromium
 from serving import publishing_serve  # noqa: F401 - one plain publishing serve: test_serve_publish.py, _hffs, ...
+from support import default_trust
 from support.fixtures import (  # noqa: F401
     auth_registry,
     containerd,
@@ -32,6 +33,7 @@ atexit.register(shutil.rmtree, os.environ["OCIBRIDGE_CACHE"], True)
 # serving.py; or a process, which inherits the variable) waits 0.2 s, as the lease tests do:
 # one registry on loopback lands each write at once. The tests of the lease set their own times.
 os.environ.setdefault("OCIBRIDGE_SERVE_LEASE_SETTLE", "0.2")
+default_trust.install()  # one default SSL context for this process's httpx clients, not one a request
 
 
 @pytest.fixture(autouse=True)
