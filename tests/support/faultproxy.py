@@ -504,6 +504,10 @@ class _Cut(Exception):
 def _make_handler(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        #: TCP_NODELAY on each client connection: the headers and the body of an answer are
+        #: two writes, and with Nagle's algorithm the body waited for the client's delayed ACK
+        #: of the headers (40 ms on Linux) on every answer with a small body
+        disable_nagle_algorithm = True
 
         def log_message(self, format: str, *args: object) -> None:  # noqa: A002
             pass
