@@ -30,7 +30,8 @@ pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
 UP_TOKEN = "up-token"
 READER = "reader-token"
-TOKENS = f"{READER} user=carol read=*\nanonymous read=*\n"
+PROBER = "prober-token"  # a client of its own for the spent-budget probe
+TOKENS = f"{READER} user=carol read=*\n{PROBER} user=dave read=*\nanonymous read=*\n"
 FRESH = 1.0
 MOST, PER_CLIENT = 3, 2
 ASKS = 2  # the asking proxy's asks of the upstream per client (an hour's: none come back during a test)
@@ -334,6 +335,36 @@ def test_one_client_past_its_upstream_asks_is_the_hubs_429_from_serve_and_anothe
     other = httpx.get(f"{upstreamed.asking}/api/models/askers/other", timeout=60)
     assert asked("other") == 1 and other.status_code == 401, (other.status_code, other.text[:300])  # the Hub's
     # "not found" to a client without a token
+
+
+def test_a_spent_budget_answers_a_private_upstream_repository_as_a_name_at_neither(upstreamed: Upstreamed):
+    """Past its asks a client is answered the same 429 for a private upstream repository it may not
+    see as for a name at neither: the ask is charged before the upstream says which it is, so a
+    client that spends its budget learns nothing of what exists."""
+    up = HfApi(endpoint=upstreamed.upstream, token=UP_TOKEN)
+    up.create_repo("hidden/secret", private=True)
+    up.upload_file(path_or_fileobj=b"{}", path_in_repo="config.json", repo_id="hidden/secret")
+    prober = {"Authorization": f"Bearer {PROBER}"}
+
+    def said(repo: str, *paths: str) -> list[tuple[int, str, str]]:
+        answers = [httpx.get(f"{upstreamed.asking}{path.format(repo=repo)}", headers=prober, timeout=60)
+                   for path in paths]
+        return [(a.status_code, a.headers.get("x-error-code", ""),
+                 a.headers.get("x-error-message", "").replace(repo, "REPO")) for a in answers]
+
+    info, resolve = "/api/models/{repo}", "/{repo}/resolve/main/config.json"
+    first = said("hidden/secret", info), said("probers/r0", info)  # with asks left (ASKS 2): one each
+    assert first[0] == first[1] and first[0][0][0] == 404, first  # the same "not found"
+    for i in range(ASKS + 1):  # what is left of its asks spent on names at neither
+        spent = httpx.get(f"{upstreamed.asking}/api/models/probers/spend{i}", headers=prober, timeout=60)
+        if spent.status_code == 429:
+            break
+        assert spent.status_code == 404, (spent.status_code, spent.text[:300])
+    assert spent.status_code == 429, (spent.status_code, spent.text[:300])
+    asked = len(upstreamed.counted.requests_matching("GET", "^/api/models/hidden/secret"))
+    hidden, nowhere = said("hidden/secret", info, resolve), said("probers/r1", info, resolve)
+    assert hidden == nowhere and {status for status, _, _ in hidden} == {429}, (hidden, nowhere)
+    assert len(upstreamed.counted.requests_matching("GET", "^/api/models/hidden/secret")) == asked  # not asked
 
 
 def test_the_asks_budget_refills_at_its_rate_and_its_flag_is_checked_as_serve_checks_it():
