@@ -231,7 +231,7 @@ def test_a_blob_the_registry_never_answers_is_eio_within_the_read_timeout(model,
                     "(EIO)"], log.read_text()  # one line, however often the read was tried again
 
 
-@pytest.mark.parametrize("path, rate", [("weights.bin", 400_000), ("extra.bin", 100_000)])  # 1 MiB chunk; 200 kB
+@pytest.mark.parametrize("path, rate", [("weights.bin", 400_000), ("extra.bin", 100_000)])  # bytes/s of a 1 MiB chunk
 def test_a_slow_registry_that_keeps_sending_is_waited_for(model, fault_proxy, tmp_path, path, rate):
     """The bound is the registry's silence, not the read's length: a fetch paced to arrive in
     two to three times ``--read-timeout`` (a 64 KiB piece every sixth or two thirds of it) reads.

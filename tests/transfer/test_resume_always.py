@@ -124,12 +124,6 @@ CAP = 4 * MiB
 RATE_SIZE = 12 * MiB
 
 
-def _rate_of(action) -> float:
-    start = time.monotonic()
-    action()
-    return RATE_SIZE / (time.monotonic() - start)
-
-
 @pytest.fixture(scope="module")
 def capped_source(tmp_path_factory, registry):
     root = tmp_path_factory.mktemp("capped")
@@ -143,6 +137,10 @@ def _seconds_of(action) -> float:
     start = time.monotonic()
     action()
     return time.monotonic() - start
+
+
+def _rate_of(action) -> float:
+    return RATE_SIZE / _seconds_of(action)
 
 
 @pytest.mark.parametrize("what", ["pull into a directory", "pull into a layout", "push", "copy"])
