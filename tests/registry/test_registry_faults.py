@@ -150,7 +150,7 @@ def test_socket_read_into_sets_the_read_timeout_once_a_body(registry, monkeypatc
     """A body received off the socket straight into the caller's memory reads under the read
     timeout, set on the socket once (each setting is a system call), not once a read."""
     monkeypatch.setattr(blobstream, "DIRECT_MIN", 0)
-    settings, read_under = [], []
+    settings, read_under, received = [], [], []
     settimeout, recv_into = socket.socket.settimeout, socket.socket.recv_into
 
     def setting(self, value):
@@ -159,7 +159,9 @@ def test_socket_read_into_sets_the_read_timeout_once_a_body(registry, monkeypatc
 
     def receiving(self, *args):
         read_under.append(self.gettimeout())
-        return recv_into(self, *args)
+        n = recv_into(self, *args)
+        received.append(n)
+        return n
 
     repo, layer_desc, layer, _ = _artifact(registry)
     monkeypatch.setattr(socket.socket, "settimeout", setting)
@@ -175,7 +177,8 @@ def test_socket_read_into_sets_the_read_timeout_once_a_body(registry, monkeypatc
             at += n
         reader.close()
     assert bytes(got) == layer
-    assert len(read_under) >= SIZE // 16384 and set(read_under) == {7.0}
+    # what came with the headers was read by h11 (one 64 KiB read at most); the rest off the socket
+    assert sum(received) >= SIZE - 65536 and set(read_under) == {7.0}
     assert len(settings) < 10
 
 
