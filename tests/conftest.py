@@ -4,11 +4,12 @@ import atexit
 import os
 import shutil
 import tempfile
+from pathlib import Path
 
 import pytest
 from browser import browser  # noqa: F401 - the session's one headless Chromium
 from serving import publishing_serve  # noqa: F401 - one plain publishing serve: test_serve_publish.py, _hffs, ...
-from support import default_trust
+from support import default_trust, rewritten
 from support.fixtures import (  # noqa: F401
     auth_registry,
     containerd,
@@ -130,6 +131,7 @@ def _compile_the_package() -> None:
 def pytest_sessionstart(session):
     if not os.environ.get("PYTEST_XDIST_WORKER"):  # the controller (or a run without workers) only
         _compile_the_package()
+        rewritten.write_bytecode(session.config, Path(_ROOT) / "tests")
         session.config.stash[_BEFORE] = _checkout_state()
 
 
