@@ -131,7 +131,8 @@ def _compile_the_package() -> None:
 def pytest_sessionstart(session):
     if not os.environ.get("PYTEST_XDIST_WORKER"):  # the controller (or a run without workers) only
         _compile_the_package()
-        rewritten.write_bytecode(session.config, Path(_ROOT) / "tests")
+        if getattr(session.config.option, "numprocesses", None):  # workers to come: -n N
+            rewritten.write_bytecode(session.config, Path(_ROOT) / "tests")
         session.config.stash[_BEFORE] = _checkout_state()
 
 

@@ -25,11 +25,14 @@ _REWRITTEN = re.compile(r"(test_.*|.*_test|conftest)\.py")
 
 
 def write_bytecode(config: pytest.Config, tests: Path) -> None:
-    """Bytecode for ``tests``: rewritten for test modules, plain for the helpers beside them."""
+    """Bytecode for ``tests``: rewritten for the test modules this run collects (its paths'),
+    plain for the helpers beside them."""
     for folder in (tests, tests / "support"):
         compileall.compile_dir(folder, maxlevels=0, quiet=2, rx=_REWRITTEN)
-    modules = [p for p in sorted(tests.rglob("*.py")) if _REWRITTEN.fullmatch(p.name) and "data" not in
-               p.relative_to(tests).parts]
+    asked = [Path(config.invocation_params.dir, arg.split("::", 1)[0]).resolve() for arg in config.args]
+    modules = [p for p in sorted(tests.rglob("*.py")) if _REWRITTEN.fullmatch(p.name)
+               and "data" not in p.relative_to(tests).parts
+               and (p.name == "conftest.py" or any(p == a or a in p.parents for a in asked))]
     _write_rewritten(config, modules)
 
 
