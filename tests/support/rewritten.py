@@ -30,13 +30,20 @@ def write_bytecode(config: pytest.Config, tests: Path) -> None:
     for folder in (tests, tests / "support"):
         compileall.compile_dir(folder, maxlevels=0, quiet=2, rx=_REWRITTEN)
     asked = [Path(config.invocation_params.dir, arg.split("::", 1)[0]).resolve() for arg in config.args]
-    modules = [p for p in sorted(tests.rglob("*.py")) if _REWRITTEN.fullmatch(p.name)
-               and "data" not in p.relative_to(tests).parts
-               and (p.name == "conftest.py" or any(p == a or a in p.parents for a in asked))]
-    _write_rewritten(config, modules)
+    write_rewritten(config, rewritten_modules(tests, asked), split=(os.cpu_count() or 1) > 1)
 
 
-def _write_rewritten(config: pytest.Config, modules: list[Path]) -> None:
+def rewritten_modules(tests: Path, asked: list[Path]) -> list[Path]:
+    """The modules under ``tests`` pytest rewrites for a run of the paths ``asked``: their test
+    modules and every conftest (``tests/data`` holds inputs, not tests)."""
+    return [p for p in sorted(tests.rglob("*.py")) if _REWRITTEN.fullmatch(p.name)
+            and "data" not in p.relative_to(tests).parts
+            and (p.name == "conftest.py" or any(p == a or a in p.parents for a in asked))]
+
+
+def write_rewritten(config: pytest.Config, modules: list[Path], *, split: bool) -> None:
+    """Each of ``modules`` rewritten as pytest would and cached where its import reads it;
+    ``split``: half in a forked process (the controller has no other thread yet)."""
     try:
         from _pytest.assertion import rewrite
         state = config.stash[rewrite.assertstate_key]
@@ -44,9 +51,9 @@ def _write_rewritten(config: pytest.Config, modules: list[Path]) -> None:
         cache_dir, tail = rewrite.get_cache_dir, rewrite.PYC_TAIL
     except (ImportError, AttributeError, KeyError):
         return
-    # two processes where there are two cores: the workers wait for this (pytest_sessionstart)
-    child = os.fork() if len(modules) > 1 and (os.cpu_count() or 1) > 1 else None
-    mine = modules if child is None else modules[child == 0::2]
+    child = _forked() if split and len(modules) > 1 else None
+    offset, stride = (0, 1) if child is None else (int(child == 0), 2)  # the child takes the odd ones
+    mine = modules[offset::stride]
     try:
         for path in mine:
             pyc = cache_dir(path) / (path.name[:-3] + tail)
@@ -56,10 +63,17 @@ def _write_rewritten(config: pytest.Config, modules: list[Path]) -> None:
                 source_hash, code = rewrite_test(path, config)
                 pyc.parent.mkdir(exist_ok=True)
                 write_pyc(state, code, source_hash, pyc)
-            except (OSError, SyntaxError, TypeError, ValueError):
-                continue  # the worker rewrites it, and reports what fails
+            except Exception:  # a speed-up only: the worker rewrites it, and reports what fails
+                continue
     finally:
         if child == 0:
             os._exit(0)
     if child:
         os.waitpid(child, 0)
+
+
+def _forked() -> int | None:
+    try:
+        return os.fork()
+    except OSError:
+        return None
