@@ -9,8 +9,8 @@ browser from the network) is never used: the driver is the one on PATH, named ex
 from __future__ import annotations
 
 import shutil
-import tempfile
 from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
@@ -27,8 +27,9 @@ def chromium_binary() -> str | None:
     return shutil.which("chromium") or shutil.which("chromium-browser")
 
 
-def start_chromium() -> WebDriver:
-    """A headless Chromium with its own throw-away profile, or a pytest failure saying why not."""
+def start_chromium(profile: Path) -> WebDriver:
+    """A headless Chromium whose profile is the throw-away folder ``profile``, or a pytest failure
+    saying why not."""
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
@@ -45,7 +46,7 @@ def start_chromium() -> WebDriver:
     # containers give /dev/shm 64 MiB: Chromium then crashes on large pages; /tmp is used instead
     options.add_argument("--disable-dev-shm-usage")
     options.add_argument(f"--window-size={WINDOW[0]},{WINDOW[1]}")
-    options.add_argument(f"--user-data-dir={tempfile.mkdtemp(prefix='ocibridge-chromium-')}")
+    options.add_argument(f"--user-data-dir={profile}")
     options.add_argument("--no-first-run")
     options.add_argument("--disable-gpu")
     options.add_argument("--disable-extensions")
@@ -56,10 +57,11 @@ def start_chromium() -> WebDriver:
 
 
 @pytest.fixture(scope="session")
-def browser() -> Iterator[WebDriver]:
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebDriver]:
     """The session's one headless Chromium (a selenium ``WebDriver``), shared by every browser test:
-    each test starts by loading its own page and clearing the cookies it depends on."""
-    driver = start_chromium()
+    each test starts by loading its own page and clearing the cookies it depends on. Its profile lies
+    in pytest's temporary folders, which pytest prunes: a run leaves none behind in /tmp."""
+    driver = start_chromium(tmp_path_factory.mktemp("chromium-profile"))
     try:
         yield driver
     finally:

@@ -5,9 +5,10 @@ The sweep covers a layout's blob folders only, where every temporary file is mad
 kernel drops the lock when that process dies, however it dies. A temporary file there that can
 be locked is therefore an orphan. A pull's staging directory is made the same way
 (:func:`locked_staging`: its own prefix, the directory itself under ``flock``), and the next
-pull into the same DIR sweeps the orphans (:func:`remove_stale_staging`). Not swept: the
+pull into the same DIR sweeps the orphans (:func:`remove_stale_staging`); so is a mount's scratch
+directory of unpacked tar layers in the temporary folder, which the next mount sweeps. Not swept: the
 directory a pull moves replaced files aside into (after a crash it may hold the only copy of the
-user's files), mount staging and the exporters' temporary archives, which are not locked.
+user's files) and the exporters' temporary archives, which are not locked.
 A short grace period covers the instant between a file's
 creation and its lock. Partial downloads (kept on purpose for a resume) are removed only
 once old: a blob nobody asked for again in two weeks is not coming back.
@@ -32,6 +33,8 @@ GRACE_SECONDS = 60.0
 PARTIAL_MAX_AGE = 14 * 24 * 3600.0
 #: a pull's staging directory inside DIR (locked while the pull runs)
 STAGING_PREFIX = TEMP_PREFIX + "stage-"
+#: a mount's scratch directory (its unpacked tar layers) in the temporary folder, locked while mounted
+MOUNT_SCRATCH_PREFIX = "ocibridge-mount-"
 #: seconds a new staging directory is left alone: it is locked microseconds after it is made,
 #: so a short grace suffices (60 s, as for files, let a pull re-run at once after a kill -9
 #: leave the killed one's behind)
@@ -101,14 +104,26 @@ def _remove_if_orphaned(path: str, *, directory: bool) -> bool:
         os.close(fd)
 
 
+def locked_directory(parent: Path | None, prefix: str) -> tuple[Path, int]:
+    """A new directory named ``prefix``... in ``parent`` (None: the temporary folder), under
+    ``flock`` for as long as the returned descriptor is open: once it can be locked, it belongs to
+    no live process (:func:`remove_stale_directories`)."""
+    path = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+    except BaseException:
+        os.close(fd)
+        raise
+    return path, fd
+
+
 @contextlib.contextmanager
 def locked_staging(directory: Path) -> Iterator[Path]:
     """A new staging directory in ``directory``, under ``flock`` until the block ends: a
     staging directory that can be locked belongs to no live process."""
-    path = Path(tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=directory))
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    path, fd = locked_directory(directory, STAGING_PREFIX)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
         yield path
     finally:
         os.close(fd)
@@ -116,9 +131,15 @@ def locked_staging(directory: Path) -> Iterator[Path]:
 
 def remove_stale_staging(directory: Path) -> int:
     """Remove the staging directories of dead pulls in ``directory``; how many."""
+    return remove_stale_directories(directory, STAGING_PREFIX)
+
+
+def remove_stale_directories(parent: Path, prefix: str) -> int:
+    """Remove the directories named ``prefix``... in ``parent`` that no live process holds
+    locked (:func:`locked_directory`); how many."""
     try:
-        entries = list(os.scandir(directory))
+        entries = list(os.scandir(parent))
     except (FileNotFoundError, NotADirectoryError):
         return 0
-    return _remove_orphans(entries, lambda name: STAGING_GRACE_SECONDS if name.startswith(STAGING_PREFIX) else None,
+    return _remove_orphans(entries, lambda name: STAGING_GRACE_SECONDS if name.startswith(prefix) else None,
                            directories=True)

@@ -1,15 +1,19 @@
 """What a mount shows, made before it is mounted: the raw files as they are, lazily; the tar
 layers unpacked by pull's own code (``model.extract``) into a scratch directory, since a tar
-layer has no byte ranges per file. Their blobs are read through the model's store, which
-keeps them in the model cache: a second mount unpacks them again but fetches nothing.
+layer has no byte ranges per file. The scratch directory is locked while its mount lives, so a mount
+killed outright (``kill -9``) leaves one that the next mount on the machine removes. The tar layers' blobs
+are read through the model's store, which keeps them in the model cache: a second mount unpacks
+them again but fetches nothing.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 from pathlib import Path
 
+from ocibridge.core.stale import MOUNT_SCRATCH_PREFIX, locked_directory, remove_stale_directories
 from ocibridge.lazymount.tree import MountTree
 from ocibridge.lazyread.model import RemoteModel
 from ocibridge.model.extract import extract
@@ -21,15 +25,25 @@ class Scratch:
 
     def __init__(self) -> None:
         self.path: Path | None = None
+        self._lock: int | None = None
 
     def make(self) -> Path:
-        self.path = Path(tempfile.mkdtemp(prefix="ocibridge-mount-"))
-        return self.path
+        """A new folder to unpack into, inside a scratch directory held locked (the folder is not
+        the locked one: unpacking takes its own lock on the folder it writes); the scratch
+        directories of mounts that died are removed first."""
+        remove_stale_directories(Path(tempfile.gettempdir()), MOUNT_SCRATCH_PREFIX)
+        self.path, self._lock = locked_directory(None, MOUNT_SCRATCH_PREFIX)
+        unpacked = self.path / "tree"
+        unpacked.mkdir()
+        return unpacked
 
     def remove(self) -> None:
         if self.path is not None:
             shutil.rmtree(self.path, ignore_errors=True)
             self.path = None
+        if self._lock is not None:
+            os.close(self._lock)
+            self._lock = None
 
 
 def build_tree(model: RemoteModel, scratch: Scratch) -> MountTree:

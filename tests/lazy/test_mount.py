@@ -31,6 +31,7 @@ from support.faultproxy import FaultProxy, RecordedRequest, corrupt, delay, hold
 from support.fixtures import new_repo
 
 from ocibridge.cli import main
+from ocibridge.core.stale import MOUNT_SCRATCH_PREFIX, locked_directory
 from ocibridge.hubserver.repo.initial import GITATTRIBUTES
 from ocibridge.lazymount.mounttable import is_mounted
 from tests.modelgen import make_bert_model
@@ -460,11 +461,17 @@ def test_verify_key_refuses_an_unsigned_model_and_mounts_a_signed_one(model, reg
 
 def test_a_mount_whose_process_died_is_replaced_by_the_next(model, registry, tmp_path):
     """A killed mount process leaves a dead mount ("Transport endpoint is not connected"), as a
-    DaemonSet's restarted container finds it: the next mount there unmounts it first."""
+    DaemonSet's restarted container finds it: the next mount there unmounts it first, and removes
+    the scratch directory the dead one unpacked its tar layer into."""
     repo, pulled = model
     env = mount_env(tmp_path)
+    scratch_parent = tmp_path / "tmp"
+    scratch_parent.mkdir()
+    env["TMPDIR"] = str(scratch_parent)
     where = tmp_path / "mnt"  # made by the mount
     run(["mount", f"{registry.host}/{repo}:v1", str(where)], env, log=tmp_path / "first.log")
+    dead_scratch = [p.name for p in scratch_parent.iterdir()]
+    assert len(dead_scratch) == 1 and dead_scratch[0].startswith("ocibridge-mount-")  # the docs' tar layer
     with open("/proc/self/mountinfo") as table:
         pid = next(int(line.split(" - ")[1].split()[1].split(":")[1]) for line in table
                    if f" {where} " in line)
@@ -479,8 +486,19 @@ def test_a_mount_whose_process_died_is_replaced_by_the_next(model, registry, tmp
         time.sleep(0.05)
     else:
         pytest.fail("the mount still answered after its process was killed")
-    with Mount(f"{registry.host}/{repo}:v1", where, env, tmp_path / "again.log") as m:
-        assert digests(m.where) == digests(pulled)
+    assert [p.name for p in scratch_parent.iterdir()] == dead_scratch
+    past = time.time() - 60  # (a directory made in the last second is left alone: it may be about to be locked)
+    os.utime(scratch_parent / dead_scratch[0], (past, past))
+    held, lock = locked_directory(scratch_parent, MOUNT_SCRATCH_PREFIX)  # a live mount's, as old
+    os.utime(held, (past, past))
+    try:
+        with Mount(f"{registry.host}/{repo}:v1", where, env, tmp_path / "again.log") as m:
+            assert digests(m.where) == digests(pulled)
+            while_mounted = sorted(p.name for p in scratch_parent.iterdir())
+        assert len(while_mounted) == 2 and held.name in while_mounted and dead_scratch[0] not in while_mounted
+        assert [p.name for p in scratch_parent.iterdir()] == [held.name]  # its own went at the unmount
+    finally:
+        os.close(lock)
 
 
 #: the sha256 of the .gitattributes of a repository's first commit

@@ -12,7 +12,6 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,9 +31,6 @@ from ocibridge.cli import main
 from tests.modelgen import make_bert_model
 
 ROOT = Path(__file__).resolve().parents[2]
-#: where the pages' screenshots go: a temporary folder, since tests write nowhere in the checkout;
-#: ``OCIBRIDGE_DOC_IMAGES=docs/img`` (a folder) refreshes docs/serve.md's pictures from a run
-IMAGES = Path(os.environ.get("OCIBRIDGE_DOC_IMAGES") or tempfile.mkdtemp(prefix="ocibridge-screens-"))
 TOKEN = "browser-" + uuid.uuid4().hex
 CHUNK = 64 * 1024
 TENSORS = 4
@@ -87,6 +83,17 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def screenshots(tmp_path: Path) -> Path:
+    """Where the pages' screenshots go: the test's temporary folder, since tests write nowhere in the
+    checkout; ``OCIBRIDGE_DOC_IMAGES=docs/img`` (a folder) refreshes docs/serve.md's pictures from a run."""
+    chosen = os.environ.get("OCIBRIDGE_DOC_IMAGES")
+    if not chosen:
+        return tmp_path
+    Path(chosen).mkdir(parents=True, exist_ok=True)
+    return Path(chosen)
 
 
 @pytest.fixture(scope="module")
@@ -166,13 +173,12 @@ def test_with_a_token_file_no_page_is_shown_before_the_login(browser, site):
     assert TOKEN not in json.dumps(cookies)
 
 
-def test_the_catalog_lists_the_pushed_models_and_finds_one_by_search(browser, site):
+def test_the_catalog_lists_the_pushed_models_and_finds_one_by_search(browser, site, screenshots):
     visit(browser, site, "/")
     listed = [a.text for a in browser.find_elements(By.CSS_SELECTOR, "ul.catalog li.model-row h2 a")]
     assert sorted(listed) == ["acme/other", "acme/tiny"]
-    IMAGES.mkdir(parents=True, exist_ok=True)
-    assert browser.save_screenshot(str(IMAGES / "serve-catalog.png"))
-    assert (IMAGES / "serve-catalog.png").read_bytes().startswith(b"\x89PNG")
+    assert browser.save_screenshot(str(screenshots / "serve-catalog.png"))
+    assert (screenshots / "serve-catalog.png").read_bytes().startswith(b"\x89PNG")
     search = browser.find_element(By.ID, "site-search")
     search.send_keys("oth")
     search.send_keys(Keys.RETURN)
@@ -214,7 +220,7 @@ def test_the_compare_page_names_exactly_what_ocibridge_diff_names(browser, site)
         assert (r.status_code, said in r.text) == (status, True), path
 
 
-def test_a_model_page_shows_card_config_files_tags_and_what_verify_finds(browser, site, capsys):
+def test_a_model_page_shows_card_config_files_tags_and_what_verify_finds(browser, site, capsys, screenshots):
     ref = f"{site.prefix}/acme/tiny:latest"
     assert main(["verify", ref, "--key", str(site.public), "--json"]) == 0
     verified = json.loads(capsys.readouterr().out)
@@ -253,8 +259,7 @@ def test_a_model_page_shows_card_config_files_tags_and_what_verify_finds(browser
     assert browser.find_elements(By.CSS_SELECTOR, "tr.evidence-sbom, tr.evidence-attestation")
     verdict = browser.find_element(By.CSS_SELECTOR, "#trust .verdict").text
     assert "passed" in verdict and str(site.policy) in verdict and "sigstoreSigned" in verdict
-    IMAGES.mkdir(parents=True, exist_ok=True)
-    assert browser.save_screenshot(str(IMAGES / "serve-model.png"))
+    assert browser.save_screenshot(str(screenshots / "serve-model.png"))
     # its history link leads to the commits page
     browser.find_element(By.LINK_TEXT, "History").click()
     WebDriverWait(browser, 10).until(lambda b: "/acme/tiny/commits/main" in b.current_url)
@@ -348,11 +353,11 @@ def test_a_hostile_model_card_renders_as_text_and_runs_nothing(browser, site):
     assert r.headers["content-security-policy"].startswith("default-src 'none'")
 
 
-def test_without_chromium_the_browser_fixture_fails_it_never_skips(monkeypatch):
+def test_without_chromium_the_browser_fixture_fails_it_never_skips(monkeypatch, tmp_path):
     import shutil
 
     import browser as fixture
 
     monkeypatch.setattr(shutil, "which", lambda name: None)
     with pytest.raises(pytest.fail.Exception, match="apt-get install chromium chromium-driver"):
-        fixture.start_chromium()
+        fixture.start_chromium(tmp_path)
