@@ -19,6 +19,10 @@ INDUCTOR_ON_TWO_CORES = {"TORCHINDUCTOR_VEC_ISA_OK": "1", "TORCHINDUCTOR_COMPILE
 def test_warm_md_runs_as_printed(doc_env):  # noqa: F811
     work, env = doc_env("warm.md")
     env.update(INDUCTOR_ON_TWO_CORES)
+    # Inductor's precompiled C++ header (150 MB, a new one each run: the reader's virtualenv is new)
+    # is kept outside its cache, in $TMPDIR/torchinductor_$USER: in the test's folder, not left in /tmp
+    (work.parent / "tmp").mkdir()
+    env["TMPDIR"] = str(work.parent / "tmp")
     outputs = []
     for lang, code, line in runnable_blocks("warm.md"):
         proc = run_block(lang, code, work, env, timeout=900)

@@ -26,9 +26,14 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def _child(mode: str, ref: str, work: Path, *flags: str) -> tuple[dict, bytes]:
     """One process of bench/warm_child.py with its own empty Inductor and Triton caches."""
+    scratch = work.parent / "tmp"  # both processes': Inductor's precompiled header (below) is built once
+    scratch.mkdir(exist_ok=True)
     env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=str(work / "inductor"), TRITON_CACHE_DIR=str(work / "triton"),
                TORCHINDUCTOR_COMPILE_THREADS="1",  # no pool of compile workers to start: the suite has 2 cores
-               TORCHINDUCTOR_VEC_ISA_OK="1")  # no test programs built for the base vector ISA in each empty cache
+               TORCHINDUCTOR_VEC_ISA_OK="1",  # no test programs built for the base vector ISA in each empty cache
+               # Inductor keeps its precompiled C++ header (150 MB) outside its cache, in
+               # $TMPDIR/torchinductor_$USER: in the test's own folder, not left in /tmp run after run
+               TMPDIR=str(scratch))
     proc = subprocess.run([sys.executable, "-m", "bench.warm_child", mode, ref, "--out", str(work / "out"),
                            "--layers", "1", *flags],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
