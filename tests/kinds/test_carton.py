@@ -530,7 +530,7 @@ import asyncio, os, shutil, sys
 import cartonml
 async def main():
     out = await cartonml.shrink(sys.argv[1], {sys.argv[2]: [sys.argv[3]]})
-    shutil.copy(out, sys.argv[4])
+    shutil.move(out, sys.argv[4])  # (the library's temporary file: not left in /tmp)
     print("ok", flush=True)
     os._exit(0)
 asyncio.run(main())
@@ -583,7 +583,7 @@ async def main():
     os.symlink("weights/real.bin", os.path.join(code, "alias.bin"))
     os.symlink("../alias.bin", os.path.join(code, "weights", "again.bin"))
     packed = await cartonml.pack(code, runner_name="python", required_framework_version="=3.11", model_name="sym")
-    shutil.copy(packed, out)
+    shutil.move(packed, out)  # (the library's temporary file: not left in /tmp)
     print("ok", flush=True)
     os._exit(0)
 asyncio.run(main())
