@@ -127,8 +127,16 @@ def push_hf_manifest(upstream: str, registry: RegistryProcess, repo_id: str, com
 
 
 def manifest_of(registry: str, repository: str, tag: str) -> dict[str, Any]:
-    answer = httpx.get(f"{registry}/v2/{repository}/manifests/{tag}", headers={"Accept": ACCEPT})
-    assert answer.status_code == 200, (repository, tag, answer.status_code)
+    """The manifest ``tag`` names. A 500 is asked again (5 times at most), as ocibridge's own client
+    does: distribution's filesystem storage rewrites a manifest's revision link in place each time
+    the manifest is put under another tag (the proxy tags a landed commit three ways), and a read in
+    that instant finds the link empty ("invalid checksum digest format")."""
+    for _ in range(5):
+        answer = httpx.get(f"{registry}/v2/{repository}/manifests/{tag}", headers={"Accept": ACCEPT})
+        if answer.status_code != 500:
+            break
+        time.sleep(0.1)
+    assert answer.status_code == 200, (repository, tag, answer.status_code, answer.text)
     return dict(answer.json())
 
 

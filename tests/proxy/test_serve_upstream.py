@@ -20,7 +20,6 @@ import pytest
 from huggingface_hub import HfApi
 from serving import files_of, point_hub_at, serve_over
 from upstream_proxy import (
-    ACCEPT,
     CLIENT_TOKEN,
     UP_TOKEN,
     Proxied,
@@ -103,8 +102,7 @@ def test_a_second_load_is_answered_from_serves_model_cache_no_file_read_from_the
     huggingface_hub.snapshot_download("acme/warm", endpoint=proxied.proxy, token=CLIENT_TOKEN,
                                       cache_dir=tmp_path / "first")
     proxied.named_main("proxy/acme/warm", commit)
-    manifest = httpx.get(f"{proxied.registry.url}/v2/proxy/acme/warm/manifests/ocibridge-upstream-{commit}",
-                         headers={"Accept": ACCEPT}).json()
+    manifest = manifest_of(proxied.registry.url, "proxy/acme/warm", f"ocibridge-upstream-{commit}")
     layers = {layer["digest"] for layer in manifest["layers"]}
     assert len(layers) == len(files_of(model)) + 1  # a raw layer a file, the commit's .gitattributes too
     before, asked = len(proxied.stored.requests), len(proxied.counted.requests)

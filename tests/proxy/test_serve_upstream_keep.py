@@ -20,7 +20,7 @@ import pytest
 from huggingface_hub import HfApi
 from serving import ROOT, serve_over
 from support.registry import RegistryProcess, garbage_collect
-from upstream_proxy import UP_TOKEN, Proxied
+from upstream_proxy import UP_TOKEN, Proxied, manifest_of
 
 import ocibridge
 from ocibridge.api.copy import TransferOptions
@@ -55,7 +55,7 @@ def landed(registry: RegistryProcess, repository: str, commit: str, timeout: flo
 
 
 def weights_blob(registry: RegistryProcess, repository: str, tag: str) -> str:
-    manifest = httpx.get(f"{registry.url}/v2/{repository}/manifests/{tag}", headers={"Accept": ACCEPT}).json()
+    manifest = manifest_of(registry.url, repository, tag)
     return next(layer["digest"] for layer in manifest["layers"]
                 if layer.get("annotations", {}).get("org.opencontainers.image.title") == "model.safetensors")
 
