@@ -1,16 +1,15 @@
 """Temporary files of earlier runs that died (kill -9, power loss) are found and removed.
 
-The sweep covers a layout's blob folders only, where every temporary file is made by
-:func:`locked_tempfile` and held under an exclusive ``flock`` by the process writing it; the
-kernel drops the lock when that process dies, however it dies. A temporary file there that can
-be locked is therefore an orphan. A pull's staging directory is made the same way
-(:func:`locked_staging`: its own prefix, the directory itself under ``flock``), and the next
-pull into the same DIR sweeps the orphans (:func:`remove_stale_staging`); so is a mount's scratch
-directory of unpacked tar layers in the temporary folder, which the next mount sweeps. Not swept: the
-directory a pull moves replaced files aside into (after a crash it may hold the only copy of the
-user's files) and the exporters' temporary archives, which are not locked.
-A short grace period covers the instant between a file's
-creation and its lock. Partial downloads (kept on purpose for a resume) are removed only
+Every temporary file swept is made by :func:`locked_tempfile` in a layout's blob folders and held
+under an exclusive ``flock`` by the process writing it; the kernel drops the lock when that process
+dies, however it dies. A temporary file there that can be locked is therefore an orphan. Directories
+are made the same way (:func:`locked_directory`: their own prefix, the directory itself under
+``flock``): a pull's staging directory, which the next pull into the same DIR sweeps
+(:func:`remove_stale_staging`), and a mount's scratch directory of unpacked tar layers in the
+temporary folder, which the next mount sweeps. Not swept: the directory a pull moves replaced
+files aside into (after a crash it may hold the only copy of the user's files) and the exporters'
+temporary archives, which are not locked. A short grace period covers the instant between a
+file's creation and its lock. Partial downloads (kept on purpose for a resume) are removed only
 once old: a blob nobody asked for again in two weeks is not coming back.
 """
 
