@@ -6,7 +6,8 @@ raised read-ahead, the kept reply buffers, ``ModelFS.read_buf``) serves a direct
 files, every read answered by descriptor as the mount answers verified bytes of a filled layer
 file (``replies.file_reply``: libfuse reads them itself, in C). The files' pages are read once
 before (the fill's bytes are in the page cache as it answers them); each mount is fresh, so the
-kernel's copy of the file under the mount starts empty, as a cold mount's does.
+kernel's copy of the file under the mount starts empty, as a cold mount's does, and is let go
+behind a whole read as the mount's is (``lazymount.kernelcopy``).
 
     python -m bench.fusefloor SRC_DIR MOUNT_DIR     # serves SRC_DIR at MOUNT_DIR until unmounted
 

@@ -2,18 +2,19 @@
 
 The kernel keeps a mounted file's pages (``kernel_cache``: a second open reads them from memory),
 so a cold ``cat`` of a mounted GiB leaves two GiB in the page cache: the layer file the fill
-writes, and the kernel's copy of the mounted file; a pull, one. On a virtual machine whose
-free memory goes back to its host (free page reporting), a page new to the guest is a fault the
-host serves, several times the kernel CPU of a page freed a moment before (``bench.page_cost``):
-on a machine just booted the second GiB is a GiB of host faults (docs/bench-2core-mount-4.md).
+writes (or a tar layer's file unpacked to disk), and the kernel's copy of the mounted file; a
+pull, one. On a virtual machine whose free memory goes back to its host (free page reporting), a
+page new to the guest is a fault the host serves, several times the kernel CPU of a page freed a
+moment before (``bench.page_cost``): on a machine just booted the second GiB is a GiB of host
+faults (docs/bench-2core-mount-4.md).
 
 So behind a reader whose requests cover the file from its start, in order (:class:`WholeRead`),
 the mount tells the kernel to drop its copy of what lies :data:`LAG` behind the furthest request
 (libfuse's ``notify_inval_inode``, :class:`NotifiedCopies`): clean pages, nothing is written, and
 the reader's next pages are the ones just freed. What was dropped and is read again is asked
-again, and answered as every read is, verified (the layer file holds it); a program that maps
-the file and reads it whole finds the pages behind it unmapped, asked again if it goes back, and
-then kept: only an open file's first pass is let go.
+again, and answered as every read is (the layer file holds it, verified, or the unpacked file);
+a program that maps the file and reads it whole finds the pages behind it unmapped, asked again
+if it goes back, and then kept: only an open file's first pass is let go.
 A reader that skips (safetensors' ``safe_open``, a tensor here and there) keeps the kernel's copy,
 as before.
 """

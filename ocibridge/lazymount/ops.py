@@ -70,11 +70,12 @@ class LazyReads(Protocol):
 
 
 class _Open:
-    """An open file: the lazy file it reads (and whether it is read whole, in order), or the
-    descriptor of an unpacked one."""
+    """An open file: the lazy file it reads or the descriptor of an unpacked one, and whether it
+    is read whole, in order."""
 
     def __init__(self, path: str, node: Node):
         self.path = path
+        self.size = node.size
         self.lazy = node.lazy
         self.whole = WholeRead()
         self.fd = -1 if node.local is None else os.open(node.local, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
@@ -157,7 +158,9 @@ class ModelFS:
     def read(self, path: str, size: int, offset: int, fh: int) -> bytes:
         opened = self._opened(path, fh)
         if opened.lazy is None:
-            return os.pread(opened.fd, size, offset)
+            got = os.pread(opened.fd, size, offset)
+            self._behind(opened, offset, offset + len(got))
+            return got
         end = min(offset + size, opened.lazy.size)
         if offset >= end:
             return b""
@@ -177,6 +180,7 @@ class ModelFS:
         opened = self._opened(path, fh)
         if opened.lazy is None:
             file_reply(bufpp, opened.fd, offset, size)  # (libfuse's read stops at the file's end)
+            self._behind(opened, offset, min(offset + size, opened.size))
             return 0
         lazy = opened.lazy
         end = max(offset, min(offset + size, lazy.size))
@@ -195,8 +199,8 @@ class ModelFS:
         return 0
 
     def _behind(self, opened: _Open, start: int, end: int) -> None:
-        """A lazy file's read ``[start, end)`` answered: the kernel's copy behind a whole read let go
-        (``lazymount.kernelcopy``: its bytes are in the layer file too)."""
+        """A read of ``[start, end)`` answered: the kernel's copy behind a whole read let go
+        (``lazymount.kernelcopy``: its bytes are in the layer file, or the unpacked file, too)."""
         with self._lock:
             span = opened.whole.asked_for(start, end)
         if span is not None:

@@ -265,3 +265,41 @@ def test_a_reader_that_comes_back_for_what_was_let_go_keeps_the_kernels_copy_aft
     assert first and first[-1][1] == SIZE - LAG
     again = [s for at in range(0, SIZE, MiB) if (s := reader.asked_for(at, at + MiB))]
     assert again == [] and reader.settled
+
+
+@pytest.mark.parametrize("through_read", [False, True])
+def test_an_unpacked_files_whole_read_leaves_no_second_copy_either(tmp_path, monkeypatch, through_read):
+    """A tar layer's files are unpacked to disk and answered from there: the kernel's copy of one
+    read whole is let go behind the reader as a lazy file's is (``read_buf``, and ``read`` where the
+    libfuse's ``read_buf`` is not known); a second read gets the same bytes; a reader that skips
+    keeps its pages."""
+    from ocibridge.lazymount import fuseloop as session
+
+    if through_read:
+        monkeypatch.setattr(session, "layout_known", lambda major, minor: False)
+    unpacked = tmp_path / "unpacked"
+    unpacked.mkdir()
+    (unpacked / "weights.bin").write_bytes(_pattern(0, SIZE))
+    (unpacked / "skipped.bin").write_bytes(_pattern(0, SIZE))
+    tree = MountTree()
+    tree.add_unpacked(unpacked)
+    where = tmp_path / "mnt"
+    where.mkdir()
+    mounted = MountSession(ModelFS(tree, Known(), lambda line: None), where)
+    mounted.start()
+    spots = [0, 40 * MiB, 8 * MiB, 56 * MiB, 24 * MiB, 48 * MiB]
+    reader = ("import os, sys\nfd = os.open(sys.argv[1], os.O_RDONLY)\n"
+              f"for at in {spots}:\n    assert len(os.pread(fd, 1 << 20, at)) == 1 << 20\n")
+    try:
+        first = subprocess.run(["cat", str(where / "weights.bin")], capture_output=True, check=True,
+                               timeout=120).stdout
+        left = _resident(where / "weights.bin")
+        again = subprocess.run(["cat", str(where / "weights.bin")], capture_output=True, check=True,
+                               timeout=120).stdout
+        subprocess.run([sys.executable, "-c", reader, str(where / "skipped.bin")], check=True, timeout=120)
+        skipped = _resident(where / "skipped.bin")
+    finally:
+        mounted.unmount()
+    assert first == again == _pattern(0, SIZE)
+    assert left <= LAG + STEP + 2 * MiB, left  # (before: all 64 MiB)
+    assert skipped >= len(spots) * MiB
