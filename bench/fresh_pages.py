@@ -11,7 +11,8 @@ a change meant for the first half hour cannot be judged there. This holds those 
 ballast of 4 KiB anonymous pages (the allocator hands an order-0 page from the smallest free block
 first) until less than ``--small`` MiB of them is left, waits for the large blocks the ballast
 split to be reported, runs the command, and lets the ballast go when it ends. What is left free
-is then blocks of 2 MiB and more, reported to the host: as after boot. It stops early rather than
+is then blocks of 2 MiB and more, reported to the host: as after boot (and the small blocks of
+the kinds the page cache does not take: ``/proc/pagetypeinfo``'s unmovable and reclaimable). It stops early rather than
 leave less than ``--leave`` MiB free, and says so. Linux only (``/proc/buddyinfo``).
 """
 
@@ -31,11 +32,18 @@ STEP = 64 * MiB
 
 
 def free_blocks() -> tuple[int, int]:
-    """Bytes free in blocks under 2 MiB and in blocks of 2 MiB and more, over every zone."""
+    """Bytes free in blocks under 2 MiB and in blocks of 2 MiB and more, over every zone: of the
+    movable kind where ``/proc/pagetypeinfo`` says (root), as the page cache and the ballast take
+    only those; of every kind from ``/proc/buddyinfo`` elsewhere."""
+    try:
+        lines = [line for line in Path("/proc/pagetypeinfo").read_text().splitlines()
+                 if line.startswith("Node") and " type " in line and line.split()[5] == "Movable"]
+        first = 6
+    except OSError:
+        lines, first = Path("/proc/buddyinfo").read_text().splitlines(), 4
     small = large = 0
-    for line in Path("/proc/buddyinfo").read_text().splitlines():
-        counts = [int(n) for n in line.split()[4:]]
-        for order, count in enumerate(counts):
+    for line in lines:
+        for order, count in enumerate(int(n) for n in line.split()[first:]):
             size = count * PAGE << order
             if order < REPORTED_ORDER:
                 small += size
