@@ -100,6 +100,9 @@ class Mounted:
         if is_mounted(self.directory):  # (a process that died left a dead mount: detached all the same)
             unmount_directory(self.directory, lazy=self._process.poll() is not None)
         self._process.wait(END_SECONDS)
+        from ocibridge.lazymount.build import remove_dead_scratch  # (its own, if it died: see unmount)
+
+        remove_dead_scratch()
 
     def __enter__(self) -> Mounted:
         return self
@@ -257,7 +260,8 @@ def _opened(ref: str | Locator, transfer: TransferOptions | None, verify: Verifi
 
 def unmount(directory: str | os.PathLike[str]) -> None:
     """Unmount a mount of ``ocibridge mount`` (``fusermount3 -u``); an ``ocibridge mount``
-    process serving it is waited for (what it fetched is then in the model cache)."""
+    process serving it is waited for (what it fetched is then in the model cache). The scratch
+    directories of mounts whose process died (a dead mount's among them) are removed."""
     where = _directory(directory)
     entry = mount_entry(where)
     if entry is None:
@@ -266,6 +270,9 @@ def unmount(directory: str | os.PathLike[str]) -> None:
         raise OcibridgeError(f"{where} is a {entry.fstype} mount, not one of 'ocibridge mount': left mounted "
                              "(umount(8) unmounts it)")
     unmount_directory(where)
+    from ocibridge.lazymount.build import remove_dead_scratch  # (the unpacking's imports: not before they serve)
+
+    remove_dead_scratch()
 
 
 def _serve_request() -> int:

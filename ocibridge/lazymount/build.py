@@ -1,7 +1,8 @@
 """What a mount shows, made before it is mounted: the raw files as they are, lazily; the tar
 layers unpacked by pull's own code (``model.extract``) into a scratch directory, since a tar
 layer has no byte ranges per file. The scratch directory is locked while its mount lives, so a mount
-killed outright (``kill -9``) leaves one that the next mount on the machine removes. The tar layers' blobs
+killed outright (``kill -9``) leaves one that the next mount on the machine, or the unmount of the
+dead mount, removes (:func:`remove_dead_scratch`). The tar layers' blobs
 are read through the model's store, which keeps them in the model cache: a second mount unpacks
 them again but fetches nothing.
 """
@@ -20,6 +21,11 @@ from ocibridge.model.extract import extract
 from ocibridge.oci.layerinfo import layer_mode
 
 
+def remove_dead_scratch() -> int:
+    """Remove the scratch directories of mounts whose process died (none holds its lock); how many."""
+    return remove_stale_directories(Path(tempfile.gettempdir()), MOUNT_SCRATCH_PREFIX)
+
+
 class Scratch:
     """The scratch directory of one mount's unpacked tar layers (none until one is needed)."""
 
@@ -31,7 +37,7 @@ class Scratch:
         """A new folder to unpack into, inside a scratch directory held locked (the folder is not
         the locked one: unpacking takes its own lock on the folder it writes); the scratch
         directories of mounts that died are removed first."""
-        remove_stale_directories(Path(tempfile.gettempdir()), MOUNT_SCRATCH_PREFIX)
+        remove_dead_scratch()
         self.path, self._lock = locked_directory(None, MOUNT_SCRATCH_PREFIX)
         unpacked = self.path / "tree"
         unpacked.mkdir()

@@ -459,11 +459,9 @@ def test_verify_key_refuses_an_unsigned_model_and_mounts_a_signed_one(model, reg
         assert digests(m.where) == digests(pulled)
 
 
-def test_a_mount_whose_process_died_is_replaced_by_the_next(model, registry, tmp_path):
-    """A killed mount process leaves a dead mount ("Transport endpoint is not connected"), as a
-    DaemonSet's restarted container finds it: the next mount there unmounts it first, and removes
-    the scratch directory the dead one unpacked its tar layer into."""
-    repo, pulled = model
+def _killed_mount(registry, repo: str, tmp_path: Path) -> tuple[Path, Path, str, dict[str, str]]:
+    """A mount of the docs' model (a tar layer: a scratch directory) whose process was killed
+    outright: (its directory, the scratch directories' parent, the dead one's name, the env)."""
     env = mount_env(tmp_path)
     scratch_parent = tmp_path / "tmp"
     scratch_parent.mkdir()
@@ -489,14 +487,40 @@ def test_a_mount_whose_process_died_is_replaced_by_the_next(model, registry, tmp
     assert [p.name for p in scratch_parent.iterdir()] == dead_scratch
     past = time.time() - 60  # (a directory made in the last second is left alone: it may be about to be locked)
     os.utime(scratch_parent / dead_scratch[0], (past, past))
+    return where, scratch_parent, dead_scratch[0], env
+
+
+def test_a_mount_whose_process_died_is_replaced_by_the_next(model, registry, tmp_path):
+    """A killed mount process leaves a dead mount ("Transport endpoint is not connected"), as a
+    DaemonSet's restarted container finds it: the next mount there unmounts it first, and removes
+    the scratch directory the dead one unpacked its tar layer into."""
+    repo, pulled = model
+    where, scratch_parent, dead, env = _killed_mount(registry, repo, tmp_path)
     held, lock = locked_directory(scratch_parent, MOUNT_SCRATCH_PREFIX)  # a live mount's, as old
+    past = time.time() - 60
     os.utime(held, (past, past))
     try:
         with Mount(f"{registry.host}/{repo}:v1", where, env, tmp_path / "again.log") as m:
             assert digests(m.where) == digests(pulled)
             while_mounted = sorted(p.name for p in scratch_parent.iterdir())
-        assert len(while_mounted) == 2 and held.name in while_mounted and dead_scratch[0] not in while_mounted
+        assert len(while_mounted) == 2 and held.name in while_mounted and dead not in while_mounted
         assert [p.name for p in scratch_parent.iterdir()] == [held.name]  # its own went at the unmount
+    finally:
+        os.close(lock)
+
+
+def test_umount_of_a_dead_mount_removes_its_scratch_directory(model, registry, tmp_path):
+    """``ocibridge umount`` of the dead mount a killed process left detaches it and removes the
+    scratch directory that process can no longer remove; a live mount's stays."""
+    repo, _ = model
+    where, scratch_parent, dead, env = _killed_mount(registry, repo, tmp_path)
+    held, lock = locked_directory(scratch_parent, MOUNT_SCRATCH_PREFIX)  # a live mount's, as old
+    past = time.time() - 60
+    os.utime(held, (past, past))
+    try:
+        run(["umount", str(where)], env, log=tmp_path / "umount.log")
+        assert [p.name for p in scratch_parent.iterdir()] == [held.name]
+        assert not is_mounted(where)
     finally:
         os.close(lock)
 
