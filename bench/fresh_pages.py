@@ -57,10 +57,10 @@ def fill_small_blocks(small_left: int, leave: int) -> tuple[list[mmap.mmap], str
     ballast: list[mmap.mmap] = []
     while True:
         small, large = free_blocks()
+        if small + large - STEP < leave:  # (first: the floor holds whatever the blocks are)
+            return ballast, f"stopped with {small // MiB} MiB of small blocks left: --leave {leave // MiB} MiB reached"
         if small <= small_left:
             return ballast, f"small free blocks down to {small // MiB} MiB"
-        if small + large - STEP < leave:
-            return ballast, f"stopped with {small // MiB} MiB of small blocks left: --leave {leave // MiB} MiB reached"
         region = mmap.mmap(-1, STEP)
         region.madvise(mmap.MADV_NOHUGEPAGE)
         for offset in range(0, STEP, PAGE):
