@@ -100,9 +100,7 @@ class Mounted:
         if is_mounted(self.directory):  # (a process that died left a dead mount: detached all the same)
             unmount_directory(self.directory, lazy=self._process.poll() is not None)
         self._process.wait(END_SECONDS)
-        from ocibridge.lazymount.build import remove_dead_scratch  # (its own, if it died: see unmount)
-
-        remove_dead_scratch()
+        _remove_dead_scratch()  # (its own, if it died)
 
     def __enter__(self) -> Mounted:
         return self
@@ -270,6 +268,12 @@ def unmount(directory: str | os.PathLike[str]) -> None:
         raise OcibridgeError(f"{where} is a {entry.fstype} mount, not one of 'ocibridge mount': left mounted "
                              "(umount(8) unmounts it)")
     unmount_directory(where)
+    _remove_dead_scratch()
+
+
+def _remove_dead_scratch() -> None:
+    """The scratch directories of mounts whose process died, removed at an unmount (a dead
+    mount's among them)."""
     from ocibridge.lazymount.build import remove_dead_scratch  # (the unpacking's imports: not before they serve)
 
     remove_dead_scratch()

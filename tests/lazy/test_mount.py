@@ -5,6 +5,7 @@ signals, ``umount`` and a missing binding end cleanly, in one line where they fa
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
 import os
@@ -13,6 +14,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -490,23 +492,31 @@ def _killed_mount(registry, repo: str, tmp_path: Path) -> tuple[Path, Path, str,
     return where, scratch_parent, dead_scratch[0], env
 
 
+@contextlib.contextmanager
+def _live_scratch(parent: Path) -> Iterator[Path]:
+    """A live mount's scratch directory in ``parent``, held locked and dated a minute back (as
+    old as the dead one's): what a sweep must leave."""
+    held, lock = locked_directory(parent, MOUNT_SCRATCH_PREFIX)
+    past = time.time() - 60
+    os.utime(held, (past, past))
+    try:
+        yield held
+    finally:
+        os.close(lock)
+
+
 def test_a_mount_whose_process_died_is_replaced_by_the_next(model, registry, tmp_path):
     """A killed mount process leaves a dead mount ("Transport endpoint is not connected"), as a
     DaemonSet's restarted container finds it: the next mount there unmounts it first, and removes
     the scratch directory the dead one unpacked its tar layer into."""
     repo, pulled = model
     where, scratch_parent, dead, env = _killed_mount(registry, repo, tmp_path)
-    held, lock = locked_directory(scratch_parent, MOUNT_SCRATCH_PREFIX)  # a live mount's, as old
-    past = time.time() - 60
-    os.utime(held, (past, past))
-    try:
+    with _live_scratch(scratch_parent) as held:
         with Mount(f"{registry.host}/{repo}:v1", where, env, tmp_path / "again.log") as m:
             assert digests(m.where) == digests(pulled)
             while_mounted = sorted(p.name for p in scratch_parent.iterdir())
         assert len(while_mounted) == 2 and held.name in while_mounted and dead not in while_mounted
         assert [p.name for p in scratch_parent.iterdir()] == [held.name]  # its own went at the unmount
-    finally:
-        os.close(lock)
 
 
 def test_umount_of_a_dead_mount_removes_its_scratch_directory(model, registry, tmp_path):
@@ -514,15 +524,10 @@ def test_umount_of_a_dead_mount_removes_its_scratch_directory(model, registry, t
     scratch directory that process can no longer remove; a live mount's stays."""
     repo, _ = model
     where, scratch_parent, dead, env = _killed_mount(registry, repo, tmp_path)
-    held, lock = locked_directory(scratch_parent, MOUNT_SCRATCH_PREFIX)  # a live mount's, as old
-    past = time.time() - 60
-    os.utime(held, (past, past))
-    try:
+    with _live_scratch(scratch_parent) as held:
         run(["umount", str(where)], env, log=tmp_path / "umount.log")
         assert [p.name for p in scratch_parent.iterdir()] == [held.name]
         assert not is_mounted(where)
-    finally:
-        os.close(lock)
 
 
 #: the sha256 of the .gitattributes of a repository's first commit
