@@ -13,6 +13,7 @@ from serving import serving
 
 from ocibridge.cli import main
 from ocibridge.hubserver.repo.heldmanifests import HeldManifests, ServedRegistryStore
+from ocibridge.hubserver.repo.publishing import Publishing
 from ocibridge.oci.mediatypes import OCI_CONFIG, OCI_MANIFEST
 from ocibridge.oci.models import Descriptor, Manifest
 from ocibridge.stores.registry import RegistryStore, open_repository
@@ -68,3 +69,25 @@ def test_a_commit_listing_again_asks_the_registry_for_no_commit_it_read(fault_pr
         assert api.list_repo_commits("acme/m") == first
         by_digest = [r.path for r in fault_proxy.requests[before:] if "/manifests/sha256:" in r.path]
     assert first and by_digest == []
+
+
+def test_a_commit_lands_without_asking_back_the_manifest_it_pushed(fault_proxy, unique_repo):
+    """A commit pushes its manifest by digest, then writes its commit tag and the branch's tag (main: the tag latest)
+    with the bytes in hand: nothing of the manifest is asked of the registry after its PUT
+    (before: a HEAD and a GET to read it back, and a HEAD before each tag: four round trips a
+    commit, each a registry's latency away)."""
+    with serving([f"{fault_proxy.host}/{unique_repo}"], tokens=("writer write * ci-bot",),
+                 publish=Publishing()) as served:
+        api = HfApi(endpoint=served.url, token="writer")
+        api.create_repo("acme/landed")
+        before = len(fault_proxy.requests)
+        commit = api.upload_file(path_or_fileobj=b"weights\n", path_in_repo="notes.txt", repo_id="acme/landed")
+        seen = fault_proxy.requests[before:]
+        assert api.list_repo_commits("acme/landed")[0].commit_id == commit.oid
+    by_digest = [n for n, r in enumerate(seen) if r.method == "PUT" and "/manifests/sha256:" in r.path]
+    assert by_digest, [f"{r.method} {r.path}" for r in seen]
+    pushed = seen[by_digest[-1]].path.rsplit("/", 1)[-1]  # the commit's manifest (the last pushed)
+    after = [f"{r.method} {r.path.rsplit('/manifests/', 1)[-1]}" for r in seen[by_digest[-1] + 1:]
+             if "/manifests/" in r.path]
+    assert f"PUT ocibridge-commit-{commit.oid}" in after and "PUT latest" in after, after  # main is the tag latest
+    assert not [line for line in after if line.endswith(pushed) and not line.startswith("PUT")], after

@@ -6,7 +6,8 @@ nothing (docs/architecture-pull.md, "A pull's walk"). serve is another case: it 
 repository for the life of the process, and request after request reads the same manifests (a
 branch's commits, walked by every commit listing; the refs record, read again every few seconds;
 a commit's page). A manifest named by digest cannot change, so its verified bytes answer the
-next read by that digest, within a bound in bytes, oldest out first; a delete forgets it.
+next read by that digest, within a bound in bytes, oldest out first; a delete forgets it. A
+manifest serve pushed is held as it was written: the commit that wrote it reads it back at once.
 """
 
 from __future__ import annotations
@@ -119,6 +120,12 @@ class ServedRegistryStore(RegistryStore):
             stop = desc.size if end is None else min(end, desc.size)
             return super().open_blob_range(desc.within, desc.offset + start, desc.offset + stop, probe=probe)
         return super().open_blob_range(desc, start, end, probe=probe)
+
+    def push_manifest(self, desc: Descriptor, data: bytes, tag: str | None = None) -> None:
+        """Written and accepted: its bytes (checked against ``desc`` before the PUT) answer the
+        reads that follow, such as a commit's landing (landing.py), without asking them back."""
+        super().push_manifest(desc, data, tag)
+        self.held.put(desc.digest, desc.mediaType, data)
 
     def delete_manifest(self, desc: Descriptor) -> None:
         self.held.forget(desc.digest)

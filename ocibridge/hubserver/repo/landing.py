@@ -49,8 +49,6 @@ def land(store: WritableStore, digest: str, tag: str, annotations: Mapping[str, 
     """Steps 2 to 4 for the manifest ``digest`` ``store`` holds, the branch's tag being ``tag``.
     Nothing is tagged when the evidence fails (:class:`.EvidenceFailed`, saying so); the branch
     is not moved when ``before_branch`` raises (a lease no longer held)."""
-    from ocibridge.transfer.writer import write_artifact
-
     subject = store.resolve(digest)
     if evidence is not None and evidence.scan in ("refuse", "quarantine"):
         _scanned(store, subject, tag, evidence)
@@ -61,10 +59,12 @@ def land(store: WritableStore, digest: str, tag: str, annotations: Mapping[str, 
             raise EvidenceFailed(f"{store.describe()}: commit {commit_of(digest)} was refused: its evidence "
                                  f"could not be written ({e}); {tag} was not moved") from e
     body = store.fetch_bytes(subject)
-    write_artifact(store, subject, body, tags=[bookkept(tag, digest)])  # the commit tag first
+    # the manifest is there (pushed by digest): each tag is one write of its bytes, no copy's
+    # question first of whether it is
+    store.push_manifest(subject, body, bookkept(tag, digest))  # the commit tag first
     if before_branch is not None:
         before_branch()
-    write_artifact(store, subject, body, tags=[tag])  # the manifest is there: one PUT of the tag
+    store.push_manifest(subject, body, tag)
 
 
 def tag_ancestors(store: WritableStore, head: str, tag: str, most: int) -> int:
