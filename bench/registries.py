@@ -17,6 +17,7 @@ import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from tests.support.registry import RegistryProcess
 
@@ -37,6 +38,13 @@ class UploadCount:
     blob_bytes: int
     mounts: int
     patches: int
+
+
+class AtUrl(Protocol):
+    """A registry as a bench reaches it: its base URL (a BenchRegistry, or the suite's)."""
+
+    @property
+    def url(self) -> str: ...
 
 
 class BenchRegistry:
