@@ -27,9 +27,10 @@ each time from a fresh HF_HOME (the fine-tune's machine has no local shard cache
 the bytes serve received in xorb POSTs the second time (its log line per xorb) as a fraction of
 the file (target ≤ 20 %), and whether the registry's layer is then the new file's SHA-256.
 
-Over Xet each round also measures the floor as the work done at once (``bench.xet_floor``: hf_xet
-to a sink, curl's PUT and serve's least work together on these cores), and the row is divided by
-it (issue 108: a row that misses its target is judged against the floor that stops it).
+Each round also measures each way's floor as the work done at once (``bench.floor_at_once``: over
+Xet hf_xet to a sink, curl's PUT and serve's least work together on these cores; over LFS curl's
+PUT and serve's least work together after the client's hashing), and the row is divided by it
+(issue 108: a row that misses its target is judged against the floor that stops it).
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ import httpx
 
 from ocibridge.core.capacity import capacity
 
-from . import tools, xet_floor
+from . import floor_at_once, tools
 from .proc import Sample, run_measured
 from .registries import AtUrl, BenchRegistry, fresh_registry
 from .serve import MiB, base_env, cpu_of, free_port, load, timed, wait_healthy
@@ -218,7 +219,7 @@ def client_env(work: Path, url: str, protocol: str, home: Path) -> dict[str, str
 def run(size_mib: int, work: Path, repeat: int, protocols: list[str]) -> list[str]:
     model = make_model(work / f"m{size_mib}", size_mib)
     weights = model / "model.safetensors"
-    ways = ("curl", "push", "prelude", "least", "first-xorb", "at-once", *protocols)
+    ways = ("curl", "push", "prelude", "least", "first-xorb", "at-once", "lfs-at-once", *protocols)
     rows: dict[str, Runs] = {name: Runs() for name in ways}
     before = load()
     with fresh_registry(work) as reg:
@@ -246,9 +247,13 @@ def run(size_mib: int, work: Path, repeat: int, protocols: list[str]) -> list[st
                     rows[protocol].add(sample, serve=cpu_of(proc.pid) - s0, registry=reg.cpu_seconds() - r0,
                                        rss=peak_rss_mib(proc.pid))
                 shutil.rmtree(home, ignore_errors=True)
-                if protocol == "xet":  # its floor, measured in the same round (bench/xet_floor.py)
-                    at_once = xet_floor.together(reg, weights, f"bench/floor{size_mib}-{n}", work)
+                # its floor, measured in the same round (bench/floor_at_once.py)
+                if protocol == "xet":
+                    at_once = floor_at_once.xet(reg, weights, f"bench/floor{size_mib}-{n}", work)
                     rows["at-once"].wall.append(at_once.after_first_xorb)
+                else:
+                    rows["lfs-at-once"].wall.append(floor_at_once.lfs(reg, weights, f"bench/lfsfloor{size_mib}-{n}",
+                                                                      work))
         for protocol in protocols:
             out = work / "least-work.out"
             rows[f"least-{protocol}"] = Runs()
@@ -309,16 +314,8 @@ def table(size_mib: int, rows: dict[str, Runs], protocols: list[str], before: st
                    f"{least.median('client'):.2f} s serve's least work + {2 * curl.median('client'):.2f} s a receive "
                    f"and a send) / {cores} cores")
         floors.append(f"| floor of {label} | {floor:.2f} s | **{floor / push.median():.2f}×** | {why} |")
-        at_once = rows.get("at-once")
-        if protocol == "xet" and first.wall and at_once is not None and at_once.wall:
-            # the same work done at once on these cores, measured: the registry's one thread ends it
-            measured = first.median() + at_once.median()
-            floors.append(f"| floor of {label}, measured: the work at once | {measured:.2f} s | "
-                          f"**{measured / push.median():.2f}×** | hf_xet's first xorb at serve "
-                          f"{first.median():.2f} s + {at_once.median():.2f} s from a sink's first xorb until hf_xet "
-                          f"to the sink, curl's PUT and serve's least work were all done (bench/xet_floor.py); "
-                          f"the row ÷ it: "
-                          f"**{runs.median() / measured:.2f}×** |")
+        floors += measured_floor(protocol, label, runs, push, first if protocol == "xet" else prelude,
+                                 rows.get("at-once" if protocol == "xet" else "lfs-at-once"))
         if protocol == "xet" and first.wall:
             # the registry takes one blob on one thread: no byte of it before serve has the first
             # verified xorb, then no faster than it takes curl's PUT of the same bytes
@@ -334,6 +331,24 @@ def table(size_mib: int, rows: dict[str, Runs], protocols: list[str], before: st
                       f"{runs.median('registry'):.2f} s registry) / {cores} cores |")
     lines += ["", "| floor | s | ÷ push | made of (measured above, same run) |", "|---|---|---|---|", *floors, ""]
     return lines
+
+
+def measured_floor(protocol: str, label: str, runs: Runs, push: Runs, before: Runs, at_once: Runs | None) -> list[str]:
+    """The floor row measured as the work at once (bench/floor_at_once.py), the row divided by it:
+    the client's time before the others can begin (``before``: hf_xet's first xorb at serve, or
+    huggingface_hub's hashing over LFS) + the time the work at once took. None when not measured."""
+    if not before.wall or at_once is None or not at_once.wall:
+        return []
+    measured = before.median() + at_once.median()
+    if protocol == "xet":
+        made = (f"hf_xet's first xorb at serve {before.median():.2f} s + {at_once.median():.2f} s from a sink's first "
+                f"xorb until hf_xet to the sink, curl's PUT and serve's least work were all done")
+    else:
+        made = (f"the client's {before.median():.2f} s before its first byte + {at_once.median():.2f} s until curl's "
+                f"PUT and serve's least work, begun together, were both done")
+    return [f"| floor of {label}, measured: the work at once | {measured:.2f} s | "
+            f"**{measured / push.median():.2f}×** | {made} (bench/floor_at_once.py); "
+            f"the row ÷ it: **{runs.median() / measured:.2f}×** |"]
 
 
 TENSORS = 10

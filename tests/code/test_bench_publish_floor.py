@@ -27,7 +27,7 @@ def test_the_xet_floors_use_the_cores_this_process_may_use(monkeypatch: pytest.M
 
 
 def test_the_measured_xet_floor_is_the_first_xorb_and_the_work_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    """bench.xet_floor's run in each round: hf_xet's first xorb at serve + the three at once from a
+    """bench.floor_at_once.xet in each round: hf_xet's first xorb at serve + the three at once from a
     sink's first xorb; the row is divided by it, and bench.fresh_vm reads that ratio."""
     from bench.fresh_vm import parse_publish
 
@@ -42,3 +42,17 @@ def test_the_measured_xet_floor_is_the_first_xorb_and_the_work_at_once(monkeypat
     assert parse_publish("\n".join(lines)) == {"publish xet": 1.56, "publish xet floor": 1.32}
     rows.pop("at-once")
     assert not [line for line in publish.table(1024, rows, ["xet"], "0.1", "0.2") if "measured:" in line]
+
+
+def test_the_measured_lfs_floor_is_the_clients_hashing_and_the_work_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    from bench.fresh_vm import parse_publish
+
+    monkeypatch.setattr(publish, "capacity", lambda: Capacity(cpus=2, memory=None))
+    rows = {"push": runs(5.0, 2.0, registry=4.0), "curl": runs(4.8, 0.4, registry=4.0),
+            "prelude": runs(1.0, 1.0), "first-xorb": runs(0.0, 0.0), "lfs-at-once": runs(5.0, 0.0),
+            "lfs": runs(6.6, 1.3, serve=2.0, registry=4.0), "least-lfs": runs(0.9, 0.9)}
+    rows["first-xorb"].wall.clear()  # no Xet round
+    lines = publish.table(1024, rows, ["lfs"], "0.1", "0.2")
+    measured = [line for line in lines if "measured: the work at once" in line]
+    assert len(measured) == 1 and measured[0].startswith("| floor of LFS") and "| 6.00 s | **1.20×** |" in measured[0]
+    assert parse_publish("\n".join(lines)) == {"publish lfs": 1.32, "publish lfs floor": 1.1}

@@ -1,15 +1,18 @@
-"""The floor of a publish over Xet, measured rather than summed (issue 108): the work nobody can
-skip, done at once on the same cores, as the mount's floor is pull and a FUSE delivery at once.
+"""The floors of a publish through serve, measured rather than summed (issue 108): the work nobody
+can skip, done at once on the same cores, as the mount's floor is pull and a FUSE delivery at once.
 
-    .venv/bin/python -m bench.xet_floor                  # 1024 MiB, 3 runs, on a fresh registry
+    .venv/bin/python -m bench.floor_at_once               # 1024 MiB, 3 runs each, on a fresh registry
 
-Three processes: hf_xet uploads the weights to a sink that takes each xorb and shard and keeps
-nothing (the client's own work: chunking, hashing, compressing, sending); from the sink's first
-xorb on, curl PUTs the weights into the registry (the registry's work, no faster than its own
-speed, and not held back by the client as serve's relay is) and one process does serve's least
-work on them (``bench.publish.LEAST_WORK``: the SHA-256, the chunk table, the BLAKE3 check, one
-write). The floor is hf_xet's first xorb at serve in the real publish plus the time from the sink's
-first xorb until all three are done; the sink's own receive is the one receive serve must do.
+Over Xet (:func:`xet`), three processes: hf_xet uploads the weights to a sink that takes each xorb
+and shard and keeps nothing (the client's own work: chunking, hashing, compressing, sending); from
+the sink's first xorb on, curl PUTs the weights into the registry (the registry's work, no faster
+than its own speed, and not held back by the client as serve's relay is) and one process does
+serve's least work on them (``bench.publish.LEAST_WORK``: the SHA-256, the chunk table, the BLAKE3
+check, one write). The floor is hf_xet's first xorb at serve in the real publish plus the time from
+the sink's first xorb until all three are done; the sink's own receive is the one receive serve
+must do. Over LFS (:func:`lfs`) the client hashes the file before its first byte moves, then curl's
+PUT and serve's least work (the SHA-256, the chunk table) run at once: the floor is the client's
+time before its first byte plus theirs.
 """
 
 from __future__ import annotations
@@ -127,7 +130,7 @@ class Together:
     least_done: float
 
 
-def together(reg: AtUrl, weights: Path, repo: str, work: Path) -> Together:
+def xet(reg: AtUrl, weights: Path, repo: str, work: Path) -> Together:
     """hf_xet to the sink; curl's PUT and serve's least work from its first xorb on."""
     from .publish import LEAST_WORK, curl_put_cmd
 
@@ -150,6 +153,21 @@ def together(reg: AtUrl, weights: Path, repo: str, work: Path) -> Together:
         ends = _ended({"client": client, "registry": registry, "least": least}, server.at)
     out.unlink(missing_ok=True)
     return Together(max(ends.values()), ends["client"], ends["registry"], ends["least"])
+
+
+def lfs(reg: AtUrl, weights: Path, repo: str, work: Path) -> float:
+    """curl's PUT of the weights and serve's least work over LFS, begun together: seconds until both ended."""
+    from .publish import LEAST_WORK, curl_put_cmd
+
+    put = curl_put_cmd(reg, weights, repo)
+    out = work / "lfs-floor-least.out"
+    start = time.monotonic()
+    procs = {"registry": subprocess.Popen(put),
+             "least": subprocess.Popen([sys.executable, "-c", LEAST_WORK, str(weights), str(out), "lfs"],
+                                       env=base_env(work))}
+    ends = _ended(procs, start)
+    out.unlink(missing_ok=True)
+    return max(ends.values())
 
 
 def _ended(procs: dict[str, subprocess.Popen[bytes]], since: float) -> dict[str, float]:
@@ -178,15 +196,20 @@ def main() -> None:
     p.add_argument("--size", type=int, default=1024, help="weights size in MiB")
     p.add_argument("--repeat", type=int, default=3)
     args = p.parse_args()
-    with tempfile.TemporaryDirectory(prefix="bench-xet-floor-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="bench-floor-at-once-") as tmp:
         work = Path(tmp)
         weights = make_model(work / "m", args.size) / "model.safetensors"
         with fresh_registry(work) as reg:
-            runs = [together(reg, weights, f"bench/floor-{n}", work) for n in range(args.repeat)]
-    for run in runs:
-        print(f"from the first xorb: all done {run.after_first_xorb:.2f} s (hf_xet {run.client_done:.2f}, "
-              f"the registry {run.registry_done:.2f}, serve's least work {run.least_done:.2f})")
-    print(f"median {statistics.median(r.after_first_xorb for r in runs):.2f} s")
+            runs = []
+            for n in range(args.repeat):
+                runs.append((xet(reg, weights, f"bench/xet-{n}", work), lfs(reg, weights, f"bench/lfs-{n}", work)))
+    for over_xet, over_lfs in runs:
+        print(f"Xet, from the first xorb: all done {over_xet.after_first_xorb:.2f} s "
+              f"(hf_xet {over_xet.client_done:.2f}, the registry {over_xet.registry_done:.2f}, "
+              f"serve's least work {over_xet.least_done:.2f}); "
+              f"LFS, from the first byte: {over_lfs:.2f} s")
+    print(f"medians: Xet {statistics.median(x.after_first_xorb for x, _ in runs):.2f} s, "
+          f"LFS {statistics.median(y for _, y in runs):.2f} s")
 
 
 if __name__ == "__main__":
