@@ -10,9 +10,10 @@ than its own speed, and not held back by the client as serve's relay is) and one
 serve's least work on them (``bench.publish.LEAST_WORK``: the SHA-256, the chunk table, the BLAKE3
 check, one write). The floor is hf_xet's first xorb at serve in the real publish plus the time from
 the sink's first xorb until all three are done; the sink's own receive is the one receive serve
-must do. Over LFS (:func:`lfs`) the client hashes the file before its first byte moves, then curl's
-PUT and serve's least work (the SHA-256, the chunk table) run at once: the floor is the client's
-time before its first byte plus theirs.
+must do. Over LFS (:func:`lfs`) the client hashes the file before its first byte moves; then its
+send of the bytes (curl to the sink: serve's receive), curl's PUT into the registry and serve's
+least work (the SHA-256, the chunk table) run at once: the floor is the client's time before its
+first byte plus theirs.
 """
 
 from __future__ import annotations
@@ -77,6 +78,10 @@ class _Sink(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:  # noqa: N802 - http.server's name
         self._answer(404, b'{"error":"not held"}')  # global dedupe: nothing is held
+
+    def do_PUT(self) -> None:  # noqa: N802 - http.server's name
+        self._drain()  # an LFS upload's body (lfs(): the client's send, serve's receive)
+        self._answer(200, b"{}")
 
     def do_POST(self) -> None:  # noqa: N802 - http.server's name
         if "/v1/xorbs/" in self.path:
@@ -156,16 +161,20 @@ def xet(reg: AtUrl, weights: Path, repo: str, work: Path) -> Together:
 
 
 def lfs(reg: AtUrl, weights: Path, repo: str, work: Path) -> float:
-    """curl's PUT of the weights and serve's least work over LFS, begun together: seconds until both ended."""
+    """The client's send of the weights to a sink (serve's receive of them), curl's PUT of them into
+    the registry and serve's least work over LFS, begun together: seconds until all three ended."""
+    from . import tools
     from .publish import LEAST_WORK, curl_put_cmd
 
     put = curl_put_cmd(reg, weights, repo)
     out = work / "lfs-floor-least.out"
-    start = time.monotonic()
-    procs = {"registry": subprocess.Popen(put),
-             "least": subprocess.Popen([sys.executable, "-c", LEAST_WORK, str(weights), str(out), "lfs"],
-                                       env=base_env(work))}
-    ends = _ended(procs, start)
+    with sink() as server:
+        send = tools.curl_put([(weights, f"http://127.0.0.1:{server.server_port}/lfs/upload", "sha256:-")])
+        start = time.monotonic()
+        procs = {"client": subprocess.Popen(send), "registry": subprocess.Popen(put),
+                 "least": subprocess.Popen([sys.executable, "-c", LEAST_WORK, str(weights), str(out), "lfs"],
+                                           env=base_env(work))}
+        ends = _ended(procs, start)
     out.unlink(missing_ok=True)
     return max(ends.values())
 

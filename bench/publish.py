@@ -28,9 +28,10 @@ the bytes serve received in xorb POSTs the second time (its log line per xorb) a
 the file (target ≤ 20 %), and whether the registry's layer is then the new file's SHA-256.
 
 Each round also measures each way's floor as the work done at once (``bench.floor_at_once``: over
-Xet hf_xet to a sink, curl's PUT and serve's least work together on these cores; over LFS curl's
-PUT and serve's least work together after the client's hashing), and the row is divided by it
-(issue 108: a row that misses its target is judged against the floor that stops it).
+Xet hf_xet to a sink, curl's PUT and serve's least work together on these cores; over LFS the
+client's send to a sink, curl's PUT and serve's least work together after the client's hashing),
+and the row is divided by it (issue 108: a row that misses its target is judged against the floor
+that stops it).
 """
 
 from __future__ import annotations
@@ -344,8 +345,8 @@ def measured_floor(protocol: str, label: str, runs: Runs, push: Runs, before: Ru
         made = (f"hf_xet's first xorb at serve {before.median():.2f} s + {at_once.median():.2f} s from a sink's first "
                 f"xorb until hf_xet to the sink, curl's PUT and serve's least work were all done")
     else:
-        made = (f"the client's {before.median():.2f} s before its first byte + {at_once.median():.2f} s until curl's "
-                f"PUT and serve's least work, begun together, were both done")
+        made = (f"the client's {before.median():.2f} s before its first byte + {at_once.median():.2f} s until its "
+                f"send to a sink, curl's PUT and serve's least work, begun together, were all done")
     return [f"| floor of {label}, measured: the work at once | {measured:.2f} s | "
             f"**{measured / push.median():.2f}×** | {made} (bench/floor_at_once.py); "
             f"the row ÷ it: **{runs.median() / measured:.2f}×** |"]
