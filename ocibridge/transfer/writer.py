@@ -106,6 +106,12 @@ def retag(store: WritableStore, desc: Descriptor, tags: Sequence[str]) -> CopySt
     return write_artifact(store, desc, store.fetch_bytes(desc), tags=tags)
 
 
+def tag_held(store: WritableStore, desc: Descriptor, data: bytes, tag: str) -> None:
+    """Point ``tag`` at the manifest ``desc`` (its bytes ``data``) that ``store`` was just given:
+    one write of the bytes, nothing asked first (a commit's tags, hubserver/repo/landing.py)."""
+    store.push_manifest(desc, data, tag)
+
+
 def write_blob(store: CopyTarget, blob: Blob, *, progress: ProgressFn | None = None,
                rereadable: bool = True) -> bool:
     """One blob on its own (a cache filling itself): sent unless there; whether it was sent.

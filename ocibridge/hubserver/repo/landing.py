@@ -58,13 +58,15 @@ def land(store: WritableStore, digest: str, tag: str, annotations: Mapping[str, 
         except (OcibridgeError, OSError) as e:
             raise EvidenceFailed(f"{store.describe()}: commit {commit_of(digest)} was refused: its evidence "
                                  f"could not be written ({e}); {tag} was not moved") from e
+    from ocibridge.transfer.writer import tag_held
+
     body = store.fetch_bytes(subject)
     # the manifest is there (pushed by digest): each tag is one write of its bytes, no copy's
     # question first of whether it is
-    store.push_manifest(subject, body, bookkept(tag, digest))  # the commit tag first
+    tag_held(store, subject, body, bookkept(tag, digest))  # the commit tag first
     if before_branch is not None:
         before_branch()
-    store.push_manifest(subject, body, tag)
+    tag_held(store, subject, body, tag)
 
 
 def tag_ancestors(store: WritableStore, head: str, tag: str, most: int) -> int:
