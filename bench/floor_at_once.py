@@ -137,7 +137,7 @@ class Together:
 
 def xet(reg: AtUrl, weights: Path, repo: str, work: Path) -> Together:
     """hf_xet to the sink; curl's PUT and serve's least work from its first xorb on."""
-    from .publish import LEAST_WORK, curl_put_cmd
+    from .publish import curl_put_cmd
 
     put = curl_put_cmd(reg, weights, repo)  # the session and the file's digest made before anything runs
     out = work / "xet-floor-least.out"
@@ -154,8 +154,8 @@ def xet(reg: AtUrl, weights: Path, repo: str, work: Path) -> Together:
                 raise RuntimeError(f"hf_xet sent no xorb (exit {client.returncode}): {said[-1] if said else ''}")
         assert server.at is not None
         registry = subprocess.Popen(put)
-        least = subprocess.Popen([sys.executable, "-c", LEAST_WORK, str(weights), str(out), "xet"], env=env)
-        ends = _ended({"client": client, "registry": registry, "least": least}, server.at)
+        ends = _ended({"client": client, "registry": registry, "least": _least_work(weights, out, "xet", env)},
+                      server.at)
     out.unlink(missing_ok=True)
     return Together(max(ends.values()), ends["client"], ends["registry"], ends["least"])
 
@@ -164,19 +164,26 @@ def lfs(reg: AtUrl, weights: Path, repo: str, work: Path) -> float:
     """The client's send of the weights to a sink (serve's receive of them), curl's PUT of them into
     the registry and serve's least work over LFS, begun together: seconds until all three ended."""
     from . import tools
-    from .publish import LEAST_WORK, curl_put_cmd
+    from .publish import curl_put_cmd
 
     put = curl_put_cmd(reg, weights, repo)
     out = work / "lfs-floor-least.out"
     with sink() as server:
+        # curl's PUT as the registry's, to the sink (which takes the body and reads no digest)
         send = tools.curl_put([(weights, f"http://127.0.0.1:{server.server_port}/lfs/upload", "sha256:-")])
         start = time.monotonic()
         procs = {"client": subprocess.Popen(send), "registry": subprocess.Popen(put),
-                 "least": subprocess.Popen([sys.executable, "-c", LEAST_WORK, str(weights), str(out), "lfs"],
-                                           env=base_env(work))}
+                 "least": _least_work(weights, out, "lfs", base_env(work))}
         ends = _ended(procs, start)
     out.unlink(missing_ok=True)
     return max(ends.values())
+
+
+def _least_work(weights: Path, out: Path, protocol: str, env: dict[str, str]) -> subprocess.Popen[bytes]:
+    """serve's least work on ``weights`` over ``protocol`` (``bench.publish.LEAST_WORK``), started."""
+    from .publish import LEAST_WORK
+
+    return subprocess.Popen([sys.executable, "-c", LEAST_WORK, str(weights), str(out), protocol], env=env)
 
 
 def _ended(procs: dict[str, subprocess.Popen[bytes]], since: float) -> dict[str, float]:

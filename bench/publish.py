@@ -337,7 +337,7 @@ def table(size_mib: int, rows: dict[str, Runs], protocols: list[str], before: st
 def measured_floor(protocol: str, label: str, runs: Runs, push: Runs, before: Runs, at_once: Runs | None) -> list[str]:
     """The floor row measured as the work at once (bench/floor_at_once.py), the row divided by it:
     the client's time before the others can begin (``before``: hf_xet's first xorb at serve, or
-    huggingface_hub's hashing over LFS) + the time the work at once took. None when not measured."""
+    huggingface_hub's hashing over LFS) + the time the work at once took; no row when not measured."""
     if not before.wall or at_once is None or not at_once.wall:
         return []
     measured = before.median() + at_once.median()
