@@ -26,7 +26,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from ocibridge.errors import InvalidReference, NotFound, OcibridgeError
+from ocibridge.errors import InvalidReference, NotFound, OcibridgeError, RegistryError
 from ocibridge.oci.bookkeeping import WRITER_ARTIFACT_TYPE, WRITER_TAG
 from ocibridge.oci.empty import empty_descriptor
 from ocibridge.oci.mediatypes import OCI_MANIFEST
@@ -116,12 +116,28 @@ def parsed(notes: dict[str, str]) -> LeaseRecord:
 
 
 def write_lease(store: WritableStore, record: LeaseRecord) -> None:
-    """``record`` under the ``ocibridge-writer`` tag: its one blob sent the first time, then one
-    manifest ``PUT``."""
+    """``record`` under the ``ocibridge-writer`` tag, its one blob sent unless there (a take, a
+    release: the registry is asked first)."""
     from ocibridge.transfer.writer import Blob, write_artifact
 
     desc, body = record.manifest()
     write_artifact(store, desc, body, [Blob.empty()], tags=[WRITER_TAG])
+
+
+def renew_lease(store: WritableStore, record: LeaseRecord) -> None:
+    """The holder's next ``record``: one manifest ``PUT`` and nothing asked first, so that a
+    holder paused mid-renewal has the least time in which its renewal is on the way (landing
+    late, it would overwrite the lease a waiting serve took meanwhile). A registry that lost the
+    blob (refuses the manifest) is given it, as :func:`write_lease` does."""
+    from ocibridge.transfer.writer import tag_held
+
+    desc, body = record.manifest()
+    try:
+        tag_held(store, desc, body, WRITER_TAG)
+    except RegistryError as e:
+        if e.status not in (400, 404):
+            raise
+        write_lease(store, record)
 
 
 def _number(text: str | None, default: float) -> float:

@@ -21,7 +21,9 @@ lease still names this serve then, so no commit acknowledged is lost to a takeov
 **What is left** (said in docs/serve.md): a registry write delayed longer than ``settle`` (two
 serves taking a free lease at the same instant may then both hold it until the holder's next
 renewal, each commit still confirmed as above), and a process paused for longer than ``renew``
-exactly between its last check and the registry receiving its branch's tag. A lease without a
+exactly between its last check and the registry receiving its branch's tag or its renewal (one
+``PUT`` sent right after the check, :func:`.leaserecord.renew_lease`: landing late, it takes the
+lease back from the serve that took over, which then stands by). A lease without a
 fencing token the store checks cannot rule those out; a registry cannot check one.
 
 **A registry that refuses the lease** (read-only credentials for that repository, a registry
@@ -41,7 +43,7 @@ from collections.abc import Callable
 
 from ocibridge.errors import OcibridgeError, RegistryError
 from ocibridge.hubserver.replicas.lease import Lease, LeaseLost
-from ocibridge.hubserver.replicas.leaserecord import Holder, LeaseRecord, read_lease, write_lease
+from ocibridge.hubserver.replicas.leaserecord import Holder, LeaseRecord, read_lease, renew_lease, write_lease
 from ocibridge.hubserver.replicas.leasetimes import EXPIRY_MAX, LeaseTimes
 from ocibridge.stores.base import WritableStore
 
@@ -253,7 +255,7 @@ class RegistryLease(Lease):
             self._lapse()
             return
         try:
-            write_lease(self.store, renewed)
+            renew_lease(self.store, renewed)
         except (OcibridgeError, OSError) as e:
             log.info("the writer lease (%s) was not renewed: %s", self.shown, _one_line(e))
             return
