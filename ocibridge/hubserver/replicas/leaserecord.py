@@ -72,6 +72,16 @@ class LeaseRecord:
         """What changes at every renewal: a waiting serve compares these."""
         return self.holder.id, self.renewal, self.released
 
+    def same(self, other: LeaseRecord) -> bool:
+        """Whether the two are one version as the registry keeps it (the renewal number cycles)."""
+        return (self.holder.id, self.renewal % CYCLE, self.released) \
+            == (other.holder.id, other.renewal % CYCLE, other.released)
+
+    def continues(self, earlier: LeaseRecord) -> bool:
+        """Whether this is the renewal ``earlier``'s holder writes after reading ``earlier``."""
+        return self.holder.id == earlier.holder.id and not self.released \
+            and self.renewal % CYCLE == (earlier.renewal + 1) % CYCLE
+
     def manifest(self) -> tuple[Descriptor, bytes]:
         notes = {_KEY + "holder": self.holder.id, _KEY + "url": self.holder.url, _KEY + "host": self.holder.host,
                  _KEY + "pid": str(self.holder.pid), _KEY + "renewal": str(self.renewal % CYCLE),

@@ -18,13 +18,16 @@ branch (:meth:`RegistryLease.ensure`, just before a branch's tag moves). After t
 record is read again (:meth:`RegistryLease.confirm`): a commit is answered as landed only if the
 lease still names this serve then, so no commit acknowledged is lost to a takeover.
 
-**What is left** (said in docs/serve.md): a registry write delayed longer than ``settle`` (two
+**What is left** (said in docs/serve-replicas.md): a registry write delayed longer than ``settle`` (two
 serves taking a free lease at the same instant may then both hold it until the holder's next
 renewal, each commit still confirmed as above), and a process paused for longer than ``renew``
-exactly between its last check and the registry receiving its branch's tag or its renewal (one
-``PUT`` sent right after the check, :func:`.leaserecord.renew_lease`: landing late, it takes the
-lease back from the serve that took over, which then stands by). A lease without a
+exactly between its last check and the registry receiving its branch's tag. A lease without a
 fencing token the store checks cannot rule those out; a registry cannot check one.
+
+**A renewal that lands late** (one ``PUT``, sent right after the deadline check,
+:func:`.leaserecord.renew_lease`) takes nothing back: its writer doubts its own record
+(:meth:`RegistryLease._doubt_if_late`), and the serve that took over writes its own again
+(:meth:`RegistryLease._late_renewal`).
 
 **A registry that refuses the lease** (read-only credentials for that repository, a registry
 that wants repositories made first): said once at the start, and this serve takes writes
@@ -75,6 +78,8 @@ class RegistryLease(Lease):
         self._renewal = 0
         self._confirmed = -math.inf  # when the last write of ours that holds began (clock)
         self._holder: LeaseRecord | None = None  # another's lease, while this serve waits
+        self._taken_from: LeaseRecord | None = None  # the lapsed lease this serve took over, if it did
+        self._doubted: LeaseRecord | None = None  # a write of ours that may have landed after a takeover
         self._watched: tuple[str, int, bool] | None = None  # the version being watched, since _seen_at
         self._seen_at = self._sampled_at = -math.inf
         self._problem = ""
@@ -134,6 +139,8 @@ class RegistryLease(Lease):
             raise LeaseLost(f"the writer lease ({self.shown}) could not be read back once the branch moved "
                             f"({_one_line(e)}): the commit is not confirmed; check the branch and commit again",
                             self.times.renew) from None
+        if record is not None and record.holder.id != self.me.id and self._late_renewal(record):
+            return  # the lease this serve took over stands (the renewal writes its own again)
         if record is None or record.holder.id != self.me.id:
             if record is not None:
                 self._stand_by(record, lost=True)
@@ -178,8 +185,15 @@ class RegistryLease(Lease):
         except (OcibridgeError, OSError) as e:
             self._unknown(e)
             return
-        if record is None or record.released or record.holder.id == self.me.id or self._lapsed(record):
+        doubted = record is not None and self._doubted is not None and record.same(self._doubted)
+        if record is None or record.released or record.holder.id == self.me.id and not doubted \
+                or self._lapsed(record):
+            self._taken_from = record if record is not None and record.holder.id != self.me.id \
+                and not record.released else None
             self._acquire()
+        elif doubted:  # no other serve named yet: it may have taken the lease, and will write it again
+            self._unknown(OcibridgeError("a renewal of its own landed late; waiting to see whether another "
+                                         "serve took the lease over"))
         else:
             self._stand_by(record)
 
@@ -228,7 +242,7 @@ class RegistryLease(Lease):
         with self._cond:
             waited = self._holder is not None or self._problem != ""
             self._state, self._confirmed, self._holder, self._problem = HOLDING, began, None, ""
-            self._watched = None
+            self._watched = self._doubted = None
             self._cond.notify_all()
         if waited:
             log.info("this serve holds the writer lease (%s) now: writes on", self.shown)
@@ -245,8 +259,12 @@ class RegistryLease(Lease):
             log.info("the writer lease (%s) was not read to renew it: %s", self.shown, _one_line(e))
             return
         if record is not None and record.holder.id != self.me.id:
-            self._stand_by(record, lost=True)
-            return
+            if not self._late_renewal(record):
+                self._stand_by(record, lost=True)
+                return
+            log.warning("warning: a renewal of the writer lease (%s) by %s, whose lease this serve took over, "
+                        "landed late (it was paused, or its write delayed); this serve writes its own again",
+                        self.shown, record.holder.shown())
         with self._cond:
             self._renewal += 1
             renewed = self._record()
@@ -258,9 +276,29 @@ class RegistryLease(Lease):
             renew_lease(self.store, renewed)
         except (OcibridgeError, OSError) as e:
             log.info("the writer lease (%s) was not renewed: %s", self.shown, _one_line(e))
+            self._doubt_if_late(renewed)
+            return
+        if self._doubt_if_late(renewed):
             return
         with self._cond:
             self._confirmed = began
+
+    def _doubt_if_late(self, written: LeaseRecord) -> bool:
+        """A renewal still on its way at this lease's deadline (the process paused, the write
+        delayed) may have landed after another serve took the lease over, over its record: this
+        serve then takes that record for no proof of its own lease (:meth:`_look` watches it as
+        another's), and the serve that took over writes its own again (:meth:`_late_renewal`)."""
+        if self._clock() < self._deadline():
+            return False
+        self._doubted = written
+        self._lapse()
+        return True
+
+    def _late_renewal(self, record: LeaseRecord) -> bool:
+        """Whether ``record``, another's, is the renewal the holder this serve took the lease from
+        sent before its lease lapsed, landed late (it read its own record before the takeover, so
+        it can write nothing else): this serve's lease stands, and is written again."""
+        return self._taken_from is not None and record.continues(self._taken_from)
 
     # -- states ------------------------------------------------------------------------------
     def _deadline(self) -> float:
