@@ -31,7 +31,8 @@ def test_a_renewal_is_one_put_of_the_record_after_one_read(registry):
         store = open_target(f"{proxy.host}/{repo}:ocibridge-writer", for_write=True).store
         assert isinstance(store, WritableStore)
         me = this_process(uuid.uuid4().hex)
-        lease = RegistryLease(store, "the test's lease", me, LeaseTimes(expiry=0.9, renew=0.3, settle=0.1))
+        times = LeaseTimes(expiry=3.0, renew=0.5, settle=0.1)  # 2.5 s to renew in: a loaded machine does
+        lease = RegistryLease(store, "the test's lease", me, times)
         lease.start()
         try:
             deadline = time.monotonic() + 30
@@ -68,7 +69,7 @@ def test_a_renewal_landing_after_a_takeover_takes_nothing_back(registry, caplog)
     the lease over; then the renewal lands, over the second's record. The second writes its own
     again at its next renewal and keeps taking writes; the first never takes writes again and
     ends standing by, naming the second."""
-    times = LeaseTimes(expiry=2.0, renew=0.5, settle=0.1)
+    times = LeaseTimes(expiry=3.0, renew=0.5, settle=0.1)  # 2.5 s to renew in: a loaded machine does
     with FaultProxy(registry) as proxy:
         repo = f"test/{uuid.uuid4().hex[:8]}/ocibridge-serve"
         through_proxy = open_target(f"{proxy.host}/{repo}:ocibridge-writer", for_write=True).store
