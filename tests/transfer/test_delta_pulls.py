@@ -149,7 +149,7 @@ def test_pull_over_the_old_version_moves_only_the_changed_chunks(versions, fault
     out = tmp_path / "out"
     assert _pull(f"{fault_proxy.host}/{repo}:v1", out) == []  # nothing held: whole
     fault_proxy.clear()
-    said = _pull(f"{fault_proxy.host}/{repo}:v2", out, on_existing="overwrite")
+    said = _pull(f"{fault_proxy.host}/{repo}:v2", out, options=ocibridge.PullOptions(on_existing="overwrite"))
     layer = "sha256:" + hashlib.sha256((v2 / "model.safetensors").read_bytes()).hexdigest()
     assert _moved(fault_proxy, layer) == 5 * DEFAULT_CHUNK_SIZE  # the old file in DEST gave the rest
     assert len(said) == 1 and said[0].startswith("reused 36 of 41 chunks")
@@ -169,7 +169,7 @@ def test_a_pull_whose_files_dest_holds_reads_no_chunk_table(versions, fault_prox
     out = tmp_path / "out"
     _pull(f"{fault_proxy.host}/{repo}:v1", out)
     fault_proxy.clear()
-    assert _pull(f"{fault_proxy.host}/{repo}:v1", out, on_existing="overwrite") == []
+    assert _pull(f"{fault_proxy.host}/{repo}:v1", out, options=ocibridge.PullOptions(on_existing="overwrite")) == []
     assert [r.path for r in fault_proxy.requests if "/blobs/" in r.path] == []
     _same_tree(out, v1)
 
