@@ -107,8 +107,9 @@ def retag(store: WritableStore, desc: Descriptor, tags: Sequence[str]) -> CopySt
 
 
 def tag_held(store: WritableStore, desc: Descriptor, data: bytes, tag: str) -> None:
-    """Point ``tag`` at the manifest ``desc`` (its bytes ``data``) that ``store`` was just given:
-    one write of the bytes, nothing asked first (a commit's tags, hubserver/repo/landing.py)."""
+    """Point ``tag`` at the manifest ``desc`` (its bytes ``data``) whose blobs ``store`` holds:
+    one write of the bytes, nothing asked first (a commit's tags, hubserver/repo/landing.py; a
+    writer lease's renewal, hubserver/replicas/leaserecord.py)."""
     store.push_manifest(desc, data, tag)
 
 

@@ -69,13 +69,9 @@ class LeaseRecord:
 
     @property
     def version(self) -> tuple[str, int, bool]:
-        """What changes at every renewal: a waiting serve compares these."""
-        return self.holder.id, self.renewal, self.released
-
-    def same(self, other: LeaseRecord) -> bool:
-        """Whether the two are one version as the registry keeps it (the renewal number cycles)."""
-        return (self.holder.id, self.renewal % CYCLE, self.released) \
-            == (other.holder.id, other.renewal % CYCLE, other.released)
+        """What changes at every renewal, as the registry keeps it (the renewal number cycles): a
+        waiting serve compares these, and a holder its own write with what it reads back."""
+        return self.holder.id, self.renewal % CYCLE, self.released
 
     def continues(self, earlier: LeaseRecord) -> bool:
         """Whether this is the renewal ``earlier``'s holder writes after reading ``earlier``."""

@@ -185,7 +185,7 @@ class RegistryLease(Lease):
         except (OcibridgeError, OSError) as e:
             self._unknown(e)
             return
-        doubted = record is not None and self._doubted is not None and record.same(self._doubted)
+        doubted = record is not None and self._doubted is not None and record.version == self._doubted.version
         if record is None or record.released or record.holder.id == self.me.id and not doubted \
                 or self._lapsed(record):
             self._taken_from = record if record is not None and record.holder.id != self.me.id \
